@@ -1,0 +1,39 @@
+"""Naive causal attention, written out op by op as in the post's 04_a / 04_b scripts.
+
+Five primitive ops, each one launch (or more) you can find in the trace. The out-of-place
+`masked_fill` copies the whole score matrix first: that copy is the post's hidden Memcpy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class NaiveCausalAttention(nn.Module):
+    """matmul → scale → masked_fill(mask, -inf) → softmax → matmul, on (B, nh, T, hs) inputs."""
+
+    def __init__(self, head_dim: int, inplace: bool = False) -> None:
+        super().__init__()
+        self.scale = 1.0 / math.sqrt(head_dim)
+        self.inplace = inplace
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        scores = torch.matmul(q, k.transpose(-2, -1))  # (B, nh, T, T)
+        scores = scores * self.scale
+        if mask is not None:
+            if self.inplace:
+                scores.masked_fill_(mask, float("-inf"))  # safe only under no_grad
+            else:
+                scores = scores.masked_fill(mask, float("-inf"))  # copies the scores
+        attn = torch.softmax(scores, dim=-1)
+        return torch.matmul(attn, v)  # (B, nh, T, hs)
+
+
+def causal_mask(seq_len: int, device: torch.device | str) -> torch.Tensor:
+    """True above the diagonal: the positions a query must not see. Built once per run."""
+    return torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device), diagonal=1)

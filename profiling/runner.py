@@ -1,0 +1,321 @@
+"""One profiled run, the way the post's scripts do it: inputs, warm-up, profile, export.
+
+This is the only module that starts torch.profiler. A process-wide lock keeps one run at a time
+(two profilers cannot run at once, and two runs would share one GPU's timings). It returns
+plain data — paths, DataFrames, a Summary — so it can cross a ZeroGPU worker boundary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import gzip
+import shutil
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+from attention import Built, Problem
+from profiling import trace as trace_model
+from profiling.config import WAIT, WARMUP, ConfigError, RunConfig, check_memory, resolve_device
+from profiling.kernels import kernel_table
+from profiling.summary import (
+    CAUSAL_CONVENTION,
+    FORWARD,
+    Summary,
+    attention_flops,
+    forward_spans,
+    launched_within,
+    per_forward,
+)
+
+Progress = Callable[[float, str], None]
+_LOCK = threading.Lock()
+SEED = 0
+REFERENCE_FLOPS = {"cuda": 2e12, "cpu": 4e9}  # float64 work we allow the reference, per device
+
+
+class RunError(RuntimeError):
+    """The run started but failed (OOM, a kernel error); memory has been released."""
+
+
+class VariantUnavailable(RuntimeError):
+    """The variant cannot run on this machine; the message says why."""
+
+
+@dataclass
+class ProfileResult:
+    config: RunConfig
+    summary: Summary
+    operators: pd.DataFrame  # from key_averages
+    kernels: pd.DataFrame  # per kernel name, per forward, from the trace
+    trace_json: Path
+    trace_gz: Path
+    table_txt: Path
+    spans: pd.DataFrame  # the trace model, so views need not parse again
+    lanes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def run(
+    config: RunConfig, out_dir: str | Path | None = None, progress: Progress | None = None
+) -> ProfileResult:
+    """Validate, then profile `config` once; raises ConfigError, VariantUnavailable or RunError."""
+    config = config.validated()
+    report = progress or (lambda fraction, text: None)
+    with _LOCK:
+        return _run_locked(config, out_dir, report)
+
+
+def _run_locked(config: RunConfig, out_dir: str | Path | None, report: Progress) -> ProfileResult:
+    began = time.perf_counter()
+    device = resolve_device(config.device)
+    variant = config.spec
+    reason = variant.unavailable(device, config.torch_dtype)
+    if reason:
+        raise VariantUnavailable(f"{variant.id} is unavailable here: {reason}")
+    check_memory(config, device)
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-"))
+    out.mkdir(parents=True, exist_ok=True)
+    problem = Problem(
+        config.batch, config.heads, config.seq_len, config.head_dim, config.causal,
+        config.torch_dtype, device,
+    )  # fmt: skip
+    tensors: dict[str, torch.Tensor] = {}
+    try:
+        report(0.05, "allocating inputs")
+        tensors.update(_inputs(config, device, variant.layout))
+        built = _build(variant, problem)
+        report(0.15, f"warm-up ({variant.warmup_calls} calls)")
+        prof = _profile(config, built, variant, tensors, device, report)
+        peak = torch.cuda.max_memory_allocated() / 1024**2 if device == "cuda" else None
+        report(0.7, "exporting the trace")
+        paths = _export(prof, config, device, out)
+        report(0.8, "reference check in float64")
+        rel_err, rel_note = _relative_error(tensors, config, variant.layout, device)
+        report(0.9, "parsing the trace")
+        result = _result(config, built, prof, paths, peak, rel_err, rel_note, device)
+    except torch.OutOfMemoryError as exc:
+        tensors.clear()
+        _release(device)
+        raise RunError(
+            f"out of memory on {device} for {config.variant} at {config.shape_text()}: "
+            "memory was released; reduce seq_len, batch or heads"
+        ) from exc
+    finally:
+        tensors.clear()
+        _release(device)
+    result.seconds = time.perf_counter() - began
+    report(1.0, "done")
+    return result
+
+
+def _inputs(config: RunConfig, device: str, layout: str) -> dict[str, torch.Tensor]:
+    """Fixed-seed q, k, v in the variant's layout, as the post's scripts create them."""
+    gen = torch.Generator(device=device).manual_seed(SEED)
+    if layout == "bhsd":
+        shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+    else:
+        shape = (config.batch, config.seq_len, config.heads, config.head_dim)
+    make = lambda: torch.randn(shape, generator=gen, device=device, dtype=config.torch_dtype)  # noqa: E731
+    return {"q": make(), "k": make(), "v": make()}
+
+
+def _build(variant, problem: Problem) -> Built:
+    try:
+        return variant.build(problem)
+    except Exception as exc:  # a loader failing (Hub, compiler) means the variant cannot run
+        raise VariantUnavailable(f"{variant.id} could not be set up: {exc}") from exc
+
+
+def _profile(config, built: Built, variant, t: dict, device: str, report: Progress):
+    q, k, v = t["q"], t["k"], t["v"]
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    with torch.no_grad(), variant.context():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                for _ in range(variant.warmup_calls):
+                    t["out"] = built.forward(q, k, v)
+                sync()
+            except torch.OutOfMemoryError:
+                raise
+            except RuntimeError as exc:
+                hints = "; ".join(dict.fromkeys(str(w.message).splitlines()[0] for w in caught))
+                detail = f" ({hints})" if hints else ""
+                raise VariantUnavailable(
+                    f"{variant.id} cannot run {config.shape_text()} here: "
+                    f"{str(exc).splitlines()[0]}{detail}"
+                ) from exc
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        report(0.3, f"profiling {config.total_steps} steps ({config.steps} active)")
+        with profile(
+            activities=activities,
+            schedule=schedule(wait=WAIT, warmup=WARMUP, active=config.steps, repeat=1),
+            record_shapes=False,
+            profile_memory=False,
+            with_stack=False,
+        ) as prof:
+            for _ in range(config.total_steps):
+                with record_function(FORWARD):
+                    t["out"] = built.forward(q, k, v)
+                prof.step()
+            sync()
+    return prof
+
+
+def _export(prof, config: RunConfig, device: str, out: Path) -> dict[str, Path]:
+    tag = config.tag(device)
+    json_path, gz_path, txt_path = (out / f"{tag}{ext}" for ext in (".json", ".json.gz", ".txt"))
+    prof.export_chrome_trace(str(json_path))
+    with open(json_path, "rb") as src, gzip.open(gz_path, "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst)
+    sort_by = "cuda_time_total" if device == "cuda" else "cpu_time_total"
+    txt_path.write_text(prof.key_averages().table(sort_by=sort_by, row_limit=15))
+    return {"json": json_path, "gz": gz_path, "txt": txt_path}
+
+
+def operator_table(prof, device: str) -> pd.DataFrame:
+    """key_averages as a table: the numbers of the post's .txt, sortable."""
+    rows = []
+    for e in prof.key_averages():
+        dev_self = getattr(e, "self_device_time_total", 0.0)
+        dev_total = getattr(e, "device_time_total", 0.0)
+        rows.append(
+            {
+                "operator": e.key,
+                "calls": e.count,
+                "cpu_self_us": e.self_cpu_time_total,
+                "cpu_total_us": e.cpu_time_total,
+                "cpu_avg_us": e.cpu_time_total / max(e.count, 1),
+                "device_self_us": dev_self,
+                "device_total_us": dev_total,
+                "device_avg_us": dev_total / max(e.count, 1),
+            }
+        )
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    key = "device_total_us" if device == "cuda" else "cpu_total_us"
+    return table.sort_values(key, ascending=False).reset_index(drop=True).round(3)
+
+
+def _relative_error(t: dict, config: RunConfig, layout: str, device: str) -> tuple[float, str]:
+    """‖out − ref‖ / ‖ref‖ against float64 attention, chunked so it never needs the S² matrix."""
+    out, q, k, v = t["out"], t["q"], t["k"], t["v"]
+    if layout == "bshd":
+        out, q, k, v = (x.transpose(1, 2) for x in (out, q, k, v))
+    b, h, s, d = q.shape
+    pairs = b * h
+    per_pair = 4.0 * s * s * d
+    keep = max(1, min(pairs, int(REFERENCE_FLOPS[device] // per_pair)))
+    flat = [x.reshape(pairs, s, d)[:keep] for x in (out, q, k, v)]
+    rows = max(1, min(s, (64 * 1024**2) // max(s, 1)))  # ≤ 64M float64 scores per chunk
+    err = ref = 0.0
+    for p in range(keep):
+        o, qq, kk, vv = (x[p].to(torch.float64) for x in flat)
+        for lo in range(0, s, rows):
+            hi = min(s, lo + rows)
+            scores = qq[lo:hi] @ kk.T / d**0.5
+            if config.causal:
+                idx = torch.arange(lo, hi, device=scores.device)[:, None]
+                scores.masked_fill_(
+                    torch.arange(s, device=scores.device)[None, :] > idx, float("-inf")
+                )
+            r = torch.softmax(scores, dim=-1) @ vv
+            err += float((o[lo:hi] - r).pow(2).sum())
+            ref += float(r.pow(2).sum())
+    note = (
+        "all heads"
+        if keep == pairs
+        else f"{keep} of {pairs} (batch, head) pairs, to bound the cost"
+    )
+    return (err / ref) ** 0.5 if ref > 0 else float("nan"), note
+
+
+def _result(config, built: Built, prof, paths, peak, rel_err, rel_note, device) -> ProfileResult:
+    trace = trace_model.load(paths["json"])
+    stats = per_forward(trace)
+    windows = forward_spans(trace)
+    kernels = kernel_table(launched_within(trace, windows), per=max(len(windows), 1))
+    flops = attention_flops(
+        config.batch, config.heads, config.seq_len, config.head_dim, config.causal
+    )
+    if device == "cuda" and stats.gpu_us:
+        tflops, basis = flops / (stats.gpu_us * 1e-6) / 1e12, f"GPU time; {CAUSAL_CONVENTION}"
+    else:
+        tflops = flops / (stats.cpu_us * 1e-6) / 1e12 if stats.cpu_us > 0 else None
+        basis = f"CPU time of attn_fwd (no GPU); {CAUSAL_CONVENTION}"
+    ran = built.ran
+    if config.spec.family == "sdpa":
+        ran = f"SDPA {stats.backend}" if stats.backend else "SDPA (backend not visible in trace)"
+    notes = [n for n in (built.note,) if n]
+    if stats.forwards != config.steps:
+        notes.append(f"expected {config.steps} attn_fwd spans in the trace, found {stats.forwards}")
+    summary = Summary(
+        variant=config.variant,
+        label=config.spec.label,
+        config=config.as_dict(),
+        device=device,
+        device_name=torch.cuda.get_device_name() if device == "cuda" else _cpu_name(),
+        torch_version=torch.__version__,
+        ran=ran,
+        forwards=stats.forwards,
+        kernels_per_forward=stats.kernels,
+        memcpy_per_forward=stats.memcpy,
+        memset_per_forward=stats.memset,
+        gpu_us_per_forward=stats.gpu_us,
+        cpu_us_per_forward=stats.cpu_us,
+        cpu_bound=(stats.cpu_us > stats.gpu_us) if stats.gpu_us else None,
+        peak_mib=peak,
+        flops_per_forward=flops,
+        tflops=tflops,
+        tflops_basis=basis,
+        rel_err=rel_err,
+        rel_err_note=rel_note,
+        dominant_kernel=stats.dominant,
+        dominant_decoded=stats.dominant_decoded,
+        notes=notes,
+    )
+    return ProfileResult(
+        config=config,
+        summary=summary,
+        operators=operator_table(prof, device),
+        kernels=kernels,
+        trace_json=paths["json"],
+        trace_gz=paths["gz"],
+        table_txt=paths["txt"],
+        spans=trace.spans,
+        lanes=trace.lanes,
+    )
+
+
+def _release(device: str) -> None:
+    gc.collect()
+    if device == "cuda":
+        with contextlib.suppress(RuntimeError):
+            torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def _cpu_name() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                return "CPU · " + line.split(":", 1)[1].strip()
+    return "CPU"
+
+
+__all__ = ["ConfigError", "ProfileResult", "RunError", "VariantUnavailable", "run"]

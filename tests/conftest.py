@@ -1,0 +1,43 @@
+"""Shared test set-up: GPU tests skip without CUDA; Gradio writes into a temp dir."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+FIXTURES = Path(__file__).parent / "fixtures"
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="attnprof-gradio-"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU: run `pytest -m gpu` on the H200")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool):
+    """float64 softmax(q·kᵀ/√d)·v on (B, H, S, D) inputs, with an explicit causal mask."""
+    q, k, v = (x.to(torch.float64) for x in (q, k, v))
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if causal:
+        s = q.shape[-2]
+        mask = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+        scores = scores.masked_fill(mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    out = out.to(torch.float64)
+    return float((out - ref).norm() / ref.norm())
+
+
+# Relative-error bounds per dtype: far above rounding noise, far below a wrong result (~1).
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 2e-2}

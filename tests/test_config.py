@@ -1,0 +1,83 @@
+"""Validation refuses bad configs before anything is allocated, with messages that help."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from profiling.config import (
+    ConfigError,
+    RunConfig,
+    check_memory,
+    estimate_bytes,
+    largest_fitting_seq_len,
+)
+
+
+def test_defaults_are_the_posts_shape():
+    c = RunConfig.from_user()
+    assert (c.batch, c.heads, c.seq_len, c.head_dim, c.dtype, c.causal) == (
+        8,
+        16,
+        1024,
+        64,
+        "bfloat16",
+        True,
+    )
+    assert c.tag("cuda") == "8_16_1024_64_bfloat16_causal_cuda_3steps"
+
+
+def test_integral_floats_from_sliders_are_accepted():
+    assert RunConfig.from_user(seq_len=512.0).seq_len == 512
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"variant": "nope"}, "unknown variant 'nope'"),
+        ({"dtype": "float64"}, "unknown dtype"),
+        ({"device": "tpu"}, "unknown device"),
+        ({"seq_len": 0}, "seq_len must be between 16 and 131072"),
+        ({"seq_len": -5}, "between"),
+        ({"seq_len": 2**63}, "between"),
+        ({"seq_len": 100.5}, "whole number"),
+        ({"seq_len": math.nan}, "whole number"),
+        ({"seq_len": math.inf}, "whole number"),
+        ({"seq_len": "1024"}, "whole number"),
+        ({"seq_len": True}, "whole number"),
+        ({"seq_len": None}, "missing"),
+        ({"batch": 65}, "batch must be between 1 and 64"),
+        ({"head_dim": 60}, "multiple of 8"),
+        ({"steps": 0}, "steps must be between"),
+        ({"causal": "maybe"}, "causal must be true or false"),
+        ({"variant": 3}, "variant must be text"),
+        ({"bogus": 1}, "unknown parameter"),
+        ({"batch": 64, "heads": 128, "seq_len": 131072, "head_dim": 256}, "2³¹"),
+    ],
+)
+def test_bad_input_is_refused_clearly(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        RunConfig.from_user(**raw)
+
+
+def test_estimate_grows_with_the_score_matrices():
+    naive = RunConfig.from_user(variant="naive")
+    flash = RunConfig.from_user(variant="sdpa-flash")
+    math_ = RunConfig.from_user(variant="sdpa-math")
+    scores = 8 * 16 * 1024 * 1024 * 2  # one bf16 score matrix at the post's shape
+    assert estimate_bytes(naive) - estimate_bytes(flash) == 3 * scores + 1024 * 1024
+    assert estimate_bytes(math_) > estimate_bytes(naive)  # FP32 scores
+    assert estimate_bytes(flash) < 200 * 1024**2  # the baseline measured 178 MiB peak
+
+
+def test_memory_refusal_names_the_need_and_the_fix(monkeypatch):
+    monkeypatch.setattr("profiling.config.available_bytes", lambda device: 8 * 1024**3)
+    big = RunConfig.from_user(variant="naive", seq_len=65536)
+    with pytest.raises(ConfigError) as info:
+        check_memory(big, "cuda")
+    text = str(info.value)
+    assert "needs about" in text and "GiB" in text and "reduce seq_len to" in text
+    fit = largest_fitting_seq_len(big, int(0.85 * 8 * 1024**3))
+    assert fit and estimate_bytes(big.with_(seq_len=fit)) <= 0.85 * 8 * 1024**3
+    check_memory(big.with_(seq_len=fit), "cuda")  # the suggestion really fits

@@ -1,0 +1,99 @@
+"""One profiled run on the CPU: trace, tables and summary as the page will show them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+import torch
+
+from attention import VARIANTS, availability
+from profiling import trace
+from profiling.config import ConfigError, RunConfig
+from profiling.runner import RunError, VariantUnavailable, run
+from profiling.summary import forward_spans
+
+CPU_VARIANTS = [v for v, why in availability("cpu", torch.float32).items() if why is None]
+
+
+def small(variant: str, **kw) -> RunConfig:
+    base = {
+        "variant": variant,
+        "seq_len": 128,
+        "batch": 1,
+        "heads": 2,
+        "head_dim": 32,
+        "dtype": "float32",
+        "device": "cpu",
+    }
+    return RunConfig.from_user(**{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    "vid",
+    [
+        pytest.param(v, marks=pytest.mark.slow) if VARIANTS[v].family == "compiled" else v
+        for v in CPU_VARIANTS
+    ],
+)
+def test_profiled_run_on_cpu(vid, tmp_path):
+    result = run(small(vid), out_dir=tmp_path)
+    s = result.summary
+    assert s.forwards == 3 and s.rel_err < 1e-5
+    assert s.gpu_us_per_forward is None and s.peak_mib is None and s.cpu_us_per_forward > 0
+    assert not result.operators.empty and "attn_fwd" in set(result.operators["operator"])
+    assert (result.operators.loc[result.operators["operator"] == "attn_fwd", "calls"] == 3).all()
+    for path in (result.trace_json, result.trace_gz, result.table_txt):
+        assert path.exists() and path.parent == tmp_path
+    doc = json.loads(gzip.decompress(result.trace_gz.read_bytes()))
+    assert sum(e.get("name") == "attn_fwd" for e in doc["traceEvents"]) == 3
+    assert len(forward_spans(trace.load(result.trace_json))) == 3
+    assert "attn_fwd" in result.table_txt.read_text()
+
+
+def test_active_steps_are_configurable(tmp_path):
+    result = run(small("naive-inplace", steps=5), out_dir=tmp_path)
+    assert result.summary.forwards == 5
+    assert result.summary.config["steps"] == 5
+
+
+def test_sdpa_reports_the_backend_that_ran(tmp_path):
+    assert run(small("sdpa-math"), out_dir=tmp_path).summary.ran == "SDPA math"
+    assert run(small("sdpa-flash"), out_dir=tmp_path).summary.ran == "SDPA flash (CPU)"
+
+
+def test_math_backend_launches_more_ops_than_flash(tmp_path):
+    math_ops = run(small("sdpa-math"), out_dir=tmp_path).operators
+    flash_ops = run(small("sdpa-flash"), out_dir=tmp_path).operators
+    assert len(math_ops) > len(flash_ops)
+
+
+def test_unavailable_variant_says_why():
+    with pytest.raises(VariantUnavailable, match="needs a CUDA GPU"):
+        run(small("sdpa-cudnn", dtype="bfloat16"))
+
+
+def test_memory_refusal_before_allocation(monkeypatch):
+    monkeypatch.setattr("profiling.config.available_bytes", lambda device: 256 * 1024**2)
+    with pytest.raises(ConfigError, match="needs about"):
+        run(small("naive", seq_len=8192, batch=4, heads=8))
+
+
+def test_oom_is_caught_and_the_next_run_works(monkeypatch, tmp_path):
+    from attention import naive
+
+    real = naive.NaiveCausalAttention.forward
+    calls = {"n": 0}
+
+    def exploding(self, q, k, v, mask):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise torch.OutOfMemoryError("induced")
+        return real(self, q, k, v, mask)
+
+    monkeypatch.setattr(naive.NaiveCausalAttention, "forward", exploding)
+    with pytest.raises(RunError, match=r"out of memory.*memory was released"):
+        run(small("naive"), out_dir=tmp_path)
+    monkeypatch.setattr(naive.NaiveCausalAttention, "forward", real)
+    assert run(small("naive"), out_dir=tmp_path).summary.forwards == 3

@@ -1,0 +1,204 @@
+"""The trace model on real H200 traces and on small hand-made ones."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from profiling import trace
+from profiling.kernels import classify, decode, kernel_table, short_name
+from profiling.summary import forward_spans, launched_within, per_forward
+from tests.conftest import FIXTURES
+
+H200 = {
+    "naive": FIXTURES / "naive_8_16_1024_64_bf16.json.gz",
+    "flash": FIXTURES / "sdpa_flash_8_16_1024_64_bf16.json.gz",
+    "cudnn": FIXTURES / "sdpa_cudnn_8_16_1024_64_bf16.json.gz",
+}
+
+
+def test_h200_naive_per_forward():
+    stats = per_forward(trace.load(H200["naive"]))
+    # h200-baseline.md: 5 kernels + 1 Memcpy (the out-of-place masked_fill) + 1 memset
+    assert (stats.forwards, stats.kernels, stats.memcpy, stats.memset) == (3, 5, 1, 1)
+    assert stats.gpu_us == pytest.approx(1065, abs=2)  # baseline: 1065 GPU µs/fwd
+    assert stats.cpu_us == pytest.approx(223, abs=2)
+    assert stats.backend is None
+
+
+@pytest.mark.parametrize(
+    ("key", "kernel", "backend", "gpu_us", "memset"),
+    [
+        ("flash", "pytorch_flash::flash_fwd_kernel", "flash", 96, 0),
+        (
+            "cudnn",
+            "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7",
+            "cudnn",
+            58,
+            1,
+        ),
+    ],
+)
+def test_h200_fused_backends_launch_one_kernel(key, kernel, backend, gpu_us, memset):
+    tr = trace.load(H200[key])
+    stats = per_forward(tr)
+    assert (stats.kernels, stats.memset, stats.backend) == (1, memset, backend)
+    assert stats.gpu_us == pytest.approx(gpu_us, abs=2)
+    table = kernel_table(launched_within(tr, forward_spans(tr)), per=3)
+    fused = table[table["category"] == "fused attention"]
+    assert len(fused) == 1 and kernel in fused["name"].iloc[0]
+
+
+def test_h200_naive_kernel_names_and_decoding():
+    tr = trace.load(H200["naive"])
+    table = kernel_table(launched_within(tr, forward_spans(tr)), per=3)
+    names = " ".join(table["name"])
+    assert "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT" in names
+    assert "softmax_warp_forward<c10::BFloat16" in names
+    by_cat = table.groupby("category")["count"].sum().to_dict()
+    assert by_cat == {"gemm": 2, "elementwise": 2, "softmax": 1, "memcpy": 1, "memset": 1}
+    memcpy = table[table["category"] == "memcpy"].iloc[0]
+    assert "device→device copy" in memcpy["decoded"]
+    assert table["count"].tolist() == [1.0] * len(table)  # per forward, warm-up leftovers excluded
+
+
+def test_kernels_from_the_unrecorded_warmup_step_are_not_counted():
+    tr = trace.load(H200["naive"])
+    gpu = tr.spans[(tr.spans["kind"] == "gpu") & (tr.spans["category"] == "kernel")]
+    assert len(gpu) == 17  # 15 from the 3 forwards + 2 launched before recording started
+    assert (gpu["link"] == -1).sum() == 2
+
+
+def test_lanes_depth_and_links():
+    tr = trace.load(H200["flash"])
+    s = tr.spans
+    assert tr.lanes == [
+        "CPU · thread 418 (python3)",
+        "GPU 0 · stream 7 · annotations",
+        "GPU 0 · stream 7",
+    ]
+    steps = s[s["name"].str.startswith("ProfilerStep#")]
+    assert steps["depth"].tolist() == [0, 0, 0] and steps["start_us"].min() == 0
+    fwd = forward_spans(tr)
+    assert len(fwd) == 3 and (fwd["depth"] == 1).all()
+    kernels = s[s["category"] == "kernel"]
+    launches = s.iloc[kernels["link"].to_numpy()]
+    assert (launches["category"] == "runtime").all()
+    assert (launches["correlation"].to_numpy() == kernels["correlation"].to_numpy()).all()
+    assert (s.iloc[launches["link"].to_numpy()].index == kernels.index).all()
+    assert not s["overlap"].any()
+    assert tr.n_flows == 4 and tr.device_properties[0]["name"] == "NVIDIA H200"
+
+
+def test_self_time_adds_up():
+    s = trace.load(H200["naive"]).spans
+    cpu = s[s["kind"] == "cpu"]
+    children = cpu[cpu["parent"] >= 0].groupby("parent")["dur_us"].sum()
+    row = cpu[cpu["name"] == "attn_fwd"].iloc[0]
+    assert row["self_us"] == pytest.approx(row["dur_us"] - children[row.name])
+
+
+def _write(tmp_path, events, name="t.json", extra=None):
+    doc = {"traceEvents": events, **(extra or {})}
+    path = tmp_path / name
+    data = json.dumps(doc).encode()
+    path.write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    return path
+
+
+def X(name, ts, dur, cat="cpu_op", pid=1, tid=1, **args):
+    return {
+        "ph": "X",
+        "name": name,
+        "ts": ts,
+        "dur": dur,
+        "cat": cat,
+        "pid": pid,
+        "tid": tid,
+        "args": args,
+    }
+
+
+def test_overlapping_spans_are_kept_and_flagged(tmp_path):
+    events = [X("a", 0, 10), X("b", 5, 10), X("c", 20, 1), X("inner", 1, 2)]
+    s = trace.load(_write(tmp_path, events)).spans
+    assert len(s) == 4
+    flagged = set(s.loc[s["overlap"], "name"])
+    assert flagged == {"a", "b"}
+    assert dict(zip(s["name"], s["depth"], strict=True))["inner"] == 1
+
+
+def test_zero_duration_and_plain_or_gzip(tmp_path):
+    events = [X("p", 0, 10), X("z", 2, 0), X("q", 3, 1)]
+    for name in ("t.json", "t.json.gz"):
+        s = trace.load(_write(tmp_path, events, name)).spans
+        assert dict(zip(s["name"], s["depth"], strict=True)) == {"p": 0, "z": 1, "q": 1}
+
+
+def test_bare_event_array_and_bad_events_counted(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps([X("a", 0, 1), {"ph": "X", "name": "bad", "ts": "x"}, 3, "s"]))
+    tr = trace.load(path)
+    assert len(tr.spans) == 1 and tr.skipped == 1
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b'{"a": 1}', "no `traceEvents`"),
+        (b'{"traceEvents": [{"ph": "M", "name": "x"}]}', "no complete"),
+        (b"\x1f\x8b\x08\x00garbage", "gzip"),
+    ],
+)
+def test_broken_inputs_raise_trace_error(payload, message):
+    with pytest.raises(trace.TraceError, match=message):
+        trace.load(payload)
+
+
+def test_expansion_limit():
+    bomb = gzip.compress(b" " * (5 * 1024 * 1024))
+    with pytest.raises(trace.TraceError, match="expands to more than"):
+        trace.load(bomb, max_bytes=1024 * 1024)
+
+
+@pytest.mark.parametrize(
+    ("name", "category", "phrase"),
+    [
+        ("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn", "gemm", "16×8×16"),
+        ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3", "gemm", "FP32 GEMM"),
+        (
+            "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)",
+            "fused attention",
+            "xformers",
+        ),
+        ("triton_tem_fused_flex_attention_0", "fused attention", "FlexAttention"),
+        ("triton_per_fused__softmax_0", "softmax", "persistent reduction"),
+        ("triton_poi_fused_mul_0", "triton", "pointwise"),
+        (
+            "void at::native::triu_tril_kernel<bool, long, false, 4, true>(...)",
+            "elementwise",
+            "triangular mask",
+        ),
+        (
+            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<bool>>(...)",
+            "reduction",
+            "_safe_softmax",
+        ),
+        ("Memset (Device)", "memset", "memset"),
+    ],
+)
+def test_kernel_name_decoding(name, category, phrase):
+    assert classify(name) == category
+    assert phrase in decode(name)
+
+
+def test_short_names_are_readable():
+    long = (
+        "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, "
+        "10, false, false>(c10::BFloat16*, c10::BFloat16 const*, int, int, int, bool const*)"
+    )
+    assert short_name(long) == "softmax_warp_forward"
+    assert short_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD"
