@@ -1,0 +1,85 @@
+"""On a CUDA GPU (the H200): every variant at the post's shape and at a long one, OOM recovery.
+
+Run with `python -m pytest -m gpu`. Expectations are what seed-post.md and h200-baseline.md
+say each trace should contain; a mismatch is the interesting result, not a flaky test.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attention import VARIANTS
+from profiling.config import ConfigError, RunConfig
+from profiling.runner import RunError, VariantUnavailable, run
+
+pytestmark = pytest.mark.gpu
+
+POST = {"batch": 8, "heads": 16, "seq_len": 1024, "head_dim": 64, "dtype": "bfloat16"}
+LONG = {"batch": 4, "heads": 16, "seq_len": 4096, "head_dim": 128, "dtype": "bfloat16"}
+TOL = 2e-2  # bf16
+
+
+def profile(variant: str, shape: dict, tmp_path):
+    try:
+        return run(RunConfig.from_user(variant=variant, device="cuda", **shape), out_dir=tmp_path)
+    except VariantUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize("shape", [POST, LONG], ids=["post", "long"])
+@pytest.mark.parametrize("vid", list(VARIANTS))
+def test_every_variant_on_gpu(vid, shape, tmp_path):
+    result = profile(vid, shape, tmp_path)
+    s = result.summary
+    assert s.forwards == 3 and s.rel_err < TOL
+    assert s.gpu_us_per_forward and s.gpu_us_per_forward > 0 and s.peak_mib > 0
+    assert s.kernels_per_forward >= 1 and not result.kernels.empty
+    if vid == "naive":
+        assert s.memcpy_per_forward == 1  # the hidden copy of out-of-place masked_fill
+    if vid == "naive-inplace":
+        assert s.memcpy_per_forward == 0
+    if vid == "sdpa-math":
+        assert s.kernels_per_forward >= 15 and s.ran == "SDPA math"
+        assert (result.kernels["category"] == "gemm").any()
+    if vid in ("sdpa-efficient", "sdpa-flash", "sdpa-cudnn"):
+        backend = vid.removeprefix("sdpa-")
+        assert s.ran == f"SDPA {backend}" and s.kernels_per_forward == 1
+        assert result.kernels.iloc[0]["category"] == "fused attention"
+    if vid == "flex":
+        assert (result.kernels["name"].str.contains("flex_attention")).any()
+    if VARIANTS[vid].family == "kernels":
+        assert s.ran  # says which source ran: Hub, LOCAL_KERNELS override or local Triton build
+
+
+def test_naive_inplace_removes_the_memcpy(tmp_path):
+    naive = profile("naive", POST, tmp_path).summary
+    inplace = profile("naive-inplace", POST, tmp_path).summary
+    assert naive.memcpy_per_forward - inplace.memcpy_per_forward == 1
+    assert inplace.gpu_us_per_forward < naive.gpu_us_per_forward
+
+
+def test_math_is_slower_than_naive_and_upcasts(tmp_path):
+    naive = profile("naive-inplace", POST, tmp_path).summary
+    math_ = profile("sdpa-math", POST, tmp_path)
+    assert math_.summary.gpu_us_per_forward > naive.gpu_us_per_forward
+    gemms = math_.kernels[math_.kernels["category"] == "gemm"]
+    assert gemms["decoded"].str.contains("FP32|fp32").any()
+
+
+def test_huge_config_refused_by_the_estimate():
+    config = RunConfig.from_user(variant="naive", seq_len=65536, device="cuda", batch=8, heads=16)
+    with pytest.raises(ConfigError, match=r"needs about .* reduce seq_len to"):
+        run(config)
+
+
+def test_induced_oom_recovers(monkeypatch, tmp_path):
+    torch.cuda.empty_cache()
+    baseline = torch.cuda.memory_allocated()
+    monkeypatch.setattr("profiling.runner.check_memory", lambda config, device: 0)
+    huge = RunConfig.from_user(variant="naive", seq_len=65536, device="cuda", batch=8, heads=16)
+    with pytest.raises(RunError, match="out of memory"):
+        run(huge, out_dir=tmp_path)
+    assert torch.cuda.memory_allocated() == baseline
+    monkeypatch.undo()
+    assert profile("sdpa-flash", POST, tmp_path).summary.forwards == 3
