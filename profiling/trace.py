@@ -2,10 +2,11 @@
 
 Every view (kernel table, Gantt, per-forward summary, diff, analyse) reads this table and never
 the raw JSON again, as HTA keeps parsing apart from its analyses. We parse ourselves instead of
-using HTA because we need one small, dependency-free table per trace that also works on a
-user's upload, and because a million-event trace has to load in seconds: orjson, one pass of
-list comprehensions to pull columns, then numpy per lane (depth and overlap by sorting and
-`searchsorted`, not a per-event stack).
+using HTA because we need one small table per trace that also works on a user's upload, and a
+million-event trace has to load in seconds: msgspec decodes events into slotted structs and
+leaves each `args` as raw JSON until a row needs it (only GPU work and its launches do), names
+are interned once (HTA's symbol-table idea), and depth, overlap, parents and links are numpy
+over sorted arrays per lane instead of a per-event stack.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
-import orjson
 import pandas as pd
 
 # torch.profiler's `cat` values (lower-cased), newer names first, older Kineto names after.
@@ -104,92 +105,177 @@ def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -
     return data
 
 
+class _Event(msgspec.Struct, gc=False):  # no cycles: skip GC tracking of 10⁶ objects
+    """One trace event; `args` stays raw JSON until a row needs it (most never do)."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    args: Any = None
+
+
+_DOC = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_EVENTS = msgspec.json.Decoder(list[_Event])
+_ARGS = msgspec.json.Decoder()
+
+
 def load(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
     """Parse a Chrome trace file (or its bytes), plain or gzip."""
     data = read_bytes(source, max_bytes)
     try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        if data.lstrip()[:1] == b"[":  # the Chrome format also allows a bare array of events
+            top: dict[str, msgspec.Raw] = {"traceEvents": msgspec.Raw(data)}
+        else:
+            top = _DOC.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise TraceError(f"not valid JSON ({exc})") from None
-    return from_document(doc)
+    if "traceEvents" not in top:
+        raise TraceError("JSON is not a Chrome trace: no `traceEvents` list")
+    try:
+        events = _EVENTS.decode(top["traceEvents"])
+    except msgspec.ValidationError:  # odd entries (not objects): take the slow, lenient path
+        try:
+            events = _lenient(_ARGS.decode(top["traceEvents"]))
+        except msgspec.DecodeError as exc:
+            raise TraceError(f"not valid JSON ({exc})") from None
+    except msgspec.DecodeError as exc:
+        raise TraceError(f"not valid JSON ({exc})") from None
+    meta: dict[str, Any] = {}
+    for key, raw in top.items():
+        if key != "traceEvents":
+            try:
+                meta[key] = _ARGS.decode(raw)
+            except msgspec.DecodeError:
+                continue
+    return _build(events, meta)
 
 
 def from_document(doc: Any) -> Trace:
-    """Build the spans table from an already decoded trace document."""
-    if isinstance(doc, list):  # the Chrome format also allows a bare array of events
+    """Build the spans table from an already decoded trace document (dicts and lists)."""
+    if isinstance(doc, list):
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise TraceError("JSON is not a Chrome trace: no `traceEvents` list")
-    events = doc["traceEvents"]
     meta = {k: v for k, v in doc.items() if k != "traceEvents"}
+    return _build(_lenient(doc["traceEvents"]), meta)
 
-    complete = [e for e in events if type(e) is dict and e.get("ph") == "X"]
-    n_flows = sum(1 for e in events if type(e) is dict and e.get("ph") == "s")
-    names_meta = _lane_metadata(events)
+
+def _lenient(items: Any) -> list[_Event]:
+    if not isinstance(items, list):
+        raise TraceError("JSON is not a Chrome trace: `traceEvents` is not a list")
+    fields = _Event.__struct_fields__
+    return [_Event(**{k: e.get(k) for k in fields}) for e in items if type(e) is dict]
+
+
+def _args(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, msgspec.Raw):
+        try:
+            raw = _ARGS.decode(raw)
+        except msgspec.DecodeError:
+            return {}
+    return raw if type(raw) is dict else {}
+
+
+def _floats(values: list[Any]) -> np.ndarray:
+    try:
+        return np.array(values, dtype=float)
+    except (TypeError, ValueError):  # a string or None somewhere: coerce, NaN marks it
+        return pd.to_numeric(pd.Series(values, dtype="object"), errors="coerce").to_numpy(float)
+
+
+def _build(events: list[_Event], meta: dict[str, Any]) -> Trace:
+    n_events = len(events)
+    n_flows = sum(1 for e in events if e.ph == "s")
+    names_meta = _lane_metadata([e for e in events if e.ph == "M"])
+    complete = [e for e in events if e.ph == "X" and e.cat != "Trace"]  # drop the profiler's bar
     if not complete:
         raise TraceError(
             "the trace holds no complete (`ph: X`) events: nothing ran while it recorded"
         )
-
-    cat = pd.Series([str(e.get("cat", "")).lower() for e in complete], dtype="object")
-    keep = (cat != "trace").to_numpy()  # the profiler's own "PyTorch Profiler (0)" bar
-    complete = [e for e, k in zip(complete, keep, strict=True) if k]
-    cat = cat[keep].reset_index(drop=True)
-    ts = pd.to_numeric(pd.Series([e.get("ts") for e in complete], dtype="object"), errors="coerce")
-    dur = pd.to_numeric(
-        pd.Series([e.get("dur", 0) for e in complete], dtype="object"), errors="coerce"
-    )
-    usable = (ts.notna() & dur.notna() & (dur >= 0)).to_numpy()
+    ts, dur = _floats([e.ts for e in complete]), _floats([e.dur for e in complete])
+    usable = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
     skipped = int((~usable).sum())
     if skipped:
         complete = [e for e, k in zip(complete, usable, strict=True) if k]
-        cat, ts, dur = (c[usable].reset_index(drop=True) for c in (cat, ts, dur))
+        ts, dur = ts[usable], dur[usable]
     if not complete:
         raise TraceError("no complete event has a numeric `ts` and `dur`")
 
-    args = [e.get("args") if type(e.get("args")) is dict else {} for e in complete]
+    # Interned columns, as HTA's symbol table does: few distinct values, one code per row.
+    cat_codes, cat_values = pd.factorize(np.array([e.cat for e in complete], dtype=object))
+    cats = np.array([str(c).lower() if c is not None else "" for c in cat_values], dtype=object)
+    cat = cats[cat_codes]
+    name_codes, name_values = pd.factorize(np.array([e.name for e in complete], dtype=object))
+    names = np.array([str(n) if n is not None else "" for n in name_values], dtype=object)
+    pid_codes, pid_values = pd.factorize(np.array([e.pid for e in complete], dtype=object))
+    tid_codes, tid_values = pd.factorize(np.array([e.tid for e in complete], dtype=object))
+    pids = np.array([str(p) if p is not None else "" for p in pid_values], dtype=object)
+    tids = np.array([str(t) if t is not None else "" for t in tid_values], dtype=object)
+
+    is_gpu_cat = np.isin(cats, list(GPU_CATS))
+    gpu = is_gpu_cat[cat_codes]
+    needs_args = gpu | np.isin(cats, list(LAUNCH_CATS))[cat_codes]
+    args: list[dict[str, Any]] = [{}] * len(complete)  # shared empty dict for CPU ops
+    correlation = np.full(len(complete), -1, dtype=np.int64)
+    external = np.full(len(complete), -1, dtype=np.int64)
+    wanted = np.flatnonzero(needs_args)
+    decoded = [_args(complete[i].args) for i in wanted]
+    for i, a in zip(wanted, decoded, strict=True):
+        args[i] = a
+    correlation[wanted] = _int_column([a.get("correlation") for a in decoded])
+    external[wanted] = _int_column([a.get("External id") for a in decoded])
+
+    step_name = np.array([bool(_STEP.match(n)) for n in names])[name_codes]
+    steps = step_name & ~gpu
+    t0 = float(ts[steps].min()) if steps.any() else float(ts.min())
+    start = ts - t0
+
+    is_ann = cat == "gpu_user_annotation"
+    lane_code, lanes = _lanes(gpu, pid_codes, tid_codes, is_ann, pids, tids, names_meta)
+    order = np.lexsort((-dur, start, lane_code))
+    category_of = np.array([CATEGORY.get(c, c or "other") for c in cats], dtype=object)
+
     df = pd.DataFrame(
         {
-            "pid": [str(e.get("pid", "")) for e in complete],
-            "tid": [str(e.get("tid", "")) for e in complete],
-            "name": [str(e.get("name", "")) for e in complete],
-            "cat": cat.to_numpy(),
-            "ts": ts.to_numpy(dtype=float),
-            "dur_us": dur.to_numpy(dtype=float),
-            "correlation": _int_column([a.get("correlation") for a in args]),
-            "external_id": _int_column([a.get("External id") for a in args]),
+            "lane": pd.Categorical.from_codes(lane_code[order], categories=lanes, ordered=True),
+            "kind": pd.Categorical(np.where(gpu[order], "gpu", "cpu")),
+            "pid": _categorical(pid_codes[order], pids),
+            "tid": _categorical(tid_codes[order], tids),
+            "name": _categorical(name_codes[order], names),
+            "cat": _categorical(cat_codes[order], cats),
+            "category": _categorical(cat_codes[order], category_of),
+            "start_us": start[order],
+            "dur_us": dur[order],
+            "correlation": correlation[order],
+            "external_id": external[order],
         }
     )
-    df["args"] = args
-    df["kind"] = np.where(df["cat"].isin(GPU_CATS), "gpu", "cpu")
-    df["category"] = df["cat"].map(CATEGORY).fillna(df["cat"].replace("", "other"))
-
-    steps = df["name"].str.match(_STEP.pattern) & (df["kind"] == "cpu")
-    t0 = float(df.loc[steps, "ts"].min()) if steps.any() else float(df["ts"].min())
-    df["start_us"] = df["ts"] - t0
     df["end_us"] = df["start_us"] + df["dur_us"]
-    df = df.drop(columns="ts")
-
-    df["lane"], lanes = _lanes(df, names_meta)
-    df = df.sort_values(
-        ["lane", "start_us", "dur_us"], ascending=[True, True, False], kind="stable"
-    )
-    df = df.reset_index(drop=True)
+    df["args"] = [args[i] for i in order]
     df["depth"], df["overlap"] = _depth_and_overlap(df)
     df["parent"] = _parents(df)
     df["self_us"] = _self_time(df)
     df["link"] = _links(df)
-    df["step"] = _steps(df, steps_mask=df["name"].str.match(_STEP.pattern) & (df["kind"] == "cpu"))
-    df["lane"] = pd.Categorical(df["lane"], categories=lanes, ordered=True)
+    df["step"] = _steps(df, steps_mask=pd.Series(steps[order]))
     return Trace(
         spans=df[SPAN_COLUMNS],
         t0_us=t0,
         meta=meta,
         lanes=lanes,
-        n_events=len(events),
+        n_events=n_events,
         n_flows=n_flows,
         skipped=skipped,
     )
+
+
+def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
+    """Codes into `values`, merging values that only differed before str()/lower()."""
+    uniques, remap = np.unique(values.astype(str), return_inverse=True)
+    return pd.Categorical.from_codes(remap[codes], categories=uniques)
 
 
 def _int_column(values: list[Any]) -> np.ndarray:
@@ -199,54 +285,51 @@ def _int_column(values: list[Any]) -> np.ndarray:
     )
 
 
-def _lane_metadata(events: list[Any]) -> dict[tuple[str, str], str]:
+def _lane_metadata(events: list[_Event]) -> dict[tuple[str, str], str]:
     """Readable names from `ph: M` events: (pid, "") → process label, (pid, tid) → thread name."""
     names: dict[tuple[str, str], str] = {}
     for e in events:
-        if type(e) is not dict or e.get("ph") != "M":
-            continue
-        a = e.get("args") if type(e.get("args")) is dict else {}
-        pid, tid = str(e.get("pid", "")), str(e.get("tid", ""))
-        if e.get("name") == "process_labels" and a.get("labels"):
+        a = _args(e.args)
+        pid, tid = str(e.pid if e.pid is not None else ""), str(e.tid if e.tid is not None else "")
+        if e.name == "process_labels" and a.get("labels"):
             names[(pid, "")] = str(a["labels"])
-        elif e.get("name") == "thread_name" and a.get("name"):
+        elif e.name == "thread_name" and a.get("name"):
             names[(pid, tid)] = str(a["name"]).strip()
     return names
 
 
-def _lanes(df: pd.DataFrame, names: dict[tuple[str, str], str]) -> tuple[np.ndarray, list[str]]:
+def _lanes(
+    gpu: np.ndarray,
+    pid_codes: np.ndarray,
+    tid_codes: np.ndarray,
+    is_ann: np.ndarray,
+    pids: np.ndarray,
+    tids: np.ndarray,
+    names: dict[tuple[str, str], str],
+) -> tuple[np.ndarray, list[str]]:
     """One lane per CPU thread and per GPU stream; GPU annotations get a lane above their stream."""
-    keys = df[["kind", "pid", "tid"]].drop_duplicates()
-    annotated = set(
-        map(tuple, df.loc[df["cat"] == "gpu_user_annotation", ["pid", "tid"]].to_numpy())
-    )
-    label: dict[tuple[str, str, str, bool], str] = {}
+    key = ((pid_codes.astype(np.int64) * len(tids) + tid_codes) * 2 + gpu) * 2 + is_ann
+    uniq, inverse = np.unique(key, return_inverse=True)
+    labels: list[str] = []
     order: list[tuple[int, float, float, str]] = []
-    for kind, pid, tid in keys.itertuples(index=False):
-        if kind == "gpu":
-            device = names.get((pid, ""), f"GPU {pid}")
-            text = f"{device} · stream {tid}"
-            label[(kind, pid, tid, False)] = text
-            order.append((2, _num(pid), _num(tid) + 0.5, text))
-            if (pid, tid) in annotated:
-                ann = f"{text} · annotations"
-                label[(kind, pid, tid, True)] = ann
-                order.append((2, _num(pid), _num(tid), ann))
+    for k in uniq:
+        ann, rest = k % 2, k // 2
+        is_gpu, rest = rest % 2, rest // 2
+        pid, tid = str(pids[rest // len(tids)]), str(tids[rest % len(tids)])
+        if is_gpu:
+            text = f"{names.get((pid, ''), f'GPU {pid}')} · stream {tid}"
+            sort = (2, _num(pid), _num(tid) + (0.0 if ann else 0.5))
+            text = f"{text} · annotations" if ann else text
         else:
             thread = names.get((pid, tid)) or f"thread {tid}"
             text = f"CPU · {thread}" if thread.startswith("thread") else f"CPU · {thread} ({tid})"
-            label[(kind, pid, tid, False)] = text
-            order.append((1, _num(pid), _num(tid), text))
-    is_ann = (df["cat"] == "gpu_user_annotation").to_numpy()
-    lane = np.array(
-        [
-            label[(k, p, t, a)]
-            for k, p, t, a in zip(df["kind"], df["pid"], df["tid"], is_ann, strict=True)
-        ],
-        dtype=object,
-    )
-    lanes = [text for *_, text in sorted(order)]
-    return lane, list(dict.fromkeys(lanes))
+            sort = (1, _num(pid), _num(tid))
+        labels.append(text)
+        order.append((*sort, text))
+    lanes = list(dict.fromkeys(text for *_, text in sorted(order)))
+    position = {text: i for i, text in enumerate(lanes)}
+    lane_code = np.array([position[t] for t in labels], dtype=np.int64)[inverse]
+    return lane_code, lanes
 
 
 def _num(x: str) -> float:
@@ -266,10 +349,10 @@ def _depth_and_overlap(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """
     depth = np.zeros(len(df), dtype=np.int64)
     overlap = np.zeros(len(df), dtype=bool)
-    lane_codes = df["lane"].to_numpy()
+    lane_codes = df["lane"].cat.codes.to_numpy()
     bounds = np.flatnonzero(lane_codes[1:] != lane_codes[:-1]) + 1
     starts_all, ends_all = df["start_us"].to_numpy(), df["end_us"].to_numpy()
-    eps = 1e-3  # timestamps are floats in µs with ns resolution
+    eps = 2e-3  # µs floats with ns resolution: a 1–2 ns 'overlap' is rounding
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(df)], strict=True):
         s, e = starts_all[lo:hi], ends_all[lo:hi]
         ended = np.searchsorted(np.sort(e), s + eps, side="right") - (e <= s + eps)
@@ -290,7 +373,7 @@ def _parents(df: pd.DataFrame) -> np.ndarray:
     """Row of the enclosing span: the last span one level up that started earlier in the lane."""
     parent = np.full(len(df), -1, dtype=np.int64)
     depth = df["depth"].to_numpy()
-    lane = df["lane"].to_numpy()
+    lane = df["lane"].cat.codes.to_numpy()
     order = np.arange(len(df))
     for d in range(1, int(depth.max()) + 1 if len(df) else 0):
         child = order[depth == d]
