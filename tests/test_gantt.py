@@ -1,0 +1,222 @@
+"""The Gantt builder: one bar per span, rows = lane × depth, colours by category, safe hover."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.io as pio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from profiling import trace
+from profiling.gantt import (
+    LINKS_NAME,
+    X_TITLE,
+    bar_count,
+    build_gantt,
+    category_arrays,
+    legend_group,
+    span_rows,
+)
+from tests.conftest import FIXTURES
+
+FIXTURE_FILES = sorted(FIXTURES.glob("*.json.gz"))
+
+
+def _event(cat, name, ts, dur, pid=1, tid=1, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+            "args": args}  # fmt: skip
+
+
+def math_like_document(steps: int = 3, kernels: int = 22, streams: tuple[int, ...] = (7,)):
+    """A math-backend-shaped trace: per step one attn_fwd with `kernels` launches, each a
+    cpu_op → cudaLaunchKernel pair and a kernel on a GPU stream, linked by correlation id."""
+    names = ["volta_sgemm_128x64_nn", "void at::native::triu_tril_kernel<float>",
+             "void at::native::reduce_kernel<512, 1>", "void at::native::where_kernel<float>",
+             "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10>",
+             "Memcpy DtoD (Device -> Device)", "Memset (Device)"]  # fmt: skip
+    events, t, corr = [], 0.0, 0
+    for step in range(steps):
+        step_start = t
+        t += 2
+        fwd_start = t
+        for k in range(kernels):
+            corr += 1
+            events.append(_event("cpu_op", f"aten::op{k % 5}", t, 10))
+            events.append(_event("cuda_runtime", "cudaLaunchKernel", t + 2, 5, correlation=corr))
+            name = names[k % len(names)]
+            cat = "gpu_memcpy" if name.startswith("Memcpy") else "kernel"
+            cat = "gpu_memset" if name.startswith("Memset") else cat
+            events.append(
+                _event(cat, name, t + 20, 8, pid=0, tid=streams[k % len(streams)],
+                       correlation=corr, grid=[64, 1, 1], block=[128, 1, 1],
+                       **{"registers per thread": 32, "shared memory": 0,
+                          "est. achieved occupancy %": 50})
+            )  # fmt: skip
+            t += 12
+        events.append(_event("user_annotation", "attn_fwd", fwd_start, t - fwd_start))
+        events.append(_event("user_annotation", f"ProfilerStep#{step + 2}", step_start,
+                             t - step_start + 1))  # fmt: skip
+        t += 5
+    return {"traceEvents": events}
+
+
+@pytest.fixture(scope="module", params=FIXTURE_FILES, ids=lambda p: p.name.split("_8_")[0])
+def fixture_trace(request) -> trace.Trace:
+    return trace.load(request.param)
+
+
+def bar_traces(fig):
+    return [t for t in fig.data if t.type == "bar"]
+
+
+def test_one_bar_per_span_in_the_h200_fixtures(fixture_trace):
+    fig = build_gantt(fixture_trace.spans, fixture_trace.lanes)
+    assert bar_count(fig) == len(fixture_trace.spans)
+
+
+def test_bars_per_category_match_the_trace_model(fixture_trace):
+    spans = fixture_trace.spans
+    fig = build_gantt(spans, fixture_trace.lanes)
+    drawn: dict[str, int] = {}
+    for t in bar_traces(fig):
+        category = t.name.split(" · ")[0]  # "kernel · gemm" → "kernel"
+        drawn[category] = drawn.get(category, 0) + len(t.x)
+    expected = spans["category"].astype(str).value_counts().to_dict()
+    assert drawn == expected
+    # one legend entry per group, each with its own colour
+    colours = [t.marker.color for t in bar_traces(fig)]
+    assert len(set(colours)) == len(colours)
+    assert all(t.showlegend is not False for t in bar_traces(fig))
+
+
+def test_rows_are_lanes_stacked_by_depth(fixture_trace):
+    spans, lanes = fixture_trace.spans, fixture_trace.lanes
+    fig = build_gantt(spans, lanes)
+    rows = list(fig.layout.yaxis.categoryarray)
+    cpu_lane = next(lane for lane in lanes if lane.startswith("CPU"))
+    deepest = int(spans.loc[spans["lane"] == cpu_lane, "depth"].max())
+    assert [r for r in rows if r.startswith(cpu_lane)] == [
+        f"{cpu_lane} · d{d}" for d in range(deepest + 1)
+    ]
+    gpu_lanes = [lane for lane in lanes if lane.startswith("GPU")]
+    assert all(lane in rows for lane in gpu_lanes)  # flat lanes keep one row
+    assert rows.index(f"{cpu_lane} · d0") < rows.index(gpu_lanes[0])  # CPU on top
+    assert fig.layout.yaxis.autorange == "reversed"
+    used = {y for t in bar_traces(fig) for y in t.y}
+    assert used == set(rows)
+    # every bar sits on its own span's lane and depth
+    labels, _ = span_rows(spans, lanes)
+    for lane, depth, label in zip(spans["lane"], spans["depth"], labels, strict=True):
+        assert label.startswith(str(lane)) and (label == lane or label.endswith(f"d{depth}"))
+    assert fig.layout.height >= 150 + 26 * len(rows)
+
+
+def test_time_axis_boundaries_and_links(fixture_trace):
+    spans = fixture_trace.spans
+    fig = build_gantt(spans, fixture_trace.lanes)
+    assert fig.layout.xaxis.title.text == X_TITLE == "µs from first profiled step"
+    n_steps = len(fixture_trace.steps())
+    forwards = spans[(spans["name"] == "attn_fwd") & (spans["kind"] == "cpu")]
+    rects = [s for s in fig.layout.shapes if s.type == "rect"]
+    lines = [s for s in fig.layout.shapes if s.type == "line"]
+    assert len(rects) == len(forwards) == 3
+    assert len(lines) == n_steps + 1  # each step's start, and the last step's end
+    assert min(s.x0 for s in lines) == pytest.approx(0.0)
+    assert [a.text for a in fig.layout.annotations] == ["step 2", "step 3", "step 4"]
+    link = next(t for t in fig.data if t.name == LINKS_NAME)
+    assert link.visible == "legendonly"
+    linked = int(((spans["kind"] == "gpu") & (spans["link"] >= 0)).sum())
+    assert linked > 0 and len(link.x) == 3 * linked
+
+
+def test_single_fused_kernel_stays_readable():
+    t = trace.load(FIXTURES / "sdpa_flash_8_16_1024_64_bf16.json.gz")
+    fig = build_gantt(t.spans, t.lanes)
+    kernels = [tr for tr in bar_traces(fig) if tr.name.startswith("kernel")]
+    assert [tr.name for tr in kernels] == ["kernel · fused attention"]
+    assert len(kernels[0].x) == 3  # one per forward
+    assert all("flash_fwd_kernel" in text for text in kernels[0].text)
+    hover = kernels[0].hovertext[0]
+    for field in ("duration", "grid", "block", "registers/thread", "shared memory", "occupancy"):
+        assert field in hover
+
+
+def test_many_kernels_per_forward():
+    t = trace.from_document(math_like_document(steps=3, kernels=22, streams=(7, 20)))
+    fig = build_gantt(t.spans, t.lanes)
+    assert bar_count(fig) == len(t.spans)
+    names = {tr.name for tr in bar_traces(fig)}
+    assert {"kernel · gemm", "kernel · softmax", "kernel · reduction", "memcpy", "memset"} <= names
+    gpu_rows = [r for r in fig.layout.yaxis.categoryarray if r.startswith("GPU")]
+    assert len(gpu_rows) == 2  # two streams, one row each
+    link = next(tr for tr in fig.data if tr.name == LINKS_NAME)
+    assert len(link.x) == 3 * 3 * 22
+    json.loads(fig.to_json())  # serialisable for gr.Plot
+
+
+def test_names_are_escaped_in_hover_and_labels():
+    evil = '<img src=x onerror="alert(1)">&<b>'
+    doc = {"traceEvents": [
+        _event("user_annotation", "ProfilerStep#1", 0, 100),
+        _event("cpu_op", evil, 1, 50),
+        _event("cuda_runtime", "cudaLaunchKernel", 2, 5, correlation=1),
+        _event("kernel", f"void k<{evil}>", 10, 20, pid=0, tid=7, correlation=1,
+               grid=["<script>"], block=[1, 1, 1]),
+    ]}  # fmt: skip
+    t = trace.from_document(doc)
+    fig = build_gantt(t.spans, t.lanes, title=evil)
+    texts = [s for tr in bar_traces(fig) for s in list(tr.hovertext) + list(tr.text)]
+    texts += [fig.layout.title.text, *fig.layout.yaxis.categoryarray]
+    joined = "\n".join(texts)
+    markup_removed = joined.replace("<b>", "").replace("</b>", "").replace("<br>", "")
+    assert "<" not in markup_removed and ">" not in markup_removed  # only our own tags remain
+    assert "&lt;img" in joined and "&amp;" in joined and "&lt;script&gt;" in joined
+    assert bar_count(fig) == len(t.spans) == 4
+
+
+def test_empty_spans_give_an_empty_figure():
+    t = trace.load(FIXTURE_FILES[0])
+    fig = build_gantt(t.spans.iloc[0:0], [])
+    assert bar_count(fig) == 0 and fig.layout.annotations
+
+
+def test_category_arrays_are_plain_arrays_for_a_later_level_of_detail():
+    t = trace.load(FIXTURES / "naive_8_16_1024_64_bf16.json.gz")
+    rows, _ = span_rows(t.spans, t.lanes)
+    arrays = category_arrays(t.spans, rows)
+    assert sum(len(a.base) for a in arrays.values()) == len(t.spans)
+    all_index = np.sort(np.concatenate([a.index for a in arrays.values()]))
+    assert (all_index == np.arange(len(t.spans))).all()
+    for a in arrays.values():
+        assert len(a.base) == len(a.dur) == len(a.row) == len(a.hover) == len(a.text)
+        assert (a.dur >= 0).all()
+    assert set(arrays) == set(legend_group(t.spans))
+
+
+def test_plot_json_round_trips():
+    t = trace.load(FIXTURES / "sdpa_cudnn_8_16_1024_64_bf16.json.gz")
+    fig = pio.from_json(build_gantt(t.spans, t.lanes).to_json())
+    assert bar_count(fig) == len(t.spans)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 1000), st.integers(0, 300), st.sampled_from(["cpu_op", "kernel"])),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_any_trace_draws_one_bar_per_span(spans):
+    events = [
+        _event(cat, f"op{i}", ts, dur, pid=0 if cat == "kernel" else 1)
+        for i, (ts, dur, cat) in enumerate(spans)
+    ]
+    t = trace.from_document({"traceEvents": events})
+    fig = build_gantt(t.spans, t.lanes)
+    assert bar_count(fig) == len(t.spans)
+    rows = set(fig.layout.yaxis.categoryarray)
+    assert {y for tr in bar_traces(fig) for y in tr.y} <= rows
