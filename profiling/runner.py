@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import gzip
+import logging
 import shutil
 import tempfile
 import threading
@@ -38,6 +39,7 @@ from profiling.summary import (
 )
 
 Progress = Callable[[float, str], None]
+log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 SEED = 0
 REFERENCE_FLOPS = {"cuda": 2e12, "cpu": 4e9}  # float64 work we allow the reference, per device
@@ -89,33 +91,42 @@ def _run_locked(config: RunConfig, out_dir: str | Path | None, report: Progress)
         config.batch, config.heads, config.seq_len, config.head_dim, config.causal,
         config.torch_dtype, device,
     )  # fmt: skip
-    tensors: dict[str, torch.Tensor] = {}
+    failure: Exception | None = None
     try:
-        report(0.05, "allocating inputs")
-        tensors.update(_inputs(config, device, variant.layout))
-        built = _build(variant, problem)
-        report(0.15, f"warm-up ({variant.warmup_calls} calls)")
-        prof = _profile(config, built, variant, tensors, device, report)
-        peak = torch.cuda.max_memory_allocated() / 1024**2 if device == "cuda" else None
-        report(0.7, "exporting the trace")
-        paths = _export(prof, config, device, out)
-        report(0.8, "reference check in float64")
-        rel_err, rel_note = _relative_error(tensors, config, variant.layout, device)
-        report(0.9, "parsing the trace")
-        result = _result(config, built, prof, paths, peak, rel_err, rel_note, device)
-    except torch.OutOfMemoryError as exc:
-        tensors.clear()
-        _release(device)
-        raise RunError(
+        result = _attempt(config, variant, problem, device, out, report)
+    except torch.OutOfMemoryError:
+        failure = RunError(
             f"out of memory on {device} for {config.variant} at {config.shape_text()}: "
             "memory was released; reduce seq_len, batch or heads"
-        ) from exc
-    finally:
-        tensors.clear()
-        _release(device)
+        )
+    except VariantUnavailable as exc:
+        failure = VariantUnavailable(str(exc))
+    except RuntimeError as exc:  # a kernel or library error: report it, keep the app alive
+        log.exception("run failed: %s", config)
+        failure = RunError(f"{config.variant} failed on {device}: {str(exc).splitlines()[0]}")
+    if failure is not None:
+        # Raised here, outside the except blocks, so no traceback keeps the frames (and their
+        # tensors) alive: memory really returns before the caller sees the error.
+        _release(device, collect=True)
+        raise failure
     result.seconds = time.perf_counter() - began
     report(1.0, "done")
     return result
+
+
+def _attempt(config, variant, problem: Problem, device: str, out: Path, report) -> ProfileResult:
+    report(0.05, "allocating inputs")
+    tensors = _inputs(config, device, variant.layout)
+    built = _build(variant, problem)
+    report(0.15, f"warm-up ({variant.warmup_calls} calls)")
+    prof = _profile(config, built, variant, tensors, device, report)
+    peak = torch.cuda.max_memory_allocated() / 1024**2 if device == "cuda" else None
+    report(0.7, "exporting the trace")
+    paths = _export(prof, config, device, out)
+    report(0.8, "reference check in float64")
+    rel_err, rel_note = _relative_error(tensors, config, variant.layout, device)
+    report(0.9, "parsing the trace")
+    return _result(config, built, prof, paths, peak, rel_err, rel_note, device)
 
 
 def _inputs(config: RunConfig, device: str, layout: str) -> dict[str, torch.Tensor]:
@@ -302,8 +313,10 @@ def _result(config, built: Built, prof, paths, peak, rel_err, rel_note, device) 
     )
 
 
-def _release(device: str) -> None:
-    gc.collect()
+def _release(device: str, collect: bool) -> None:
+    """After an OOM: drop every reference (a collection pass) and hand cached blocks back."""
+    if collect:
+        gc.collect()
     if device == "cuda":
         with contextlib.suppress(RuntimeError):
             torch.cuda.synchronize()

@@ -97,3 +97,29 @@ def test_oom_is_caught_and_the_next_run_works(monkeypatch, tmp_path):
         run(small("naive"), out_dir=tmp_path)
     monkeypatch.setattr(naive.NaiveCausalAttention, "forward", real)
     assert run(small("naive"), out_dir=tmp_path).summary.forwards == 3
+
+
+def test_inputs_are_freed_while_the_error_is_still_held(monkeypatch):
+    """No traceback may keep the run's tensors alive: memory must return before the user retries."""
+    import weakref
+
+    from attention import naive
+    from profiling import runner
+
+    refs: list[weakref.ref] = []
+    make_inputs = runner._inputs
+
+    def spy(*args):
+        tensors = make_inputs(*args)
+        refs.extend(weakref.ref(t) for t in tensors.values())
+        return tensors
+
+    def boom(self, q, k, v, mask):
+        raise torch.OutOfMemoryError("induced")
+
+    monkeypatch.setattr(runner, "_inputs", spy)
+    monkeypatch.setattr(naive.NaiveCausalAttention, "forward", boom)
+    with pytest.raises(RunError) as info:
+        run(small("naive"))
+    assert info.value.__traceback__ is not None  # the error is alive here...
+    assert refs and all(r() is None for r in refs)  # ...and the inputs are already gone
