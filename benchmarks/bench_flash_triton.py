@@ -2,8 +2,9 @@
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 benchmarks/bench_flash_triton.py
 Prints the tables and, when OUT is set, writes bench_flash_triton.{json,md} under $OUT.
-Not a test. "triton (ours)" is flash_attn_func as users call it (on Hopper: the TMA path);
-"triton pointer" forces the plain pointer-load path that other layouts and GPUs take.
+Not a test. "triton (ours)" is flash_attn_func as users call it (autotuned);
+"ours graph us" times the same call replayed from a CUDA graph (no Python launch overhead,
+L2 not flushed), to show how much of a short call is host time.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ FLOP_NOTE = (
     "FLOPs = 4*B*H*S^2*D for full attention; causal counts half of that (2*B*H*S^2*D). "
     "TFLOP/s = FLOPs / median time (triton.testing.do_bench, L2 flushed between runs)."
 )
-IMPLS = ("triton (ours)", "triton pointer", "sdpa flash", "sdpa cudnn")
+IMPLS = ("triton (ours)", "sdpa flash", "sdpa cudnn")
 
 
 def load_kernel() -> tuple[types.ModuleType, str]:
@@ -85,9 +86,16 @@ def sdpa_fn(
     return run
 
 
+def bench_graph(fn: Callable[[], Any]) -> float:
+    """Median time in microseconds of fn replayed from a CUDA graph."""
+    from triton.testing import do_bench_cudagraph
+
+    return do_bench_cudagraph(fn, rep=100, return_mode="median") * 1e3
+
+
 def tuner_timings(fa: types.ModuleType) -> dict[str, float]:
-    """The last autotuner's per-config median times (us), as Triton recorded them."""
-    tuner = fa.flash_fwd._last.get("tuner")
+    """The autotuner's per-config median times (us) for the latest tuned shape."""
+    tuner = fa.flash_fwd._flash_fwd_autotuned
     timings = getattr(tuner, "configs_timings", None) or {}
     out = {}
     for c, t in timings.items():
@@ -118,21 +126,17 @@ def measure_shape(
 
     impls: dict[str, Callable[[], torch.Tensor]] = {
         "triton (ours)": lambda: fa.flash_attn_func(q, k, v, causal=causal),
-        # The same autotuned launch, forced onto the pointer-load path.
-        "triton pointer": lambda: fa.flash_fwd._launch(q, k, v, None, causal, None, use_tma=False),
         "sdpa flash": sdpa_fn(SDPBackend.FLASH_ATTENTION, qt, kt, vt, causal),
         "sdpa cudnn": sdpa_fn(SDPBackend.CUDNN_ATTENTION, qt, kt, vt, causal),
     }
     outs = {}
-    for name in ("triton (ours)", "triton pointer"):
-        t0 = time.time()
-        outs[name] = impls[name]()  # first call autotunes
-        torch.cuda.synchronize()
-        key = "ours" if name == "triton (ours)" else "pointer"
-        row[f"{key} config"] = fa.last_autotune_choice()
-        row[f"{key} best"] = fa.last_autotune_config()
-        row[f"{key} tuning s"] = round(time.time() - t0, 1)
-        row[f"{key} tuner us"] = tuner_timings(fa)
+    t0 = time.time()
+    outs["triton (ours)"] = impls["triton (ours)"]()  # first call autotunes
+    torch.cuda.synchronize()
+    row["ours config"] = fa.last_autotune_choice()
+    row["ours best"] = fa.last_autotune_config()
+    row["ours tuning s"] = round(time.time() - t0, 1)
+    row["ours tuner us"] = tuner_timings(fa)
     for name in ("sdpa cudnn", "sdpa flash"):
         try:
             outs[name] = impls[name]().transpose(1, 2)
@@ -140,11 +144,10 @@ def measure_shape(
             row[f"{name} error"] = str(e).splitlines()[0][:200]
     ref = outs.get("sdpa cudnn", outs.get("sdpa flash"))
     row["ok"] = ref is not None
-    for name in ("triton (ours)", "triton pointer"):
-        if ref is not None:
-            err = rel_err(outs[name], ref)
-            row[f"{name} err"] = err
-            row["ok"] = row["ok"] and err < 1e-2 and bool(outs[name].isfinite().all())
+    if ref is not None:
+        err = rel_err(outs["triton (ours)"], ref)
+        row["ours err"] = err
+        row["ok"] = err < 1e-2 and bool(outs["triton (ours)"].isfinite().all())
     del outs, ref
     for name, fn in impls.items():
         if f"{name} error" in row:
@@ -152,6 +155,10 @@ def measure_shape(
         us = bench(fn, warmup, rep)
         row[f"{name} us"] = us
         row[name] = flops / (us * 1e-6) / 1e12  # TFLOP/s
+    try:
+        row["ours graph us"] = bench_graph(impls["triton (ours)"])
+    except Exception as e:  # report and go on
+        row["ours graph error"] = f"{type(e).__name__}: {e}"[:200]
     cudnn = row.get("sdpa cudnn us")
     row["ours/cudnn"] = cudnn / row["triton (ours) us"] if cudnn else float("nan")
     return row
@@ -167,18 +174,18 @@ def variants_at(
     ref = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)), is_causal=True)
     ref = ref.transpose(1, 2)
     flops = attn_flops(b, h, s, d, True)
-    base = {
-        "block_m": best["block_m"],
-        "block_n": best["block_n"],
-        "num_warps": best["num_warps"],
-        "num_stages": best["num_stages"],
-        "use_tma": best["path"] == "tma",
-    }
-    tries = [
-        ("autotuned winner, again (noise check)", {}),
-        ("mask every key tile (no diagonal split)", {"split_diagonal": False}),
-        ("causal query tiles in sequence order", {"heavy_first": False}),
-        ("other load path", {"use_tma": not base["use_tma"]}),
+    base = dict(best)
+    tries: list[tuple[str, dict[str, Any]]] = [("autotuned winner, again (noise check)", {})]
+    for c in fa.flash_fwd._prune_configs(
+        fa.flash_fwd._make_configs(), {"HEAD_DIM": d, "seqlen": s}
+    ):
+        cfg = {"block_m": c.kwargs["BLOCK_M"], "block_n": c.kwargs["BLOCK_N"],
+               "num_warps": c.num_warps, "num_stages": c.num_stages}  # fmt: skip
+        if cfg != base:
+            tries.append(("another autotune config", cfg))
+    tries += [
+        ("winner, masking every key tile (no diagonal split)", {"split_diagonal": False}),
+        ("winner, causal query tiles in sequence order", {"heavy_first": False}),
     ]
     rows = []
     for label, change in tries:
@@ -187,10 +194,7 @@ def variants_at(
         def run(cfg: dict[str, Any] = cfg) -> torch.Tensor:
             return fa.flash_attn_func_with_config(q, k, v, causal=True, **cfg)
 
-        short = (
-            f"{'tma' if cfg['use_tma'] else 'pointer'} BM{cfg['block_m']} BN{cfg['block_n']} "
-            f"w{cfg['num_warps']} s{cfg['num_stages']}"
-        )
+        short = f"BM{cfg['block_m']} BN{cfg['block_n']} w{cfg['num_warps']} s{cfg['num_stages']}"
         try:
             err = rel_err(run(), ref)
             us = bench(run, warmup, rep)
@@ -248,14 +252,12 @@ def main() -> None:
                 f"S={s:6d} D={d:3d}: "
                 + " | ".join(f"{n} {r.get(n, float('nan')):6.1f}" for n in IMPLS)
                 + f" TFLOP/s | ours {r.get('triton (ours) us', float('nan')):8.1f} us"
-                + f" | ok {r['ok']} | {r['ours config']} ({r['ours tuning s']} s)"
-                + f" | {r['pointer config']} ({r['pointer tuning s']} s)",
+                + f" | graph {r.get('ours graph us', float('nan')):8.1f} us"
+                + f" | ok {r['ok']} | {r['ours config']} (tuned in {r['ours tuning s']} s)",
                 flush=True,
             )
-            if s == 4096 and d == 128:
-                for key in ("ours", "pointer"):
-                    timings = sorted(r[f"{key} tuner us"].items(), key=lambda x: x[1])
-                    print(f"  autotuner ({key} path) per config, us:", timings)
+            timings = sorted(r["ours tuner us"].items(), key=lambda x: x[1])
+            print("  autotuner's timings, us:", timings)
 
     target = next((r for r in rows if r["S"] == 4096 and r["D"] == 128), None)
     variants: list[dict[str, Any]] = []
@@ -267,13 +269,13 @@ def main() -> None:
         md += [
             "## Target: B=4 H=16 S=4096 D=128 bf16 causal", "",
             fmt_table([target], [f"{n} us" for n in IMPLS] + list(IMPLS) + ["ours/cudnn",
-                                 "ours config"]),
+                                 "ours graph us", "ours config"]),
             "",
         ]  # fmt: skip
     md += [
         "## TFLOP/s by sequence length (B=4 H=16 bf16 causal)", "",
-        fmt_table(rows, ["D", "S", *IMPLS, "ours/cudnn", "triton (ours) err",
-                         "triton pointer err", "ok", "ours config", "pointer config"]),
+        fmt_table(rows, ["D", "S", *IMPLS, "ours/cudnn", "triton (ours) us", "ours graph us",
+                         "ours err", "ok", "ours config"]),
         "",
     ]  # fmt: skip
     if variants:
