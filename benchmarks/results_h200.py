@@ -40,7 +40,11 @@ def main() -> None:
     p.add_argument("--device", default="cuda")
     p.add_argument("--shapes", default="post,long")
     p.add_argument("--tiny", action="store_true", help="B1 H2 S128 D32 float32, for a CPU check")
+    p.add_argument("--from", dest="source", help="render runs.jsonl written by pytest -m gpu")
     args = p.parse_args()
+    if args.source:
+        render(Path(args.source))
+        return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows, lines = [], []
@@ -92,6 +96,34 @@ def main() -> None:
     with tarfile.open(out / "traces.tar.gz", "w:gz") as tar:
         for path in keep:
             tar.add(path, arcname=f"{path.parent.name}_{path.name}")
+    print("\n".join(lines))
+
+
+def render(source: Path) -> None:
+    """The markdown tables from the runs `pytest -m gpu` recorded (ATTNPROF_RESULTS=DIR)."""
+    rows = [json.loads(line) for line in (source / "runs.jsonl").read_text().splitlines()]
+    lines = []
+    for shape_id, shape in SHAPES.items():
+        mine = [r for r in rows if r["shape"] == shape_id]
+        if not mine:
+            continue
+        lines += [
+            f"### B{shape['batch']} H{shape['heads']} S{shape['seq_len']} D{shape['head_dim']} "
+            f"{shape['dtype']} causal ({mine[0]['device_name']}, torch {mine[0]['torch_version']})",
+            "",
+            "| variant | GPU µs/fwd | CPU µs/fwd | kernels/fwd | memcpy / memset per fwd | "
+            "peak MiB | TFLOP/s | rel. err | ran |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in mine:
+            lines.append(
+                f"| {r['variant']} | {fmt(r['gpu_us_per_forward'])} | "
+                f"{fmt(r['cpu_us_per_forward'])} | {r['kernels_per_forward']:g} | "
+                f"{r['memcpy_per_forward']:g} / {r['memset_per_forward']:g} | "
+                f"{fmt(r['peak_mib'])} | {fmt(r['tflops'], 1)} | {r['rel_err']:.1e} | {r['ran']} |"
+            )
+        lines.append("")
+    (source / "results.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 

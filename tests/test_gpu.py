@@ -6,6 +6,11 @@ say each trace should contain; a mismatch is the interesting result, not a flaky
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -18,6 +23,22 @@ pytestmark = pytest.mark.gpu
 POST = {"batch": 8, "heads": 16, "seq_len": 1024, "head_dim": 64, "dtype": "bfloat16"}
 LONG = {"batch": 4, "heads": 16, "seq_len": 4096, "head_dim": 128, "dtype": "bfloat16"}
 TOL = 2e-2  # bf16
+# With ATTNPROF_RESULTS=dir, each run's summary and kernel table (and the post-shape traces)
+# are kept there, so benchmarks/results_h200.py --from DIR renders the table from these runs.
+RESULTS = os.environ.get("ATTNPROF_RESULTS")
+
+
+def record(result, shape_id: str) -> None:
+    if not RESULTS:
+        return
+    out = Path(RESULTS)
+    out.mkdir(parents=True, exist_ok=True)
+    row = {"shape": shape_id, **result.summary.as_dict(),
+           "kernels": result.kernels.to_dict("records")}  # fmt: skip
+    with open(out / "runs.jsonl", "a") as fh:
+        fh.write(json.dumps(row, default=str) + "\n")
+    if shape_id == "post":
+        shutil.copy(result.trace_gz, out / f"{result.summary.variant}_{result.trace_gz.name}")
 
 
 def profile(variant: str, shape: dict, tmp_path):
@@ -27,10 +48,11 @@ def profile(variant: str, shape: dict, tmp_path):
         pytest.skip(str(exc))
 
 
-@pytest.mark.parametrize("shape", [POST, LONG], ids=["post", "long"])
+@pytest.mark.parametrize("shape_id", ["post", "long"])
 @pytest.mark.parametrize("vid", list(VARIANTS))
-def test_every_variant_on_gpu(vid, shape, tmp_path):
-    result = profile(vid, shape, tmp_path)
+def test_every_variant_on_gpu(vid, shape_id, tmp_path):
+    result = profile(vid, POST if shape_id == "post" else LONG, tmp_path)
+    record(result, shape_id)
     s = result.summary
     assert s.forwards == 3 and s.rel_err < TOL
     assert s.gpu_us_per_forward and s.gpu_us_per_forward > 0 and s.peak_mib > 0
