@@ -1,6 +1,7 @@
 """Command line: profile one variant (or all) like the post's scripts, no UI.
 
 python -m profiling --variant sdpa-flash --seq-len 1024 --dtype bfloat16 --out traces
+python -m profiling compare|diff|sweep|analyze ...   (see `python -m profiling compare -h`)
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from attention import VARIANTS
 from profiling.config import DEVICES, DTYPES, LIMITS, ConfigError, RunConfig, resolve_device
 from profiling.runner import RunError, VariantUnavailable, run
 from profiling.summary import summary_rows
+
+SUBCOMMANDS = ("compare", "diff", "sweep", "analyze")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,6 +40,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        return views_main(argv)
     args = parser().parse_args(argv)
     names = list(VARIANTS) if args.variant == "all" else [args.variant]
     try:
@@ -83,6 +89,205 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {len(configs)} variants on {device} ==")
         print("\n".join(overview))
     return 1 if failures else 0
+
+
+# -- compare | diff | sweep | analyze ----------------------------------------------------------
+
+
+def views_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m profiling", description="Compare, diff, sweep or analyse traces.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    c = sub.add_parser("compare", help="several variants at one shape, one after another")
+    c.add_argument(
+        "--variants",
+        type=_names,
+        default=None,
+        help="comma-separated ids (default: the post's six + kernels variants here)",
+    )
+    _shape_flags(c, seq_len=True)
+    c.add_argument("--out", default="traces/compare", help="folder for traces and the zip")
+    c.add_argument("--markdown", action="store_true", help="print Markdown tables")
+
+    d = sub.add_parser("diff", help="per-kernel and per-operator deltas between two traces")
+    d.add_argument("trace_a", metavar="A.json[.gz]")
+    d.add_argument("trace_b", metavar="B.json[.gz]")
+    d.add_argument("--label-a", default=None, help="name of A in the tables (default: A)")
+    d.add_argument("--label-b", default=None, help="name of B in the tables (default: B)")
+    d.add_argument("--totals", action="store_true", help="whole-trace totals, not per forward")
+    d.add_argument("--top", type=int, default=25, help="rows to print per table")
+    d.add_argument("--markdown", action="store_true", help="print Markdown tables")
+
+    s = sub.add_parser("sweep", help="variants over sequence lengths")
+    s.add_argument("--variants", type=_names, required=True, help="comma-separated ids")
+    s.add_argument("--seq-lens", type=_lengths, default=None,
+                   help="comma-separated lengths (default: 256 doubling to 16384, capped by "
+                        "the memory estimate)")  # fmt: skip
+    _shape_flags(s, seq_len=False)
+    s.add_argument("--out", default="traces/sweep", help="folder for traces and the zip")
+    s.add_argument("--markdown", action="store_true", help="print Markdown tables")
+
+    a = sub.add_parser("analyze", help="operator and kernel tables of any torch.profiler trace")
+    a.add_argument("trace", metavar="TRACE.json[.gz]")
+    a.add_argument("--top", type=int, default=20, help="rows to print per table")
+    a.add_argument("--max-mib", type=int, default=1024, help="limit on the expanded JSON")
+    a.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    return p
+
+
+def views_main(argv: list[str]) -> int:
+    from profiling.trace import TraceError
+
+    args = views_parser().parse_args(argv)
+    try:
+        return _VIEWS[args.command](args)
+    except (ConfigError, TraceError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _compare(args: argparse.Namespace) -> int:
+    import shutil
+
+    from profiling.compare import compare
+
+    result = compare(args.variants, out_dir=args.out, progress=_progress, **_shape(args))
+    print(f"== compare on {result.device_name} · {_shape_text(result.shape)} ==")
+    cols = ["variant", "kernels/fwd", "GPU µs/fwd", "CPU µs/fwd", "bound", "peak MiB",
+            "TFLOP/s", "% of peak", "rel. err", "ran", "dominant kernel", "GPU busy %",
+            "launch delay µs", "CPU launch µs/fwd"]  # fmt: skip
+    print(_table(result.glance[result.glance["status"] == "ok"][cols], args.markdown))
+    missing = result.unavailable()
+    if not missing.empty:
+        print("\nnot run:")
+        print("\n".join(f"  {r.variant} ({r.status}): {r.reason}" for r in missing.itertuples()))
+    print("\n" + "\n".join(result.notes))
+    if result.zip_path:
+        dest = Path(args.out) / result.zip_path.name
+        shutil.copyfile(result.zip_path, dest)
+        print(f"zip: {dest}")
+    return 0 if result.ran else 1
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from profiling.diff import diff, labelled
+
+    la, lb = args.label_a or "A", args.label_b or "B"
+    kernels, operators = diff(args.trace_a, args.trace_b, la, lb, per_forward=not args.totals)
+    sa, sb = kernels.attrs["scopes"]
+    unit = "per forward" if not args.totals else "whole-trace totals"
+    print(f"{la} = {args.trace_a} ({sa})\n{lb} = {args.trace_b} ({sb})")
+    print(f"{unit}; deltas are {lb} − {la}, largest |Δ total µs| first")
+    print("\n== kernels ==")
+    print(_table(labelled(kernels.drop(columns="name")).head(args.top), args.markdown))
+    print("\n== operators ==")
+    print(_table(labelled(operators).head(args.top), args.markdown))
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    import shutil
+
+    from profiling.sweep import sweep
+
+    result = sweep(
+        args.variants, args.seq_lens, out_dir=args.out, progress=_progress, **_shape(args)
+    )
+    print(f"== sweep on {result.device_name} · {_shape_text(result.shape)} ==")
+    print(_table(result.table, args.markdown))
+    print("\n" + "\n".join(result.notes))
+    if result.zip_path:
+        dest = Path(args.out) / result.zip_path.name
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(result.zip_path, dest)
+        print(f"zip: {dest}")
+    return 0 if (result.table["status"] == "ok").any() else 1
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from profiling.analyze import analyze
+
+    result = analyze(args.trace, max_expanded_bytes=args.max_mib * 1024**2)
+    width = max(len(k) for k, _ in result.summary)
+    print("\n".join(f"{k:>{width}}  {v}" for k, v in result.summary))
+    print(f"\n== operators (cpu_op spans, whole trace; top {args.top}) ==")
+    print(_table(result.operators.head(args.top), args.markdown))
+    if result.has_gpu:
+        print(f"\n== kernels ({result.kernel_scope}) ==")
+        cols = ["kernel", "category", "count", "total_us", "mean_us", "pct_gpu", "decoded"]
+        print(_table(result.kernels[cols].head(args.top), args.markdown))
+        launches = result.launch.per_kernel
+        if not launches.empty:
+            print("\n== launches (per kernel name) ==")
+            print(_table(launches.drop(columns="name").head(args.top), args.markdown))
+    return 0
+
+
+_VIEWS = {"compare": _compare, "diff": _diff, "sweep": _sweep, "analyze": _analyze}
+
+
+def _shape_flags(p: argparse.ArgumentParser, seq_len: bool) -> None:
+    if seq_len:
+        p.add_argument("--seq-len", type=int, default=1024)
+    p.add_argument("--dtype", default="bfloat16", help=", ".join(DTYPES))
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--head-dim", type=int, default=64)
+    p.add_argument("--no-causal", action="store_true", help="full (non-causal) attention")
+    p.add_argument("--device", default="auto", choices=DEVICES)
+    p.add_argument("--steps", type=int, default=3, help=f"active profiler steps {LIMITS['steps']}")
+
+
+def _shape(args: argparse.Namespace) -> dict:
+    shape = {
+        "dtype": args.dtype, "batch": args.batch, "heads": args.heads,
+        "head_dim": args.head_dim, "causal": not args.no_causal, "device": args.device,
+        "steps": args.steps,
+    }  # fmt: skip
+    if hasattr(args, "seq_len"):
+        shape["seq_len"] = args.seq_len
+    return shape
+
+
+def _shape_text(c: dict) -> str:
+    s = f" S{c['seq_len']}" if "seq_len" in c else ""
+    mask = "causal" if c["causal"] else "full"
+    return f"B{c['batch']} H{c['heads']}{s} D{c['head_dim']} {c['dtype']} {mask}"
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in VARIANTS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown variant(s) {', '.join(unknown) or '(none given)'}; "
+            f"choose from: {', '.join(VARIANTS)}"
+        )
+    return names
+
+
+def _lengths(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of integers: {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError("no sequence length given")
+    return values
+
+
+def _table(table, markdown: bool) -> str:
+    from profiling.compare import markdown as to_markdown
+    from profiling.compare import text_table
+
+    if table.empty:
+        return "(empty)"
+    return to_markdown(table) if markdown else text_table(table)
+
+
+def _progress(fraction: float, text: str) -> None:
+    print(f"[{fraction:4.0%}] {text}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

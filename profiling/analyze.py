@@ -1,0 +1,187 @@
+"""Analyse: any uploaded torch.profiler Chrome trace → operator table, kernel table, summary.
+
+An upload is untrusted: its size is checked before a byte is read, gzip expansion is bounded
+(profiling.trace.read_bytes), and every way it can fail to be a trace is a TraceError with a
+sentence a user can act on. A trace without GPU events is not an error: it is analysed as a
+CPU-only trace and says so.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pandas as pd
+
+from profiling.kernels import KERNEL_COLUMNS, kernel_table
+from profiling.launch import LaunchStats, launch_rows, launch_stats
+from profiling.summary import ForwardStats, forward_spans, gpu_work, launched_within, per_forward
+from profiling.trace import Trace, TraceError, from_document, read_bytes
+
+MAX_UPLOAD_BYTES = 100 * 1024**2  # the file as uploaded (gzip or not)
+MAX_EXPANDED_BYTES = 1024**3  # the JSON once decompressed
+OPERATOR_COLUMNS = ["operator", "calls", "total_us", "self_us", "mean_us", "pct_self"]
+CPU_ONLY = "no GPU events: a CPU-only trace"
+
+
+@dataclass
+class AnalyzeResult:
+    """Everything the Analyse tab shows; plain data."""
+
+    name: str
+    summary: list[tuple[str, str]]  # (label, text) rows, as summary_rows gives for a run
+    stats: ForwardStats
+    launch: LaunchStats
+    operators: pd.DataFrame  # OPERATOR_COLUMNS, aggregated from cpu_op spans
+    kernels: pd.DataFrame  # profiling.kernels.KERNEL_COLUMNS
+    kernel_scope: str
+    spans: pd.DataFrame  # the trace model, for the Gantt
+    lanes: list[str]
+    device_properties: list[dict[str, Any]] = field(default_factory=list)
+    n_events: int = 0
+    n_spans: int = 0
+    skipped: int = 0
+    has_gpu: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def analyze(
+    source: str | Path | bytes,
+    max_upload_bytes: int = MAX_UPLOAD_BYTES,
+    max_expanded_bytes: int = MAX_EXPANDED_BYTES,
+    name: str | None = None,
+) -> AnalyzeResult:
+    """Read an uploaded trace within the limits and build the tables; raises TraceError."""
+    size = _size(source)
+    if size > max_upload_bytes:
+        raise TraceError(
+            f"the file is {size / 1024**2:.1f} MiB; the limit is "
+            f"{max_upload_bytes / 1024**2:.0f} MiB (upload a .json.gz, or profile fewer steps)"
+        )
+    if size == 0:
+        raise TraceError("the file is empty")
+    data = read_bytes(source, max_bytes=max_expanded_bytes)
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise TraceError(f"not valid JSON ({exc})") from None
+    del data
+    trace = from_document(doc)
+    label = name or (Path(source).name if not isinstance(source, bytes) else "uploaded trace")
+    return from_trace(trace, label)
+
+
+def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
+    """The Analyse views of an already parsed trace."""
+    stats = per_forward(trace)
+    launch = launch_stats(trace)
+    forwards = forward_spans(trace)
+    if not forwards.empty and not (work := launched_within(trace, forwards)).empty:
+        kernels = kernel_table(work, per=len(forwards))
+        scope = f"per forward: GPU work launched in the {len(forwards)} attn_fwd spans"
+    else:
+        kernels = kernel_table(gpu_work(trace), per=1)
+        scope = "all GPU work in the trace (no attn_fwd spans), totals not per forward"
+    notes = []
+    if not trace.has_gpu:
+        notes.append(CPU_ONLY)
+        kernels = pd.DataFrame(columns=KERNEL_COLUMNS)
+        scope = CPU_ONLY
+    if trace.skipped:
+        notes.append(f"{trace.skipped} complete events without a usable ts/dur were skipped")
+    result = AnalyzeResult(
+        name=name,
+        summary=[],
+        stats=stats,
+        launch=launch,
+        operators=operator_table(trace),
+        kernels=kernels,
+        kernel_scope=scope,
+        spans=trace.spans,
+        lanes=list(trace.lanes),
+        device_properties=trace.device_properties,
+        n_events=trace.n_events,
+        n_spans=len(trace.spans),
+        skipped=trace.skipped,
+        has_gpu=trace.has_gpu,
+        notes=notes,
+    )
+    result.summary = summary_rows(result, trace)
+    return result
+
+
+def operator_table(trace: Trace) -> pd.DataFrame:
+    """cpu_op spans per name: calls, total and self µs, mean, share of all operator self time."""
+    s = trace.spans
+    ops = s[(s["kind"] == "cpu") & (s["category"] == "cpu op")]
+    if ops.empty:
+        return pd.DataFrame(columns=OPERATOR_COLUMNS)
+    g = ops.groupby("name", observed=True, sort=False)
+    table = pd.DataFrame(
+        {"calls": g.size(), "total_us": g["dur_us"].sum(), "self_us": g["self_us"].sum()}
+    )
+    table["mean_us"] = table["total_us"] / table["calls"]
+    self_total = table["self_us"].sum()
+    table["pct_self"] = 100 * table["self_us"] / self_total if self_total > 0 else 0.0
+    table["operator"] = table.index.astype(str)
+    table = table.sort_values("total_us", ascending=False, kind="stable")
+    return table.reset_index(drop=True)[OPERATOR_COLUMNS]
+
+
+def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:
+    """The summary strip of an uploaded trace as (label, text) pairs."""
+    st = result.stats
+    gpu_lanes = sum(1 for lane in trace.lanes if lane.startswith("GPU"))
+    rows = [
+        ("trace", result.name),
+        ("events", f"{result.n_events:,} events → {result.n_spans:,} spans in "
+                   f"{len(trace.lanes)} lanes ({gpu_lanes} GPU), {result.skipped} skipped"),
+    ]  # fmt: skip
+    for i, p in enumerate(result.device_properties):
+        mem = p.get("totalGlobalMem")
+        mem_text = f", {mem / 1024**3:.0f} GiB" if isinstance(mem, int | float) else ""
+        cc = f"sm_{p.get('computeMajor', '?')}{p.get('computeMinor', '?')}"
+        rows.append(
+            (f"device {p.get('id', i)}", f"{p.get('name', '?')} ({cc}, "
+                                         f"{p.get('numSms', '?')} SMs{mem_text})")
+        )  # fmt: skip
+    versions = [f"{k.replace('_', ' ')} {trace.meta[k]}" for k in _VERSION_KEYS if k in trace.meta]
+    if versions:
+        rows.append(("versions", ", ".join(versions)))
+    per = "attn_fwd span" if not forward_spans(trace).empty else "ProfilerStep"
+    if st.forwards:
+        rows.append(("forwards", f"{st.forwards} ({per}s)"))
+        rows.append(("CPU µs / forward", f"{st.cpu_us:,.1f} (the {per})"))
+    if result.has_gpu:
+        if st.gpu_us is not None:
+            rows.append(("GPU µs / forward" if st.forwards else "GPU µs", f"{st.gpu_us:,.1f}"))
+        rows.append(
+            ("kernels / forward" if st.forwards else "kernels",
+             f"{st.kernels:.2f} (+ {st.memcpy:.2f} memcpy, {st.memset:.2f} memset)")
+        )  # fmt: skip
+        if st.gpu_us and st.forwards:
+            bound = "CPU-bound" if st.cpu_us > st.gpu_us else "GPU-bound"
+            rows.append(("bound", f"{bound} (CPU vs GPU time per forward)"))
+        if st.backend:
+            rows.append(("SDPA backend", st.backend))
+        if st.dominant:
+            rows.append(("dominant kernel", f"{st.dominant} — {st.dominant_decoded}"))
+    if result.has_gpu:
+        rows += launch_rows(result.launch)
+    rows += [("note", n) for n in result.notes]
+    return rows
+
+
+_VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version")
+
+
+def _size(source: str | Path | bytes) -> int:
+    if isinstance(source, bytes):
+        return len(source)
+    try:
+        return os.stat(source).st_size
+    except OSError as exc:
+        raise TraceError(f"cannot open trace: {exc.strerror}") from None

@@ -1,0 +1,264 @@
+"""Sweep: chosen variants over sequence lengths, to see where the quadratic cost bites.
+
+Each point is one runner call. A point the memory estimate refuses, a variant unavailable here,
+an out-of-memory run: each is recorded with its status and reason, never dropped, so the chart
+can mark it where a line would otherwise just stop. Plain data, picklable (a ZeroGPU worker
+runs it; profiling/compare_figures.py draws it).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from attention import VARIANTS
+from profiling.compare import markdown, shape_config, write_zip
+from profiling.config import (
+    LIMITS,
+    ConfigError,
+    RunConfig,
+    check_memory,
+    estimate_bytes,
+    resolve_device,
+)
+from profiling.runner import RunError, VariantUnavailable, run
+
+Progress = Callable[[float, str], None]
+DEFAULT_START, DEFAULT_STOP = 256, 16384
+SWEEP_COLUMNS = [
+    "variant", "seq_len", "status", "GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB",
+    "TFLOP/s", "reason",
+]  # fmt: skip
+
+
+@dataclass
+class SweepPoint:
+    variant: str
+    seq_len: int
+    status: str  # ok | refused (memory estimate) | unavailable | oom | failed | skipped
+    reason: str = ""
+    gpu_us: float | None = None
+    cpu_us: float | None = None
+    peak_mib: float | None = None
+    estimate_mib: float | None = None
+    tflops: float | None = None
+    trace_gz: Path | None = None
+
+
+@dataclass
+class SweepResult:
+    shape: dict[str, Any]  # the RunConfig fields shared by every point (seq_len varies)
+    device: str
+    device_name: str
+    variants: list[str]
+    seq_lens: list[int]
+    points: list[SweepPoint]
+    table: pd.DataFrame  # SWEEP_COLUMNS, one row per point
+    out_dir: Path
+    zip_path: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def time_basis(self) -> str:
+        """Which time the chart plots: GPU µs/forward on a GPU, CPU µs/forward on the CPU."""
+        return "GPU" if self.device == "cuda" else "CPU"
+
+
+def doubling(start: int = DEFAULT_START, stop: int = DEFAULT_STOP) -> list[int]:
+    """start, 2·start, … up to stop (inclusive), within the seq_len limits."""
+    low, high = LIMITS["seq_len"]
+    s, out = max(start, low), []
+    while s <= min(stop, high):
+        out.append(s)
+        s *= 2
+    return out
+
+
+def default_seq_lens(
+    variants: Sequence[str],
+    start: int = DEFAULT_START,
+    stop: int = DEFAULT_STOP,
+    **shape: Any,
+) -> list[int]:
+    """Doubling from `start` to `stop`, cut after the last length any variant's estimate fits.
+
+    Lengths where only some variants fit stay in (those points are refused and marked); the
+    list ends where none fits, because past that the chart would only show refusals.
+    """
+    base = shape_config(**shape)
+    device = resolve_device(base.device)
+    out: list[int] = []
+    for s in doubling(start, stop):
+        if any(_fits(base.with_(variant=v, seq_len=s), device) for v in variants):
+            out.append(s)
+        else:
+            break
+    return out
+
+
+def sweep(
+    variants: Sequence[str],
+    seq_lens: Sequence[int] | None = None,
+    *,
+    out_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    write_zip_file: bool = True,
+    **shape: Any,
+) -> SweepResult:
+    """Profile every (variant, seq_len) point, one after another; never raises for a point.
+
+    `shape` takes RunConfig's fields but `variant` and `seq_len`. Raises ConfigError only for a
+    bad shape, an unknown variant or an invalid sequence length.
+    """
+    names = list(dict.fromkeys(variants))
+    unknown = [v for v in names if v not in VARIANTS]
+    if not names or unknown:
+        what = f"unknown variant(s): {', '.join(map(repr, unknown))}" if unknown else "no variant"
+        raise ConfigError(f"{what}; choose from: {', '.join(VARIANTS)}")
+    base = shape_config(**{k: v for k, v in shape.items() if k != "seq_len"})
+    device = resolve_device(base.device)
+    lens = sorted(set(seq_lens)) if seq_lens else default_seq_lens(names, **shape)
+    for s in lens:
+        base.with_(seq_len=s)  # raises ConfigError for a length outside the limits
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-sweep-"))
+    report = progress or (lambda fraction, text: None)
+    total = len(names) * len(lens)
+    points: list[SweepPoint] = []
+    device_name = "CPU"
+    for vi, name in enumerate(names):
+        stopped: SweepPoint | None = None  # an unavailable or OOM point ends the variant's run
+        for si, s in enumerate(lens):
+            i = vi * len(lens) + si
+            config = base.with_(variant=name, seq_len=s)
+            est = estimate_bytes(config) / 1024**2
+            if stopped is not None:
+                status = "unavailable" if stopped.status == "unavailable" else "skipped"
+                reason = (
+                    stopped.reason
+                    if status == "unavailable"
+                    else f"not run: {stopped.status} at S={stopped.seq_len}"
+                )
+                points.append(SweepPoint(name, s, status, reason, estimate_mib=est))
+                continue
+
+            def step(fraction: float, text: str, i: int = i, name: str = name, s: int = s) -> None:
+                report((i + fraction) / total, f"{name} S={s} ({i + 1}/{total}): {text}")
+
+            point, ran_on = _profile_point(config, out / name, step, est)
+            if point.status in ("unavailable", "oom"):
+                stopped = point
+            points.append(point)
+            device_name = ran_on or device_name
+    report(1.0, f"{total} points done")
+    table = sweep_table(points)
+    result = SweepResult(
+        shape={k: v for k, v in base.as_dict().items() if k not in ("variant", "seq_len")},
+        device=device,
+        device_name=device_name,
+        variants=names,
+        seq_lens=list(lens),
+        points=points,
+        table=table,
+        out_dir=out,
+        notes=[
+            f"time: {'GPU' if device == 'cuda' else 'CPU'} µs per forward",
+            "est. MiB: the memory estimate that refuses a run before anything is allocated",
+        ],
+    )
+    if write_zip_file:
+        result.zip_path = sweep_zip(result)
+    return result
+
+
+def _profile_point(
+    config: RunConfig, out_dir: Path, step: Progress, est: float
+) -> tuple[SweepPoint, str | None]:
+    """One point and the device name it ran on (None when it did not run)."""
+    name, s = config.variant, config.seq_len
+    try:
+        result = run(config, out_dir=out_dir, progress=step)
+    except ConfigError as exc:
+        return SweepPoint(name, s, "refused", str(exc), estimate_mib=est), None
+    except VariantUnavailable as exc:
+        return SweepPoint(name, s, "unavailable", str(exc), estimate_mib=est), None
+    except RunError as exc:
+        status = "oom" if "out of memory" in str(exc) else "failed"
+        return SweepPoint(name, s, status, str(exc), estimate_mib=est), None
+    result.trace_json.unlink(missing_ok=True)
+    sm = result.summary
+    point = SweepPoint(
+        name,
+        s,
+        "ok",
+        "; ".join(sm.notes),
+        gpu_us=sm.gpu_us_per_forward,
+        cpu_us=sm.cpu_us_per_forward,
+        peak_mib=sm.peak_mib,
+        estimate_mib=est,
+        tflops=sm.tflops,
+        trace_gz=result.trace_gz,
+    )
+    return point, sm.device_name
+
+
+def sweep_table(points: Sequence[SweepPoint]) -> pd.DataFrame:
+    """One row per point, refused and failed ones included with their reason."""
+    rows = [
+        {
+            "variant": p.variant,
+            "seq_len": p.seq_len,
+            "status": p.status,
+            "GPU µs/fwd": p.gpu_us,
+            "CPU µs/fwd": p.cpu_us,
+            "peak MiB": p.peak_mib,
+            "est. MiB": p.estimate_mib,
+            "TFLOP/s": p.tflops,
+            "reason": p.reason,
+        }
+        for p in points
+    ]
+    table = pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+    num = ["GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB", "TFLOP/s"]
+    table[num] = table[num].astype(float)
+    return table
+
+
+def sweep_zip(result: SweepResult) -> Path:
+    """One zip: the table (CSV, Markdown, JSON) and one trace per point that ran."""
+    entries: list[tuple[str, Path | str]] = [
+        ("sweep.csv", result.table.to_csv(index=False)),
+        ("sweep.md", markdown(result.table)),
+        ("sweep.json", result.table.to_json(orient="records", indent=1)),
+    ]
+    for p in result.points:
+        if p.trace_gz is not None and p.trace_gz.exists():
+            entries.append((f"{p.variant}/{p.trace_gz.name}", p.trace_gz))
+    c = result.shape
+    mask = "causal" if c["causal"] else "full"
+    tag = f"{c['batch']}_{c['heads']}_{c['head_dim']}_{c['dtype']}_{mask}_{result.device}"
+    return write_zip(entries, f"sweep_{tag}.zip")
+
+
+def points_json(result: SweepResult) -> list[dict[str, Any]]:
+    """The raw numbers, JSON-ready, so a chart can be drawn later on another machine."""
+    return [
+        {**{k: v for k, v in asdict(p).items() if k != "trace_gz"}, "trace": _name(p.trace_gz)}
+        for p in result.points
+    ]
+
+
+def _name(path: Path | None) -> str | None:
+    return path.name if path else None
+
+
+def _fits(config: RunConfig, device: str) -> bool:
+    try:
+        check_memory(config, device)
+    except ConfigError:
+        return False
+    return True
