@@ -1,0 +1,361 @@
+"""What the page shows, computed from a ProfileResult: summary strip, display tables, banner.
+
+Pure functions (no gradio) so the page, the API and the tests see the same numbers, and
+app.py stays a thin wiring of components. The page's limits live here, in one place.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import shutil
+import tempfile
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+
+from attention import VARIANTS, availability
+from profiling.config import DTYPES, ConfigError, RunConfig
+from profiling.gantt import build_gantt
+from profiling.summary import Summary, attention_flops, summary_rows
+
+# -- limits (README's "Limits" line quotes these) ------------------------------------------
+MAX_FILE_SIZE = "25mb"  # launch(max_file_size=...): bounds /gradio_api/upload
+QUEUE_MAX_SIZE = 16  # demo.queue(max_size=...): requests waiting for the one GPU slot
+DELETE_CACHE = (1800, 3600)  # gr.Blocks(delete_cache=(every s, older than s)): served copies
+KEEP_RUN_DIRS = 8  # our own temp dirs (one per run) kept before the oldest is deleted
+GPU_SECONDS = 60  # @spaces.GPU duration for a run; compiled / Hub variants get more
+GPU_SECONDS_SLOW = 150  # torch.compile or a Hub download happens inside the GPU slot
+CPU_MAX_FLOPS = 2e10  # per forward, on CPU only: a CPU Space must stay responsive
+GPU_GROUP = "gpu"  # concurrency_id shared by every listener that uses the GPU
+
+# Slider ranges per device: (minimum, maximum, step). The backend's LIMITS are what is
+# enforced; these only keep the sliders in a sensible, fast region.
+SLIDERS: dict[str, dict[str, tuple[int, int, int]]] = {
+    "cuda": {
+        "seq_len": (128, 16384, 128),
+        "batch": (1, 64, 1),
+        "heads": (1, 128, 1),
+        "head_dim": (16, 256, 8),
+    },
+    "cpu": {
+        "seq_len": (64, 4096, 64),
+        "batch": (1, 8, 1),
+        "heads": (1, 16, 1),
+        "head_dim": (16, 128, 8),
+    },
+}
+# The post's shape on a GPU; on a CPU a small shape that profiles in well under a second.
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "cuda": dict(variant="naive", seq_len=1024, dtype="bfloat16", batch=8, heads=16,
+                 head_dim=64, causal=True),
+    "cpu": dict(variant="naive", seq_len=256, dtype="float32", batch=1, heads=4,
+                head_dim=64, causal=True),
+}  # fmt: skip
+GENERIC_ERROR = (
+    "Something unexpected went wrong while profiling; it has been logged. "
+    "Try again, or pick another variant or a smaller shape."
+)
+
+
+def page_device() -> str:
+    """The device the page is built for (on ZeroGPU CUDA reads as available outside the slot)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def defaults(device: str) -> dict[str, Any]:
+    return dict(DEFAULTS["cuda" if device == "cuda" else "cpu"])
+
+
+def slider_ranges(device: str) -> dict[str, tuple[int, int, int]]:
+    return dict(SLIDERS["cuda" if device == "cuda" else "cpu"])
+
+
+def _reasons(device: str, dtype: str) -> dict[str, str | None]:
+    """Why each variant cannot run; outside a GPU slot a device query may fail: then unknown."""
+    try:
+        return availability(device, DTYPES.get(dtype, torch.float32))
+    except Exception:  # emulated CUDA outside the GPU slot; the runner checks again inside
+        return dict.fromkeys(VARIANTS)
+
+
+def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
+    """(label, id) pairs for the dropdown; unavailable variants say so and why."""
+    reasons = _reasons(device, dtype)
+    out = []
+    for vid, v in VARIANTS.items():
+        why = reasons.get(vid)
+        out.append((f"{v.label} — unavailable: {why}" if why else v.label, vid))
+    return out
+
+
+def lesson_markdown(variant: str, device: str, dtype: str) -> str:
+    """The chosen variant's one-line lesson, and the reason when it cannot run here."""
+    v = VARIANTS.get(variant)
+    if v is None:
+        return "Pick a variant to see what its trace teaches."
+    text = f"**{v.label}** · `{v.id}`\n\n{v.lesson}."
+    why = _reasons(device, dtype).get(variant)
+    if why:
+        text += f"\n\n⛔ **Unavailable here:** {why}."
+    return text
+
+
+def banner_markdown(device: str) -> str:
+    """The CPU-run warning (empty on a GPU)."""
+    if device == "cuda":
+        return ""
+    return (
+        "⚠️ **CPU run** — this machine has no GPU, so the profile holds CPU operators only: "
+        "**GPU kernels, memcpy/memset and the kernel table will not appear**, and the shape "
+        "defaults to a small one that profiles in about a second. On the Space's GPU the "
+        "defaults are the post's shape (B8 H16 S1024 D64 bfloat16)."
+    )
+
+
+def gpu_seconds(config: RunConfig) -> int:
+    """@spaces.GPU duration: compiled and Hub variants compile or download inside the slot."""
+    slow = config.spec.family in ("compiled", "kernels")
+    return GPU_SECONDS_SLOW if slow else GPU_SECONDS
+
+
+def check_budget(config: RunConfig, device: str) -> None:
+    """Refuse CPU runs too big to finish promptly (the GPU path is bounded by its slot)."""
+    if device != "cpu":
+        return
+    flops = attention_flops(
+        config.batch, config.heads, config.seq_len, config.head_dim, config.causal
+    )
+    if flops > CPU_MAX_FLOPS:
+        raise ConfigError(
+            f"{config.shape_text()} needs {flops / 1e9:,.0f} GFLOP per forward; on a CPU this app "
+            f"runs at most {CPU_MAX_FLOPS / 1e9:,.0f}: lower seq_len, batch or heads"
+        )
+
+
+# -- summary strip ----------------------------------------------------------------------------
+STRIP: tuple[tuple[str, str], ...] = (  # (label on the card, key in summary_rows)
+    ("kernels / forward", "kernels / forward"),
+    ("GPU µs / forward", "GPU µs / forward"),
+    ("CPU µs / forward", "CPU µs / forward"),
+    ("peak memory", "peak memory"),
+    ("TFLOP/s", "TFLOP/s"),
+    ("rel. error vs float64", "rel. error vs float64"),
+    ("ran", "ran"),
+    ("device", "device"),
+)
+EXTRA = ("shape", "bound", "dominant kernel", "memcpy / memset per forward")
+
+
+def _split_note(text: str) -> tuple[str, str]:
+    """`0.54 (CPU time of …)` → (`0.54`, `CPU time of …`)."""
+    if text.endswith(")") and " (" in text:
+        value, note = text.split(" (", 1)
+        return value, note[:-1]
+    return text, ""
+
+
+def summary_cards(summary: Summary) -> list[tuple[str, str, str]]:
+    """(label, value, note) for the strip, from summary_rows so CLI and page agree."""
+    rows = dict(summary_rows(summary))
+    cpu = summary.device != "cuda"
+    cards = []
+    for label, key in STRIP:
+        value, note = _split_note(rows.get(key, "n/a"))
+        if cpu and key in ("kernels / forward", "GPU µs / forward", "peak memory"):
+            value, note = "n/a", "CPU run: no GPU work"
+        if key == "device":
+            value, _, rest = value.rpartition(" · ")
+            value, note = (value, rest) if value else (rest, "")
+        cards.append((label, value, note))
+    return cards
+
+
+def summary_html(summary: Summary) -> str:
+    """The strip as HTML; every piece of text is escaped."""
+    e = lambda t: html.escape(str(t), quote=True)  # noqa: E731
+    cards = "".join(
+        f'<div class="ap-card" title="{e(label)}: {e(value)}{e(" — " + note if note else "")}">'
+        f'<div class="ap-label">{e(label)}</div><div class="ap-value">{e(value)}</div>'
+        + (f'<div class="ap-note">{e(note.split(";")[0])}</div>' if note else "")
+        + "</div>"
+        for label, value, note in summary_cards(summary)
+    )
+    rows = dict(summary_rows(summary))
+    extra = " · ".join(f"<b>{e(k)}</b> {e(rows[k])}" for k in EXTRA if k in rows)
+    notes = "".join(f'<div class="ap-extra">note: {e(n)}</div>' for n in summary.notes)
+    return f'<div class="ap-strip">{cards}</div><div class="ap-extra">{extra}</div>{notes}'
+
+
+def placeholder_html() -> str:
+    return (
+        '<div class="ap-strip ap-empty">Pick a variant and a shape, then click '
+        "<b>Profile</b>: the figures per forward appear here.</div>"
+    )
+
+
+def summary_json(summary: Summary) -> dict[str, Any]:
+    """The summary for API callers: the dataclass with NaN/inf turned into null."""
+    return _finite(summary.as_dict())
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
+
+
+# -- tables ------------------------------------------------------------------------------------
+OPERATOR_COLUMNS = {
+    "operator": "Operator",
+    "calls": "Calls",
+    "cpu_self_us": "CPU self µs",
+    "cpu_total_us": "CPU total µs",
+    "cpu_avg_us": "CPU avg µs",
+    "device_self_us": "GPU self µs",
+    "device_total_us": "GPU total µs",
+    "device_avg_us": "GPU avg µs",
+}
+KERNEL_COLUMNS = {
+    "kernel": "Kernel",
+    "category": "Category",
+    "count": "Calls / fwd",
+    "total_us": "µs / fwd",
+    "mean_us": "Mean µs",
+    "min_us": "Min µs",
+    "max_us": "Max µs",
+    "pct_gpu": "% GPU time",
+    "registers_per_thread": "Registers / thread",
+    "shared_memory": "Shared mem (B)",
+    "grid": "Grid",
+    "block": "Block",
+    "occupancy_pct": "Occupancy %",
+    "decoded": "What the name says",
+    "name": "Full name",
+}
+KERNEL_TEXT = ("kernel", "category", "grid", "block", "decoded", "name")
+DIGITS = 1  # µs shown to 0.1 µs; counts per forward to 0.01
+
+
+def operator_columns(device: str) -> list[str]:
+    """The operator table's source columns: GPU columns only where a GPU runs (fixed per page)."""
+    return [c for c in OPERATOR_COLUMNS if device == "cuda" or not c.startswith("device_")]
+
+
+def operator_headers(device: str) -> list[str]:
+    return [OPERATOR_COLUMNS[c] for c in operator_columns(device)]
+
+
+def operator_datatypes(device: str) -> list[str]:
+    return ["str" if c == "operator" else "number" for c in operator_columns(device)]
+
+
+def kernel_headers() -> list[str]:
+    return list(KERNEL_COLUMNS.values())
+
+
+def kernel_datatypes() -> list[str]:
+    return ["str" if c in KERNEL_TEXT else "number" for c in KERNEL_COLUMNS]
+
+
+def operator_view(operators: pd.DataFrame, device: str) -> pd.DataFrame:
+    """key_averages with readable headers, rounded; GPU columns only when a GPU ran."""
+    cols = operator_columns(device)
+    table = operators.reindex(columns=cols)
+    us = [c for c in cols if c.endswith("_us")]
+    table[us] = table[us].astype(float).round(DIGITS)
+    return table.rename(columns=OPERATOR_COLUMNS).reset_index(drop=True)
+
+
+def kernel_view(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The kernel table with its decoding, readable headers, rounded numbers."""
+    table = kernels.reindex(columns=list(KERNEL_COLUMNS)).copy()
+    for c in ("total_us", "mean_us", "min_us", "max_us", "pct_gpu"):
+        table[c] = pd.to_numeric(table[c], errors="coerce").round(DIGITS)
+    table["count"] = pd.to_numeric(table["count"], errors="coerce").round(2)
+    for c in ("registers_per_thread", "shared_memory", "occupancy_pct"):
+        table[c] = pd.to_numeric(table[c], errors="coerce")
+    return table.rename(columns=KERNEL_COLUMNS).reset_index(drop=True)
+
+
+def kernel_note(summary: Summary) -> str:
+    if summary.device != "cuda":
+        return "No GPU kernels: this was a CPU run. On a GPU this table lists every kernel."
+    return (
+        f"Per forward (averaged over {summary.forwards} forwards). "
+        "Click a cell to read a long name in full."
+    )
+
+
+def datatypes(table: pd.DataFrame) -> list[str]:
+    """Gradio Dataframe datatype per column: numbers sort as numbers."""
+    return ["number" if pd.api.types.is_numeric_dtype(table[c]) else "str" for c in table.columns]
+
+
+# -- the whole page ----------------------------------------------------------------------------
+def run_title(summary: Summary) -> str:
+    c = summary.config
+    mask = "causal" if c["causal"] else "full"
+    return (
+        f"{summary.variant} · B{c['batch']} H{c['heads']} S{c['seq_len']} D{c['head_dim']} "
+        f"{c['dtype']} {mask} · {summary.ran} · {summary.device}"
+    )
+
+
+@dataclass
+class Page:
+    """Everything the Profile event shows, in the order of its outputs."""
+
+    strip: str
+    summary: dict[str, Any]
+    operators: pd.DataFrame
+    kernels: pd.DataFrame
+    kernel_note: str
+    figure: go.Figure
+    files: dict[str, Path] = field(default_factory=dict)  # json, gz, txt
+
+
+def page(result: Any) -> Page:
+    """ProfileResult → what the page shows. The figure is built here, outside any GPU slot."""
+    s: Summary = result.summary
+    return Page(
+        strip=summary_html(s),
+        summary=summary_json(s),
+        operators=operator_view(result.operators, s.device),
+        kernels=kernel_view(result.kernels),
+        kernel_note=kernel_note(s),
+        figure=build_gantt(result.spans, result.lanes, title=run_title(s)),
+        files={"json": result.trace_json, "gz": result.trace_gz, "txt": result.table_txt},
+    )
+
+
+class RunDirs:
+    """Deletes the runner's temp dirs beyond the newest `keep` (Gradio serves its own copies).
+
+    Only directories the runner made (`attnprof-*` directly in the temp dir) are ever removed.
+    """
+
+    def __init__(self, keep: int = KEEP_RUN_DIRS) -> None:
+        self.keep = keep
+        self._dirs: deque[Path] = deque()
+        self._lock = threading.Lock()
+
+    def add(self, path: Path) -> None:
+        path = Path(path)
+        if not (path.name.startswith("attnprof-") and path.parent == Path(tempfile.gettempdir())):
+            return
+        with self._lock:
+            if path not in self._dirs:
+                self._dirs.append(path)
+            while len(self._dirs) > self.keep:
+                shutil.rmtree(self._dirs.popleft(), ignore_errors=True)

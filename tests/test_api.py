@@ -1,0 +1,95 @@
+"""The /profile endpoint through gradio_client against the app launched on localhost."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from gradio_client import Client
+
+import app
+from profiling import trace
+from profiling.summary import forward_spans
+
+SMALL = dict(variant="sdpa-math", seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32,
+             causal=True)  # fmt: skip
+PARAMETERS = ["variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal"]
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    _, url, _ = app.demo.launch(
+        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.LAUNCH
+    )
+    try:
+        yield Client(url, verbose=False, download_files=str(tmp_path_factory.mktemp("dl")))
+    finally:
+        app.demo.close()
+
+
+@pytest.fixture(scope="module")
+def result(client):
+    return client.predict(**SMALL, api_name="/profile")
+
+
+def test_profile_endpoint_is_documented_with_named_parameters(client):
+    api = client.view_api(return_format="dict", print_info=False)
+    endpoints = api["named_endpoints"]
+    assert list(endpoints) == ["/profile"]  # the lesson/relabel listeners stay private
+    params = [p["parameter_name"] for p in endpoints["/profile"]["parameters"]]
+    assert params == PARAMETERS
+    assert len(endpoints["/profile"]["returns"]) == 9
+
+
+def test_profile_returns_tables_plot_and_files(result):
+    strip, summary, operators, kernels, note, plot, json_path, gz_path, txt_path = result
+    assert "CPU µs / forward" in strip or "GPU µs / forward" in strip
+    assert summary["variant"] == "sdpa-math" and summary["forwards"] == 3
+    assert operators["headers"][0] == "Operator"
+    ops = {row[0]: row for row in operators["data"]}
+    assert ops["attn_fwd"][1] == 3 and "aten::scaled_dot_product_attention" in ops
+    assert kernels["headers"][0] == "Kernel"
+    assert ("no gpu kernels" in note.lower()) == (app.DEVICE == "cpu")
+    assert plot["type"] == "plotly"
+    figure = json.loads(plot["plot"])
+    assert figure["layout"]["xaxis"]["title"]["text"] == "µs from first profiled step"
+    bars = sum(len(t["y"]) for t in figure["data"] if t["type"] == "bar")
+
+    t = trace.load(gz_path)
+    assert bars == len(t.spans)  # one bar per span of the downloaded trace
+    assert Path(json_path).name.endswith(".json") and Path(txt_path).name.endswith(".txt")
+    assert len(trace.load(json_path).spans) == len(t.spans)
+    assert "attn_fwd" in Path(txt_path).read_text()
+    # one attn_fwd per active ProfilerStep
+    steps, forwards = t.steps(), forward_spans(t)
+    assert len(steps) == len(forwards) == 3
+    for start, end in zip(steps["start_us"], steps["end_us"], strict=True):
+        inside = forwards[(forwards["start_us"] >= start) & (forwards["end_us"] <= end)]
+        assert len(inside) == 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (dict(seq_len=10**9), None),  # outside the slider: refused by Gradio itself
+        (dict(head_dim=60), "multiple of 8"),
+        (dict(seq_len=100.5), "whole number"),  # sliders pass floats: the backend refuses
+        (dict(variant="nope"), None),  # not a dropdown choice
+        (dict(dtype="float64"), None),
+        (dict(causal="maybe"), "causal must be true or false"),
+    ],
+)
+def test_out_of_range_values_come_back_as_errors(client, changes, message):
+    with pytest.raises(Exception) as info:  # gradio_client's AppError
+        client.predict(**{**SMALL, **changes}, api_name="/profile")
+    assert type(info.value).__name__ == "AppError"
+    if message:
+        assert message in str(info.value)
+
+
+@pytest.mark.skipif(app.DEVICE != "cpu", reason="needs a machine without CUDA")
+def test_unavailable_variant_is_an_error_with_the_reason(client):
+    with pytest.raises(Exception, match="needs a CUDA GPU"):
+        client.predict(**{**SMALL, "variant": "sdpa-cudnn", "dtype": "bfloat16"},
+                       api_name="/profile")  # fmt: skip

@@ -1,0 +1,164 @@
+"""The handlers, called directly: a CPU run returns the page's outputs; bad input is a gr.Error."""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import gradio as gr
+import plotly.graph_objects as go
+import pytest
+
+import app
+from profiling import trace, views
+from profiling.gantt import bar_count
+from profiling.runner import RunError, VariantUnavailable
+from profiling.trace import TraceError
+
+SMALL = dict(variant="naive", seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32,
+             causal=True)  # fmt: skip
+
+
+def no_progress(*args, **kwargs) -> None:
+    return None
+
+
+def call(**changes):
+    return app.profile(**{**SMALL, **changes}, progress=no_progress)
+
+
+@pytest.fixture(scope="module")
+def outputs():
+    return call()
+
+
+def test_valid_cpu_run_returns_every_output(outputs):
+    strip, summary, operators, kernels, note, figure, json_btn, gz_btn, txt_btn = outputs
+    assert len(outputs) == 9
+    assert 'class="ap-strip"' in strip and "CPU µs / forward" in strip
+    assert summary["variant"] == "naive" and summary["forwards"] == 3
+    assert list(operators.columns) == views.operator_headers(app.DEVICE)
+    assert len(views.operator_datatypes(app.DEVICE)) == len(operators.columns)
+    calls = dict(zip(operators["Operator"], operators["Calls"], strict=True))
+    assert calls["attn_fwd"] == 3
+    assert list(kernels.columns) == views.kernel_headers()
+    if app.DEVICE == "cpu":
+        assert kernels.empty and "CPU run" in note  # no GPU kernels on a CPU
+    assert isinstance(figure, go.Figure) and bar_count(figure) > 0
+    paths = [Path(p) for p in (json_btn, gz_btn, txt_btn)]
+    assert [p.name.split(".", 1)[1] for p in paths] == ["json", "json.gz", "txt"]
+    assert all(p.exists() for p in paths)
+    t = trace.load(paths[1])
+    assert bar_count(figure) == len(t.spans)
+    fwd = t.spans[(t.spans["name"] == "attn_fwd") & (t.spans["kind"] == "cpu")]
+    assert len(fwd) == 3
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (dict(seq_len="abc"), "seq_len must be a whole number"),
+        (dict(seq_len=math.nan), "seq_len must be a whole number"),
+        (dict(seq_len=100.5), "seq_len must be a whole number"),
+        (dict(seq_len=10**12), "seq_len must be between 16 and 131072"),
+        (dict(batch=True), "batch must be a whole number"),
+        (dict(heads=-3), "heads must be between"),
+        (dict(head_dim=60), "multiple of 8"),
+        (dict(variant="nope"), "unknown variant"),
+        (dict(variant="../../etc/passwd"), "unknown variant"),
+        (dict(variant=None), "variant is missing"),
+        (dict(dtype="float64"), "unknown dtype"),
+        (dict(causal="maybe"), "causal must be true or false"),
+        (dict(seq_len=4096, batch=8, heads=16, head_dim=128), "GFLOP"),
+    ],
+)
+def test_bad_inputs_raise_a_clear_gr_error(changes, message):
+    if "GFLOP" in message and app.DEVICE != "cpu":
+        pytest.skip("the CPU budget applies only on a CPU machine")
+    with pytest.raises(gr.Error) as info:
+        call(**changes)
+    assert message in info.value.message
+    assert info.value.title == "Check the inputs"
+
+
+@pytest.mark.skipif(app.DEVICE != "cpu", reason="needs a machine without CUDA")
+def test_unavailable_variant_says_why():
+    with pytest.raises(gr.Error) as info:
+        call(variant="sdpa-cudnn", dtype="bfloat16")
+    assert "needs a CUDA GPU" in info.value.message
+    assert info.value.title == "Variant unavailable"
+
+
+@pytest.mark.parametrize(
+    ("error", "title"),
+    [
+        (RunError("out of memory on cuda: reduce seq_len"), "The run failed"),
+        (VariantUnavailable("kernels-flash-attn2 could not be set up: Hub unreachable"),
+         "Variant unavailable"),
+        (TraceError("not valid JSON"), "Unreadable trace"),
+    ],
+)  # fmt: skip
+def test_backend_errors_become_gr_errors_with_their_message(monkeypatch, error, title):
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(app, "run", fail)
+    with pytest.raises(gr.Error) as info:
+        call()
+    assert info.value.message == str(error) and info.value.title == title
+
+
+def test_unexpected_errors_are_generic_and_logged(monkeypatch, caplog):
+    def fail(*args, **kwargs):
+        raise KeyError("secret-internal-detail")
+
+    monkeypatch.setattr(app, "run", fail)
+    with caplog.at_level(logging.ERROR, logger="attention_profiler"), pytest.raises(gr.Error) as e:
+        call()
+    assert e.value.message == views.GENERIC_ERROR
+    assert "secret" not in e.value.message
+    assert any("secret-internal-detail" in (r.exc_text or "") for r in caplog.records)
+
+
+def test_unexpected_error_in_the_views_is_generic_too(monkeypatch):
+    def broken(result):
+        raise ValueError("figure exploded")
+
+    monkeypatch.setattr(views, "page", broken)
+    with pytest.raises(gr.Error) as info:
+        call()
+    assert info.value.message == views.GENERIC_ERROR
+
+
+def test_progress_is_reported():
+    seen: list[tuple[float, str]] = []
+    app.profile(**SMALL, progress=lambda f, desc=None: seen.append((f, desc)))
+    fractions = [f for f, _ in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert any("warm-up" in (d or "") for _, d in seen)
+    assert any("export" in (d or "") for _, d in seen)
+
+
+def test_lesson_and_relabel_handlers():
+    assert "masked_fill_" in app.show_lesson("naive-inplace", "float32")
+    dropdown, lesson = app.relabel_variants("sdpa-flash", "float32")
+    assert dropdown.value == "sdpa-flash"
+    assert [v for _, v in dropdown.choices] == [
+        v for _, v in views.variant_choices(app.DEVICE, "float32")
+    ]
+    assert "FlashAttention" in lesson
+
+
+def test_wiring_one_gpu_job_at_a_time():
+    deps = {fn.api_name: fn for fn in app.demo.fns.values()}
+    profile = deps["profile"]
+    assert profile.concurrency_limit == 1 and profile.concurrency_id == views.GPU_GROUP
+    assert profile.api_visibility == "public" and profile.trigger_mode == "once"
+    names = [c.elem_id for c in profile.inputs]
+    assert names == ["variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal"]
+    public = [fn.api_name for fn in app.demo.fns.values() if fn.api_visibility == "public"]
+    assert public == ["profile"]
+    assert app.demo._queue.max_size == views.QUEUE_MAX_SIZE
+    assert app.demo.delete_cache == views.DELETE_CACHE
+    assert app.LAUNCH["max_file_size"] == views.MAX_FILE_SIZE

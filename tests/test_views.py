@@ -1,0 +1,176 @@
+"""What the page shows: summary strip, display tables, dropdown labels, banner, limits."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from attention import VARIANTS
+from profiling import trace, views
+from profiling.config import ConfigError, RunConfig
+from profiling.gantt import bar_count
+from profiling.kernels import kernel_table
+from profiling.runner import run
+from profiling.summary import Summary, forward_spans, launched_within
+from tests.conftest import FIXTURES
+
+
+def make_summary(device: str = "cuda", **changes) -> Summary:
+    config = RunConfig(variant="sdpa-flash", seq_len=1024, dtype="bfloat16").as_dict()
+    values = dict(
+        variant="sdpa-flash", label=VARIANTS["sdpa-flash"].label, config=config, device=device,
+        device_name="NVIDIA H200", torch_version="2.13.0", ran="SDPA flash", forwards=3,
+        kernels_per_forward=1.0, memcpy_per_forward=0.0, memset_per_forward=0.0,
+        gpu_us_per_forward=96.5, cpu_us_per_forward=138.25, cpu_bound=True, peak_mib=512.0,
+        flops_per_forward=2.1e11, tflops=523.4, tflops_basis="GPU time; causal counted as half",
+        rel_err=3.2e-3, rel_err_note="all heads", dominant_kernel="flash_fwd_kernel",
+        dominant_decoded="FlashAttention-2 forward bundled in PyTorch", notes=[],
+    )  # fmt: skip
+    values.update(changes)
+    return Summary(**values)
+
+
+@pytest.fixture(scope="module")
+def cpu_result(tmp_path_factory):
+    config = RunConfig.from_user(**views.defaults("cpu"), device="cpu")
+    return run(config, out_dir=tmp_path_factory.mktemp("run"))
+
+
+def test_strip_shows_the_issue_figures_on_a_gpu():
+    cards = views.summary_cards(make_summary())
+    labels = [label for label, _, _ in cards]
+    assert labels == [
+        "kernels / forward", "GPU µs / forward", "CPU µs / forward", "peak memory", "TFLOP/s",
+        "rel. error vs float64", "ran", "device",
+    ]  # fmt: skip
+    values = {label: (value, note) for label, value, note in cards}
+    assert values["kernels / forward"][0] == "1.00"
+    assert values["GPU µs / forward"][0] == "96.5"
+    assert values["CPU µs / forward"][0] == "138.2"
+    assert values["peak memory"][0] == "512.0 MiB"
+    assert values["TFLOP/s"] == ("523.40", "GPU time; causal counted as half")
+    assert values["rel. error vs float64"] == ("3.20e-03", "all heads")
+    assert values["ran"][0] == "SDPA flash"
+    assert values["device"] == ("NVIDIA H200", "torch 2.13.0")
+
+
+def test_strip_on_cpu_says_there_is_no_gpu_work():
+    s = make_summary(device="cpu", device_name="CPU · Some CPU", gpu_us_per_forward=None,
+                     peak_mib=None, kernels_per_forward=0.0, cpu_bound=None)  # fmt: skip
+    values = {label: value for label, value, _ in views.summary_cards(s)}
+    assert values["kernels / forward"] == values["GPU µs / forward"] == "n/a"
+    assert values["peak memory"] == "n/a"
+    assert values["device"] == "CPU · Some CPU"
+
+
+def test_strip_html_escapes_everything():
+    s = make_summary(ran="<script>alert(1)</script>", notes=["a <b>note</b> & more"])
+    out = views.summary_html(s)
+    assert "<script>" not in out and "&lt;script&gt;" in out
+    assert "&lt;b&gt;note&lt;/b&gt; &amp; more" in out
+    assert out.count('class="ap-card"') == 8
+
+
+def test_summary_json_has_no_nan():
+    data = views.summary_json(make_summary(rel_err=float("nan"), tflops=float("inf")))
+    assert data["rel_err"] is None and data["tflops"] is None
+    assert data["config"]["seq_len"] == 1024
+
+
+def test_operator_view_is_readable_and_drops_gpu_columns_on_cpu(cpu_result):
+    cpu = views.operator_view(cpu_result.operators, "cpu")
+    assert list(cpu.columns) == ["Operator", "Calls", "CPU self µs", "CPU total µs", "CPU avg µs"]
+    assert (cpu.loc[cpu["Operator"] == "attn_fwd", "Calls"] == 3).all()
+    decimals = (cpu["CPU total µs"] * 10).round(6) % 1
+    assert (decimals == 0).all()  # rounded to 0.1 µs
+    gpu = views.operator_view(cpu_result.operators, "cuda")
+    assert "GPU total µs" in gpu.columns and len(gpu.columns) == 8
+    assert views.datatypes(cpu) == views.operator_datatypes("cpu") == ["str"] + ["number"] * 4
+    assert list(cpu.columns) == views.operator_headers("cpu")
+    assert views.datatypes(gpu) == views.operator_datatypes("cuda")
+
+
+def test_kernel_view_keeps_the_decoding():
+    t = trace.load(FIXTURES / "naive_8_16_1024_64_bf16.json.gz")
+    raw = kernel_table(launched_within(t, forward_spans(t)), per=3)
+    table = views.kernel_view(raw)
+    assert list(table.columns) == list(views.KERNEL_COLUMNS.values())
+    assert len(table) == len(raw) > 0
+    assert table["What the name says"].str.len().gt(0).any()
+    assert table["µs / fwd"].is_monotonic_decreasing
+    assert views.datatypes(table) == views.kernel_datatypes()  # the component's static types
+    assert views.kernel_view(raw.iloc[0:0]).empty
+
+
+def test_variant_choices_mark_unavailable_ones_with_the_reason():
+    choices = views.variant_choices("cpu", "float32")
+    assert [value for _, value in choices] == list(VARIANTS)
+    labels = dict((v, label) for label, v in choices)
+    assert labels["naive"] == VARIANTS["naive"].label
+    assert "unavailable: SDPA cuDNN needs a CUDA GPU" in labels["sdpa-cudnn"]
+    lesson = views.lesson_markdown("sdpa-cudnn", "cpu", "float32")
+    assert VARIANTS["sdpa-cudnn"].lesson in lesson and "Unavailable here" in lesson
+    assert "Unavailable" not in views.lesson_markdown("naive", "cpu", "float32")
+    assert "Pick a variant" in views.lesson_markdown("nope", "cpu", "float32")
+
+
+def test_banner_only_on_cpu():
+    text = views.banner_markdown("cpu")
+    assert "CPU run" in text and "GPU kernels" in text and "will not appear" in text
+    assert views.banner_markdown("cuda") == ""
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_defaults_are_valid_and_inside_the_sliders(device):
+    start = views.defaults(device)
+    config = RunConfig.from_user(**start)
+    ranges = views.slider_ranges(device)
+    for name, (low, high, step) in ranges.items():
+        assert low <= start[name] <= high and (start[name] - low) % step == 0
+    if device == "cuda":
+        assert config.shape_text() == "B8 H16 S1024 D64 bfloat16"
+    views.check_budget(config, device)  # the defaults are always allowed
+
+
+def test_cpu_budget_refuses_huge_cpu_runs_only():
+    big = RunConfig.from_user(variant="naive", seq_len=4096, batch=8, heads=16, head_dim=128)
+    with pytest.raises(ConfigError, match="lower seq_len"):
+        views.check_budget(big, "cpu")
+    views.check_budget(big, "cuda")
+
+
+def test_gpu_seconds_longer_for_compiled_and_hub_variants():
+    assert views.gpu_seconds(RunConfig(variant="flex")) == views.GPU_SECONDS_SLOW
+    assert views.gpu_seconds(RunConfig(variant="kernels-flash-attn2")) == views.GPU_SECONDS_SLOW
+    assert views.gpu_seconds(RunConfig(variant="naive")) == views.GPU_SECONDS
+
+
+def test_page_from_a_real_cpu_run(cpu_result):
+    page = views.page(cpu_result)
+    assert bar_count(page.figure) == len(cpu_result.spans)
+    assert page.files["gz"] == cpu_result.trace_gz and page.files["gz"].exists()
+    assert "attn_fwd" in set(page.operators["Operator"])
+    assert page.kernels.empty and "CPU run" in page.kernel_note
+    assert page.summary["forwards"] == 3 and page.summary["device"] == "cpu"
+    assert "naive" in page.figure.layout.title.text
+
+
+def test_run_dirs_keeps_the_newest_and_never_touches_other_dirs(tmp_path):
+    keeper = views.RunDirs(keep=2)
+    made = [Path(tempfile.mkdtemp(prefix="attnprof-")) for _ in range(3)]
+    foreign = tmp_path / "attnprof-not-in-tmp"
+    foreign.mkdir()
+    keeper.add(foreign)
+    for d in made:
+        keeper.add(d)
+    assert not made[0].exists() and made[1].exists() and made[2].exists()
+    assert foreign.exists()
+    for d in made[1:]:
+        d.rmdir()
+
+
+def test_page_device_matches_torch():
+    assert views.page_device() == ("cuda" if torch.cuda.is_available() else "cpu")
