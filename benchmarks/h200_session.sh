@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One batched H200 call (device tool): GPU tests, results tables, fidelity, overhead.
+#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead views triton
+# Needs the wheels from shared/tools/gpu-wheels.sh in .whl (plotly, kernels, msgspec, ...).
+set -u
+OUT=${OUT:-h200-out}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+steps=${*:-tests fidelity overhead}
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+for step in $steps; do
+  echo "== $step ($(date +%T))"
+  case $step in
+    tests)
+      ATTNPROF_RESULTS="$OUT/res" timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider \
+        tests/test_gpu.py tests/test_flash_triton.py 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25
+      python3 benchmarks/results_h200.py --from "$OUT/res" > /dev/null ;;
+    fidelity) timeout 240 python3 benchmarks/fidelity.py --out "$OUT/fidelity" 2>&1 | tail -30 ;;
+    overhead)
+      for v in sdpa-flash sdpa-math; do
+        timeout 90 python3 benchmarks/overhead.py --variant "$v" --out "$OUT/overhead-$v" 2>&1 | tail -2
+      done ;;
+    views) timeout 300 python3 benchmarks/gpu_views.py --out "$OUT/views" 2>&1 | tail -40 ;;
+    triton) timeout 240 python3 benchmarks/bench_flash_triton.py 2>&1 | tail -30 ;;
+  esac
+done
+echo "== packing ($(date +%T))"
+tar czf "$OUT/bundle.tar.gz" --exclude=bundle.tar.gz -C "$OUT" . && ls -la "$OUT"
