@@ -3,7 +3,8 @@
 #   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead views triton
 # Needs the wheels from shared/tools/gpu-wheels.sh in .whl (plotly, kernels, msgspec, ...).
 set -u
-OUT=${OUT:-h200-out}
+FINAL=${OUT:-h200-out}
+OUT=$FINAL/w  # everything lands here, then one tarball comes back (the tool returns ≤ 8 files)
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
@@ -30,4 +31,4 @@ for step in $steps; do
   esac
 done
 echo "== packing ($(date +%T))"
-tar czf "$OUT/bundle.tar.gz" --exclude=bundle.tar.gz -C "$OUT" . && ls -la "$OUT"
+tar czf "$FINAL/bundle.tar.gz" -C "$OUT" . && rm -rf "$OUT" && ls -la "$FINAL"
