@@ -58,8 +58,8 @@ def analyze(
     size = _size(source)
     if size > max_upload_bytes:
         raise TraceError(
-            f"the file is {size / 1024**2:.1f} MiB; the limit is "
-            f"{max_upload_bytes / 1024**2:.0f} MiB (upload a .json.gz, or profile fewer steps)"
+            f"the file is {_bytes_text(size)}; the limit is {_bytes_text(max_upload_bytes)} "
+            "(upload a .json.gz, or profile fewer steps)"
         )
     if size == 0:
         raise TraceError("the file is empty")
@@ -176,6 +176,14 @@ def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:
 
 
 _VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version")
+
+
+def _bytes_text(n: int) -> str:
+    return (
+        f"{n / 1024**2:,.1f} MiB".replace(".0 MiB", " MiB")
+        if n >= 1024**2
+        else f"{n / 1024:,.0f} KiB"
+    )
 
 
 def _size(source: str | Path | bytes) -> int:

@@ -1,0 +1,114 @@
+"""Analyse an uploaded trace: H200 fixtures, a CPU-only trace, uploads that are not traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import time
+
+import pytest
+
+from profiling.analyze import CPU_ONLY, OPERATOR_COLUMNS, analyze
+from profiling.kernels import KERNEL_COLUMNS
+from profiling.trace import TraceError
+from tests.conftest import FIXTURES
+
+NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
+CUDNN = FIXTURES / "sdpa_cudnn_8_16_1024_64_bf16.json.gz"
+MiB = 1024**2
+
+
+def test_naive_fixture_tables_and_summary():
+    result = analyze(NAIVE)
+    assert result.has_gpu and result.name == NAIVE.name
+    assert list(result.operators.columns) == OPERATOR_COLUMNS
+    ops = result.operators.set_index("operator")
+    assert ops.loc["aten::bmm", "calls"] == 6  # two matmuls per forward, 3 forwards
+    assert ops.loc["aten::bmm", "self_us"] <= ops.loc["aten::bmm", "total_us"]
+    assert result.operators["pct_self"].sum() == pytest.approx(100)
+    # kernels per forward, warm-up leftovers excluded: 5 kernels + Memcpy + Memset, once each
+    assert list(result.kernels.columns) == KERNEL_COLUMNS
+    assert len(result.kernels) == 7 and (result.kernels["count"] == 1).all()
+    assert "per forward" in result.kernel_scope
+    rows = dict(result.summary)
+    assert rows["device 0"].startswith("NVIDIA H200 (sm_90, 132 SMs")
+    assert rows["GPU µs / forward"] == "1,065.1" and rows["bound"].startswith("GPU-bound")
+    assert rows["GPU busy"].startswith("99.1%")
+    assert "171 spans in 3 lanes (2 GPU)" in rows["events"]
+    assert result.n_spans == len(result.spans) == 171 and len(result.lanes) == 3
+
+
+def test_cudnn_fixture_from_bytes_is_cpu_bound():
+    result = analyze(CUDNN.read_bytes())
+    rows = dict(result.summary)
+    assert result.name == "uploaded trace"
+    assert rows["SDPA backend"] == "cudnn" and rows["bound"].startswith("CPU-bound")
+    assert result.launch.per_kernel["launch_api"].tolist() == [
+        "cudaMemsetAsync",
+        "cuLaunchKernelEx",
+    ]
+
+
+def test_cpu_only_trace_is_analysed_not_refused(tmp_path):
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 50,
+         "pid": 1, "tid": 1},
+        {"ph": "X", "cat": "user_annotation", "name": "attn_fwd", "ts": 1, "dur": 40, "pid": 1,
+         "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 2, "dur": 30, "pid": 1, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 33, "dur": 5, "pid": 1, "tid": 1},
+    ]  # fmt: skip
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    result = analyze(path)
+    assert not result.has_gpu and CPU_ONLY in result.notes
+    assert result.kernels.empty and list(result.kernels.columns) == KERNEL_COLUMNS
+    assert result.operators.set_index("operator").loc["aten::mm", "calls"] == 2
+    rows = dict(result.summary)
+    assert rows["CPU µs / forward"].startswith("40.0") and "GPU busy" not in rows
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"hello", "not valid JSON"),
+        (b'{"schemaVersion": 1}', "no `traceEvents` list"),
+        (b"[1, 2, 3]", "no complete"),
+        (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": "soon"}]}', "no complete event has"),
+        (b"", "the file is empty"),
+        (gzip.compress(b"not json at all"), "not valid JSON"),
+        (b"\xff\xfe\x00garbage", "not valid JSON"),
+    ],
+)
+def test_broken_uploads_say_what_is_wrong(data, message):
+    with pytest.raises(TraceError, match=message):
+        analyze(data)
+
+
+def test_gzip_bomb_is_refused_quickly():
+    bomb = gzip.compress(b"\0" * (200 * MiB), compresslevel=9)  # ~200 KB on the wire
+    assert len(bomb) < MiB
+    began = time.perf_counter()
+    with pytest.raises(TraceError, match="expands to more than 64 MiB"):
+        analyze(bomb, max_expanded_bytes=64 * MiB)
+    assert time.perf_counter() - began < 5
+
+
+def test_truncated_gzip(tmp_path):
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(NAIVE.read_bytes()[:2000])
+    with pytest.raises(TraceError, match="gzip stream is corrupt"):
+        analyze(path)
+
+
+def test_upload_size_is_checked_before_reading(tmp_path, monkeypatch):
+    import profiling.analyze as analyze_module
+
+    def never(*args, **kwargs):
+        raise AssertionError("read the file although it is over the limit")
+
+    monkeypatch.setattr(analyze_module, "read_bytes", never)
+    with pytest.raises(TraceError, match="the limit is 1 KiB"):
+        analyze(NAIVE, max_upload_bytes=1024)  # the fixture is a few KB: over 1 KiB
+    with pytest.raises(TraceError, match="cannot open trace"):
+        analyze(tmp_path / "missing.json")

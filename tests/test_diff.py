@@ -1,0 +1,80 @@
+"""Diff: per-kernel and per-operator deltas, on H200 fixtures and on two CPU runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiling import trace
+from profiling.config import RunConfig
+from profiling.diff import KERNEL_DIFF_COLUMNS, OPERATOR_DIFF_COLUMNS, diff, labelled
+from profiling.runner import run
+from tests.conftest import FIXTURES
+
+NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
+FLASH = FIXTURES / "sdpa_flash_8_16_1024_64_bf16.json.gz"
+CUDNN = FIXTURES / "sdpa_cudnn_8_16_1024_64_bf16.json.gz"
+
+
+def test_naive_vs_flash_per_forward():
+    kernels, operators = diff(NAIVE, FLASH, "naive", "flash")
+    assert list(kernels.columns) == KERNEL_DIFF_COLUMNS
+    assert list(operators.columns) == OPERATOR_DIFF_COLUMNS
+    k = kernels.set_index("kernel")
+    memcpy = k.loc["Memcpy DtoD"]
+    assert (memcpy["count_a"], memcpy["count_b"], memcpy["where"]) == (1, 0, "a")
+    assert memcpy["delta_count"] == -1 and memcpy["delta_us"] == pytest.approx(-126.47, abs=0.01)
+    flash = k.loc["flash_fwd_kernel"]
+    assert (flash["count_a"], flash["count_b"], flash["where"]) == (0, 1, "b")
+    assert kernels["count_a"].sum() == 7 and kernels["count_b"].sum() == 1  # 5+memcpy+memset
+    assert kernels["delta_us"].sum() == pytest.approx(95.54 - 1065.05, abs=0.02)
+    deltas = kernels["delta_us"].abs().tolist()
+    assert deltas == sorted(deltas, reverse=True)
+    ops = operators.set_index("operator")
+    assert ops.loc["aten::_scaled_dot_product_flash_attention", "where"] == "b"
+    assert ops.loc["aten::bmm", "count_a"] == 2 and ops.loc["aten::bmm", "where"] == "a"
+    assert kernels.attrs["divisors"] == (3, 3)
+
+
+def test_memset_in_both_and_totals_mode():
+    kernels, _ = diff(NAIVE, CUDNN, per_forward=False)
+    memset = kernels.set_index("kernel").loc["Memset"]
+    assert (memset["count_a"], memset["count_b"], memset["where"]) == (3, 3, "both")
+    assert memset["delta_us"] == pytest.approx(3 * (0.768 - 0.864), abs=1e-6)
+    assert kernels.attrs["divisors"] == (1, 1)
+
+
+def test_a_trace_against_itself_has_no_delta():
+    tr = trace.load(CUDNN)
+    kernels, operators = diff(tr, CUDNN.read_bytes())  # a Trace and raw gzip bytes
+    assert (kernels["delta_us"] == 0).all() and (operators["delta_us"] == 0).all()
+    assert (kernels["where"] == "both").all()
+
+
+def test_labelled_names_the_columns_after_the_runs():
+    kernels, operators = diff(NAIVE, FLASH, "naive", "flash")
+    shown = labelled(kernels)
+    assert {"count naive", "count flash", "Δ total µs (flash − naive)"} <= set(shown.columns)
+    assert shown.set_index("kernel").loc["Memcpy DtoD", "where"] == "only naive"
+    assert "Δ self µs (flash − naive)" in labelled(operators).columns
+
+
+@pytest.fixture(scope="module")
+def cpu_pair(tmp_path_factory):
+    out = tmp_path_factory.mktemp("diff")
+    shape = {"seq_len": 128, "batch": 1, "heads": 2, "head_dim": 32, "dtype": "float32"}
+    a = run(RunConfig.from_user(variant="naive", device="cpu", **shape), out_dir=out / "a")
+    b = run(RunConfig.from_user(variant="naive-inplace", device="cpu", **shape), out_dir=out / "b")
+    return a.trace_gz, b.trace_gz
+
+
+def test_cpu_naive_vs_inplace_operators(cpu_pair):
+    """Out-of-place masked_fill is clone + masked_fill_; in-place calls masked_fill_ directly."""
+    kernels, operators = diff(*cpu_pair, "naive", "naive-inplace")
+    assert kernels.empty  # no GPU on either side
+    ops = operators.set_index("operator")
+    for name in ("aten::clone", "aten::masked_fill"):
+        assert ops.loc[name, "where"] == "a"
+        assert (ops.loc[name, "count_a"], ops.loc[name, "count_b"]) == (1, 0)
+    fill = ops.loc["aten::masked_fill_"]
+    assert fill["where"] == "both" and (fill["count_a"], fill["count_b"]) == (1, 1)
+    assert operators.attrs["scopes"] == ("3 attn_fwd spans", "3 attn_fwd spans")
