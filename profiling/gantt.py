@@ -26,9 +26,9 @@ X_TITLE = "µs from first profiled step"
 LINKS_NAME = "launch → kernel"
 ROW_HEIGHT = 26  # px per row; the figure's height follows the number of rows
 BASE_HEIGHT = 150  # px for axes, title and margins
-MIN_HEIGHT = 320
+MIN_HEIGHT = 380
 MAX_MARKERS = 60  # step lines / attn_fwd regions drawn; more would only add clutter
-MAX_HOVER_NAME = 300  # characters of a kernel's full name in the hover box
+MAX_HOVER_NAME = 240  # characters of a kernel's full name in the hover box
 HOVER_WRAP = 100  # characters per hover line
 FORWARD = "attn_fwd"
 _STEP_PREFIX = "ProfilerStep#"
@@ -62,10 +62,8 @@ HOVER_ARGS: tuple[tuple[str, str], ...] = (
     ("registers per thread", "registers/thread"),
     ("shared memory", "shared memory (B)"),
     ("est. achieved occupancy %", "occupancy %"),
-    ("blocks per SM", "blocks/SM"),
     ("bytes", "bytes"),
     ("memory bandwidth (GB/s)", "bandwidth GB/s"),
-    ("stream", "stream"),
     ("correlation", "correlation"),
 )
 
