@@ -55,6 +55,7 @@ _HINTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"triton_poi_"), "Inductor Triton kernel: pointwise"),
     (re.compile(r"triton_tem_"), "Inductor Triton template kernel"),
     (re.compile(r"_attn_fwd|attn_fwd_kernel"), "hand-written Triton attention kernel"),
+    (re.compile(r"^_flash_fwd_kernel$"), "our Triton FlashAttention (attention/flash_triton)"),
     (re.compile(r"softmax_warp_forward"), "PyTorch softmax, one warp per row (rows ≤ 1024)"),
     (re.compile(r"SoftMaxForward"), "PyTorch softmax, one block per row (long rows)"),
     (re.compile(r"triu_tril"), "builds a triangular mask (the causal mask, rebuilt each call)"),
@@ -99,7 +100,7 @@ def decode(name: str) -> str:
             text = phrase.format(*groups) if groups else phrase
             if text not in phrases:
                 phrases.append(text)
-    if any("FlashAttention-2" in p for p in phrases):
+    if any("FlashAttention-2" in p or "our Triton" in p for p in phrases):
         phrases = [p for p in phrases if p != "FlashAttention forward"]
     return "; ".join(phrases)
 

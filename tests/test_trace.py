@@ -202,3 +202,45 @@ def test_short_names_are_readable():
     )
     assert short_name(long) == "softmax_warp_forward"
     assert short_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD"
+
+
+# Traces this project captured on the H200 (benchmarks/h200_session.sh, 2026-11-29).
+OWN = {
+    v: FIXTURES / f"h200_{v}_8_16_1024_64_bf16.json.gz"
+    for v in ("naive-inplace", "sdpa-math", "sdpa-efficient", "flex", "compiled-naive",
+              "kernels-local-triton")
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("variant", "kernels", "memcpy", "backend", "must_contain", "category"),
+    [
+        ("naive-inplace", 5, 0, None, "masked_fill", "elementwise"),
+        ("sdpa-math", 20, 0, "math", "xmma_gemm_f32f32", "gemm"),
+        ("sdpa-efficient", 1, 0, "efficient", "fmha_cutlassF_bf16_aligned_64x64_rf_sm80",
+         "fused attention"),
+        ("flex", 1, 0, None, "triton_tem_fused_flex_attention", "fused attention"),
+        ("compiled-naive", 3, 0, None, "triton_per_fused__softmax", "softmax"),
+        ("kernels-local-triton", 1, 0, None, "_flash_fwd_kernel", "fused attention"),
+    ],
+)  # fmt: skip
+def test_own_h200_traces(variant, kernels, memcpy, backend, must_contain, category):
+    tr = trace.load(OWN[variant])
+    stats = per_forward(tr)
+    assert (stats.forwards, stats.kernels, stats.memcpy, stats.backend) == (
+        3,
+        kernels,
+        memcpy,
+        backend,
+    )
+    table = kernel_table(launched_within(tr, forward_spans(tr)), per=3)
+    hit = table[table["name"].str.contains(must_contain, regex=False)]
+    assert not hit.empty and hit["category"].iloc[0] == category
+
+
+def test_math_backend_reads_as_fp32_without_tensor_cores():
+    tr = trace.load(OWN["sdpa-math"])
+    table = kernel_table(launched_within(tr, forward_spans(tr)), per=3)
+    gemms = table[table["category"] == "gemm"]
+    assert len(gemms) >= 2 and gemms["decoded"].str.contains("FP32 GEMM on CUDA cores").all()
+    assert "our Triton FlashAttention" in decode("_flash_fwd_kernel")
