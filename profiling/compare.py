@@ -239,6 +239,9 @@ def profile_one(config: RunConfig, out_dir: Path, progress: Progress) -> Variant
         return VariantRun(config.variant, label, "refused", str(exc))
     except RunError as exc:
         return VariantRun(config.variant, label, "failed", str(exc))
+    except Exception as exc:  # a kernel error mid-profile must not lose the other variants
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return VariantRun(config.variant, label, "failed", reason)
     return from_profile(result)
 
 

@@ -189,6 +189,9 @@ def _profile_point(
     except RunError as exc:
         status = "oom" if "out of memory" in str(exc) else "failed"
         return SweepPoint(name, s, status, str(exc), estimate_mib=est), None
+    except Exception as exc:  # a kernel error mid-profile must not lose the other points
+        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return SweepPoint(name, s, "failed", reason, estimate_mib=est), None
     result.trace_json.unlink(missing_ok=True)
     sm = result.summary
     point = SweepPoint(

@@ -236,3 +236,24 @@ def test_h200_figures_share_one_time_axis(h200_result):
     assert len(memcpy) == 1 and len(memcpy[0].x) == 3  # naive's Memcpy, once per forward
     assert all(t.orientation == "h" for t in gantt.data)
     assert {t.name for t in gantt.data} == {"attn_fwd", "kernel", "memcpy", "memset"}
+
+
+def test_a_crash_mid_profile_fails_one_variant_not_the_compare(monkeypatch, tmp_path):
+    import profiling.compare as compare_module
+
+    real_run = compare_module.run
+
+    def crashing(config, out_dir=None, progress=None):
+        if config.variant == "naive":
+            raise RuntimeError("CUDA error: an illegal memory access was encountered\nmore")
+        return real_run(config, out_dir=out_dir, progress=progress)
+
+    monkeypatch.setattr(compare_module, "run", crashing)
+    result = compare(["naive", "naive-inplace"], out_dir=tmp_path, device="cpu", **SMALL)
+    g = result.glance.set_index("variant")
+    assert g.loc["naive", "status"] == "failed"
+    assert (
+        g.loc["naive", "reason"]
+        == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    assert g.loc["naive-inplace", "status"] == "ok"
