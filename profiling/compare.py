@@ -186,7 +186,7 @@ def compare(
     *,
     out_dir: str | Path | None = None,
     progress: Progress | None = None,
-    write_zip: bool = True,
+    make_zip: bool = True,
     **shape: Any,
 ) -> CompareResult:
     """Profile each variant at one shape, one after another; never raises for one variant.
@@ -223,7 +223,7 @@ def compare(
         peak=peak,
         notes=_notes(runs, device, peak),
     )
-    if write_zip:
+    if make_zip:
         result.zip_path = compare_zip(result)
     return result
 

@@ -107,7 +107,7 @@ def sweep(
     *,
     out_dir: str | Path | None = None,
     progress: Progress | None = None,
-    write_zip_file: bool = True,
+    make_zip: bool = True,
     **shape: Any,
 ) -> SweepResult:
     """Profile every (variant, seq_len) point, one after another; never raises for a point.
@@ -170,7 +170,7 @@ def sweep(
             "est. MiB: the memory estimate that refuses a run before anything is allocated",
         ],
     )
-    if write_zip_file:
+    if make_zip:
         result.zip_path = sweep_zip(result)
     return result
 

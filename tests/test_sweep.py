@@ -111,7 +111,7 @@ def test_oom_ends_a_variant_and_later_points_say_why(monkeypatch, tmp_path):
         return real_run(config, out_dir=out_dir, progress=progress)
 
     monkeypatch.setattr(sweep_module, "run", fake_run)
-    result = sweep(["naive"], [64, 128, 256], out_dir=tmp_path, write_zip_file=False, **SHAPE)
+    result = sweep(["naive"], [64, 128, 256], out_dir=tmp_path, make_zip=False, **SHAPE)
     assert list(result.table["status"]) == ["ok", "oom", "skipped"]
     assert result.table["reason"].iloc[2] == "not run: oom at S=128"
     assert result.zip_path is None
