@@ -16,9 +16,9 @@ How HTA is set up so both measure the same thing:
   2 µs (naive: idle 50.0 vs 28.8 µs), and a sub-µs event (cuDNN's 0.77 µs memset) gets a
   negative duration, which trips HTA's own `assert non_compute_time >= 0`.
 - HTA's launch table knows only cudaLaunchKernel, cudaLaunchKernelExC, cudaMemcpyAsync and
-  cudaMemsetAsync. Launches through the driver's cuLaunchKernelEx (cuBLAS nvjet GEMMs, cuDNN's
-  attention kernel on Hopper) are missing from HTA's table; ours counts them. The comparison
-  joins on the correlation ids HTA has and lists the extra ones separately.
+  cudaMemsetAsync. Driver-API launches — cuLaunchKernel (Triton kernels) and cuLaunchKernelEx
+  (cuBLAS nvjet GEMMs, cuDNN's attention on Hopper) — are missing from HTA's table; ours counts
+  them. The comparison joins on the correlation ids HTA has and lists the extra ones separately.
 """
 
 from __future__ import annotations
@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if len(c.extra):
             kinds = c.extra.groupby(["kernel", "launch_api"]).size().reset_index(name="n")
-            print(f"\nlaunches only we count ({len(c.extra)}; HTA's table omits their API)\n")
+            n = len(c.extra)
+            print(f"\nlaunches only we count ({n}; HTA's table omits driver-API launches)\n")
             print(show(kinds))
     return 0
 

@@ -26,8 +26,9 @@ Definitions, matching HolisticTraceAnalysis 0.5.0 (`get_temporal_breakdown`,
 
 One difference from HTA, deliberate: HTA's launch stats know only `cudaLaunchKernel`,
 `cudaLaunchKernelExC`, `cudaMemcpyAsync` and `cudaMemsetAsync`; kernels launched through the
-driver's `cuLaunchKernelEx` (cuBLAS's nvjet GEMMs and cuDNN's attention on Hopper) are missing
-from its table. Here every linked launch counts; `launch_api` says which one it was.
+driver API are missing from its table: `cuLaunchKernel` (every Triton kernel: flex, compiled
+naive) and `cuLaunchKernelEx` (cuBLAS's nvjet GEMMs, cuDNN's attention on Hopper). Here every
+linked launch counts; `launch_api` says which one it was.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ The two are set up to measure the same thing (see benchmarks/hta_crosscheck.py):
 steps (`include_last_profiler_step=True`) and no rounding to whole µs
 (`HTA_DISABLE_NS_ROUNDING=1`). Then they must agree to float precision, so the tolerances are
 float noise, not slack: 1e-6 µs on times. HTA rounds its percentages to 2 decimals, hence 0.005
-on those. The one known definitional difference (HTA's launch table omits cuLaunchKernelEx) is
-asserted, not tolerated: every launch we count that HTA does not is a cuLaunchKernelEx.
+on those. The one known definitional difference (HTA's launch table knows only runtime-API
+launches) is asserted, not tolerated: every launch we count that HTA does not is a driver-API
+cuLaunchKernel (Triton) or cuLaunchKernelEx (cuBLAS nvjet, cuDNN, our Triton build).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ except ImportError as exc:
 from benchmarks.hta_crosscheck import check
 from tests.conftest import FIXTURES
 
-TRACES = sorted(FIXTURES.glob("*_bf16.json.gz"))
+TRACES = sorted(FIXTURES.glob("*.json.gz"))
+DRIVER_LAUNCHES = {"cuLaunchKernel", "cuLaunchKernelEx"}
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +40,7 @@ def _restore_env():
         os.environ["HTA_DISABLE_NS_ROUNDING"] = before
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name.split("_8_")[0])
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name.split("_8_")[0].removeprefix("h200_"))
 def test_busy_idle_and_launches_agree_with_hta(path):
     c = check(path)
     t = c.temporal.set_index("metric")
@@ -46,12 +48,14 @@ def test_busy_idle_and_launches_agree_with_hta(path):
         assert t.loc[metric, "ours"] == pytest.approx(t.loc[metric, "hta"], abs=1e-6), metric
     for metric in ("idle %", "busy %"):  # HTA rounds these to 2 decimals
         assert abs(t.loc[metric, "diff"]) <= 0.005 + 1e-9, metric
-    assert len(c.launches) > 0
+    assert len(c.launches) + len(c.extra) > 0
     assert c.max_launch_diff_us <= 1e-6
-    assert set(c.extra["launch_api"]) <= {"cuLaunchKernelEx"}
+    assert set(c.extra["launch_api"]) <= DRIVER_LAUNCHES
 
 
-def test_the_cudnn_kernel_is_only_in_our_launch_table():
+def test_driver_api_launches_are_only_in_our_launch_table():
     c = check(FIXTURES / "sdpa_cudnn_8_16_1024_64_bf16.json.gz")
     assert len(c.launches) == 3 and set(c.launches["launch_api"]) == {"cudaMemsetAsync"}
     assert len(c.extra) == 3 and c.extra["kernel"].str.startswith("cudnn_generated").all()
+    flex = check(FIXTURES / "h200_flex_8_16_1024_64_bf16.json.gz")  # Triton: cuLaunchKernel
+    assert flex.launches.empty and set(flex.extra["launch_api"]) == {"cuLaunchKernel"}
