@@ -8,6 +8,7 @@ from profiling import trace
 from profiling.config import RunConfig
 from profiling.diff import KERNEL_DIFF_COLUMNS, OPERATOR_DIFF_COLUMNS, diff, labelled
 from profiling.runner import run
+from profiling.summary import per_forward
 from tests.conftest import FIXTURES
 
 NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
@@ -78,3 +79,23 @@ def test_cpu_naive_vs_inplace_operators(cpu_pair):
     fill = ops.loc["aten::masked_fill_"]
     assert fill["where"] == "both" and (fill["count_a"], fill["count_b"]) == (1, 1)
     assert operators.attrs["scopes"] == ("3 attn_fwd spans", "3 attn_fwd spans")
+
+
+def test_h200_inplace_removes_exactly_the_memcpy():
+    """The post's one-character lesson, read off the diff of two real H200 traces."""
+    inplace = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
+    kernels, _ = diff(NAIVE, inplace, "naive", "in-place")
+    k = kernels.set_index("kernel")
+    assert k.iloc[0].name == "Memcpy DtoD"  # the largest |Δ| by far
+    assert (k.loc["Memcpy DtoD", "count_a"], k.loc["Memcpy DtoD", "count_b"]) == (1, 0)
+    rest = kernels[kernels["kernel"] != "Memcpy DtoD"]
+    assert (rest["where"] == "both").all() and (rest["delta_count"] == 0).all()
+
+
+def test_h200_math_kernel_delta_matches_the_per_forward_counts():
+    math = FIXTURES / "h200_sdpa-math_8_16_1024_64_bf16.json.gz"
+    kernels, _ = diff(NAIVE, math)
+    added = kernels[~kernels["category"].isin(["memcpy", "memset"])]
+    a, b = per_forward(trace.load(NAIVE)), per_forward(trace.load(math))
+    assert added["delta_count"].sum() == b.kernels - a.kernels > 10  # math: many more kernels
+    assert kernels.set_index("kernel").loc["triu_tril_kernel", "where"] == "b"  # mask rebuilt
