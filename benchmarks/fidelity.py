@@ -3,10 +3,13 @@
     python benchmarks/fidelity.py --out "$OUT"
 
 For each variant and shape: the app's figure (sum of the GPU work launched inside the active
-attn_fwd spans / steps) against CUDA-graph replay of the same forward (10 forwards per graph,
-20 replays timed with CUDA events, median per forward; plain back-to-back launches timed with
-events where capture fails). Graph replay removes CPU launch cost, so for a CPU-bound run the
-app's number and the replay agree while wall time per forward does not: the app flags those.
+attn_fwd spans / steps) against CUDA-graph replay of the same forward: 3 forwards per graph,
+as many as the profiled steps, each replay synchronised and timed with CUDA events, median of
+30 (plain launches timed the same way where capture fails). Short bursts on purpose: a first
+version replayed 10 forwards × 20 back to back, and the most power-hungry kernels (cuDNN at
+587 TFLOP/s) ran ~13% slower under that sustained load than in the profiled steps. Graph
+replay removes CPU launch cost, so for a CPU-bound run the app's number and the replay agree
+while wall time per forward does not: the app flags those runs as CPU-bound.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ SHAPES = {
     "post": {"batch": 8, "heads": 16, "seq_len": 1024, "head_dim": 64, "dtype": "bfloat16"},
     "long": {"batch": 4, "heads": 16, "seq_len": 4096, "head_dim": 128, "dtype": "bfloat16"},
 }
-PER_GRAPH, REPLAYS = 10, 20
+PER_GRAPH, REPLAYS = 3, 30
 
 
 def independent_us(config: RunConfig) -> tuple[float, float, str]:
@@ -68,6 +71,7 @@ def _time_events(fn) -> float:
     times = []
     for _ in range(REPLAYS):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
         start.record()
         fn()
         end.record()
