@@ -216,8 +216,9 @@ with gr.Blocks(title="Attention Profiler", delete_cache=views.DELETE_CACHE) as d
             wrap=True,
             max_height=420,
             show_search="search",
+            column_widths=views.operator_widths(DEVICE),
+            max_chars=90,  # key_averages lists kernels too; click a cell for the full name
             buttons=["copy", "fullscreen"],
-            column_widths=["34%"],
         )
         kernel_info = gr.Markdown("", elem_id="kernel-note")
         kernels = gr.Dataframe(
@@ -228,7 +229,8 @@ with gr.Blocks(title="Attention Profiler", delete_cache=views.DELETE_CACHE) as d
             interactive=False,
             wrap=True,
             max_height=420,
-            max_chars=140,
+            column_widths=views.kernel_widths(),
+            max_chars=100,
             visible=DEVICE == "cuda",  # a CPU run has no kernels: the note above says so
             show_search="search",
             buttons=["copy", "fullscreen"],

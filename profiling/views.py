@@ -226,21 +226,21 @@ OPERATOR_COLUMNS = {
     "device_total_us": "GPU total µs",
     "device_avg_us": "GPU avg µs",
 }
-KERNEL_COLUMNS = {
+KERNEL_COLUMNS = {  # the decoding right after the name: reading names is the lesson
     "kernel": "Kernel",
     "category": "Category",
+    "decoded": "What the name says",
     "count": "Calls / fwd",
     "total_us": "µs / fwd",
+    "pct_gpu": "% GPU time",
     "mean_us": "Mean µs",
     "min_us": "Min µs",
     "max_us": "Max µs",
-    "pct_gpu": "% GPU time",
     "registers_per_thread": "Registers / thread",
     "shared_memory": "Shared mem (B)",
     "grid": "Grid",
     "block": "Block",
     "occupancy_pct": "Occupancy %",
-    "decoded": "What the name says",
     "name": "Full name",
 }
 KERNEL_TEXT = ("kernel", "category", "grid", "block", "decoded", "name")
@@ -258,6 +258,18 @@ def operator_headers(device: str) -> list[str]:
 
 def operator_datatypes(device: str) -> list[str]:
     return ["str" if c == "operator" else "number" for c in operator_columns(device)]
+
+
+def operator_widths(device: str) -> list[str]:
+    """Name column wide, numbers evenly: key_averages lists long kernel names too."""
+    numbers = len(operator_columns(device)) - 1
+    return ["40%"] + [f"{60 / numbers:.1f}%"] * numbers
+
+
+def kernel_widths() -> list[int]:
+    """Pixels: name, category, decoding and the per-forward time fit without scrolling."""
+    wide = {"kernel": 280, "category": 110, "decoded": 330, "name": 480}
+    return [wide.get(c, 90) for c in KERNEL_COLUMNS]
 
 
 def kernel_headers() -> list[str]:

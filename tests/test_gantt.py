@@ -220,3 +220,18 @@ def test_any_trace_draws_one_bar_per_span(spans):
     assert bar_count(fig) == len(t.spans)
     rows = set(fig.layout.yaxis.categoryarray)
     assert {y for tr in bar_traces(fig) for y in tr.y} <= rows
+
+
+def test_math_backend_h200_trace_stays_readable():
+    path = FIXTURES / "h200_sdpa-math_8_16_1024_64_bf16.json.gz"
+    if not path.exists():
+        pytest.skip("the H200 sdpa-math fixture is not in this checkout")
+    t = trace.load(path)
+    fig = build_gantt(t.spans, t.lanes)
+    kernels = [tr for tr in bar_traces(fig) if tr.name.startswith("kernel")]
+    assert sum(len(tr.y) for tr in kernels) >= 3 * 20  # 20 kernels per forward, 3 forwards
+    assert {"kernel · gemm", "kernel · softmax", "kernel · elementwise"} <= {
+        tr.name for tr in kernels
+    }
+    rows = list(fig.layout.yaxis.categoryarray)
+    assert fig.layout.height >= 150 + 26 * len(rows) and len(rows) <= 12  # stays compact

@@ -174,3 +174,11 @@ def test_run_dirs_keeps_the_newest_and_never_touches_other_dirs(tmp_path):
 
 def test_page_device_matches_torch():
     assert views.page_device() == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_column_settings_match_the_tables(device):
+    assert len(views.operator_widths(device)) == len(views.operator_headers(device))
+    assert len(views.operator_datatypes(device)) == len(views.operator_headers(device))
+    headers = views.kernel_headers()
+    assert len(views.kernel_widths()) == len(headers) == len(views.kernel_datatypes())
