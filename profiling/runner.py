@@ -33,8 +33,7 @@ from profiling.summary import (
     FORWARD,
     Summary,
     attention_flops,
-    forward_spans,
-    launched_within,
+    forward_work,
     per_forward,
 )
 
@@ -224,43 +223,49 @@ def operator_table(prof, device: str) -> pd.DataFrame:
 
 
 def _relative_error(t: dict, config: RunConfig, layout: str, device: str) -> tuple[float, str]:
-    """‖out − ref‖ / ‖ref‖ against float64 attention, chunked so it never needs the S² matrix."""
+    """‖out − ref‖ / ‖ref‖ against float64 attention, in chunks that never hold the S² matrix.
+
+    Batched over (batch, head) pairs with sums kept on the device: one sync at the end, not one
+    per chunk (that loop cost 46 ms at the post's shape on the H200).
+    """
     out, q, k, v = t["out"], t["q"], t["k"], t["v"]
     if layout == "bshd":
         out, q, k, v = (x.transpose(1, 2) for x in (out, q, k, v))
     b, h, s, d = q.shape
     pairs = b * h
-    per_pair = 4.0 * s * s * d
-    keep = max(1, min(pairs, int(REFERENCE_FLOPS[device] // per_pair)))
+    keep = max(1, min(pairs, int(REFERENCE_FLOPS[device] // (4.0 * s * s * d))))
     flat = [x.reshape(pairs, s, d)[:keep] for x in (out, q, k, v)]
-    rows = max(1, min(s, (64 * 1024**2) // max(s, 1)))  # ≤ 64M float64 scores per chunk
-    err = ref = 0.0
-    for p in range(keep):
-        o, qq, kk, vv = (x[p].to(torch.float64) for x in flat)
+    budget = 32 * 1024**2  # float64 scores per chunk (256 MiB)
+    rows = max(1, min(s, budget // s))
+    group = max(1, min(keep, budget // (rows * s)))
+    col = torch.arange(s, device=q.device)
+    err = torch.zeros((), dtype=torch.float64, device=q.device)
+    ref = torch.zeros((), dtype=torch.float64, device=q.device)
+    for p0 in range(0, keep, group):
+        o, qq, kk, vv = (x[p0 : p0 + group].to(torch.float64) for x in flat)
         for lo in range(0, s, rows):
             hi = min(s, lo + rows)
-            scores = qq[lo:hi] @ kk.T / d**0.5
+            scores = qq[:, lo:hi] @ kk.transpose(1, 2) / d**0.5  # (G, rows, S)
             if config.causal:
-                idx = torch.arange(lo, hi, device=scores.device)[:, None]
-                scores.masked_fill_(
-                    torch.arange(s, device=scores.device)[None, :] > idx, float("-inf")
-                )
+                above = col[None, :] > torch.arange(lo, hi, device=q.device)[:, None]
+                scores.masked_fill_(above, float("-inf"))
             r = torch.softmax(scores, dim=-1) @ vv
-            err += float((o[lo:hi] - r).pow(2).sum())
-            ref += float(r.pow(2).sum())
+            err += (o[:, lo:hi] - r).pow(2).sum()
+            ref += r.pow(2).sum()
     note = (
         "all heads"
         if keep == pairs
         else f"{keep} of {pairs} (batch, head) pairs, to bound the cost"
     )
-    return (err / ref) ** 0.5 if ref > 0 else float("nan"), note
+    value = (err / ref).sqrt().item() if ref.item() > 0 else float("nan")
+    return value, note
 
 
 def _result(config, built: Built, prof, paths, peak, rel_err, rel_note, device) -> ProfileResult:
     trace = trace_model.load(paths["json"])
-    stats = per_forward(trace)
-    windows = forward_spans(trace)
-    kernels = kernel_table(launched_within(trace, windows), per=max(len(windows), 1))
+    windows, work = forward_work(trace)
+    stats = per_forward(trace, windows=windows, work=work)
+    kernels = kernel_table(work, per=max(len(windows), 1))
     flops = attention_flops(
         config.batch, config.heads, config.seq_len, config.head_dim, config.causal
     )

@@ -113,13 +113,26 @@ def sdpa_backend(trace: Trace, windows: pd.DataFrame | None = None) -> str | Non
     return " + ".join(found) if found else None
 
 
-def per_forward(trace: Trace, name: str = FORWARD) -> ForwardStats:
-    """Averages over the recorded forwards; falls back to ProfilerSteps, then the whole trace."""
+def forward_work(trace: Trace, name: str = FORWARD) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the forward windows, the GPU work they launched); ProfilerSteps stand in for missing
+    `attn_fwd` spans, and with neither the whole trace is one window."""
     windows = forward_spans(trace, name)
     if windows.empty:
         windows = trace.steps()
-    n = max(len(windows), 1)
     work = launched_within(trace, windows) if not windows.empty else gpu_work(trace)
+    return windows, work
+
+
+def per_forward(
+    trace: Trace,
+    name: str = FORWARD,
+    windows: pd.DataFrame | None = None,
+    work: pd.DataFrame | None = None,
+) -> ForwardStats:
+    """Averages over the recorded forwards (pass `forward_work`'s result to avoid redoing it)."""
+    if windows is None or work is None:
+        windows, work = forward_work(trace, name)
+    n = max(len(windows), 1)
     counts = work["category"].value_counts()
     cpu_us = float(windows["dur_us"].mean()) if not windows.empty else float("nan")
     gpu_us = float(work["dur_us"].sum() / n) if trace.has_gpu else None

@@ -123,3 +123,21 @@ def test_inputs_are_freed_while_the_error_is_still_held(monkeypatch):
         run(small("naive"))
     assert info.value.__traceback__ is not None  # the error is alive here...
     assert refs and all(r() is None for r in refs)  # ...and the inputs are already gone
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_chunked_reference_matches_a_direct_one(monkeypatch, causal):
+    from profiling import runner
+    from tests.conftest import reference_attention, rel_err
+
+    q, k, v = (torch.randn(2, 3, 100, 16) for _ in range(3))
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    out = out + 1e-3 * torch.randn_like(out)  # a known, non-zero error
+    t = {"out": out, "q": q, "k": k, "v": v}
+    config = small("naive", causal=causal)
+    direct = rel_err(out, reference_attention(q, k, v, causal))
+    value, note = runner._relative_error(t, config, "bhsd", "cpu")
+    assert value == pytest.approx(direct, rel=1e-9) and note == "all heads"
+    monkeypatch.setitem(runner.REFERENCE_FLOPS, "cpu", 4.0 * 100 * 100 * 16 * 2)  # two pairs
+    value, note = runner._relative_error(t, config, "bhsd", "cpu")
+    assert note.startswith("2 of 6") and value == pytest.approx(direct, rel=0.5)
