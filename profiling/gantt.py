@@ -4,9 +4,13 @@ Built from the trace model (profiling.trace), never from key_averages, so it dra
 what the exported trace holds and works the same on a trace returned from a GPU run or one
 a user uploads. It is a pure function of the spans table: no torch, no gradio.
 
-The work is split in two so a level-of-detail step can slot in between for huge traces:
-`span_rows` + `category_arrays` turn spans into plain per-category arrays, and
-`build_gantt` draws whatever arrays it is given.
+Level of detail: a trace of 10⁶ spans cannot be one bar each (the browser would receive
+hundreds of MB). Up to DETAIL_LIMIT spans in the chosen window are drawn one bar per span;
+beyond that, spans narrower than one time bin (the window split into LOD_BINS, about a pixel)
+are merged per row and bin into density bars whose hover says how many spans they hold, and
+the longest spans stay individual. Nothing is dropped silently: the figure's note counts what
+was drawn, what was aggregated and what lies outside the window, and `spans_drawn(fig)` adds
+individual bars and aggregated counts back up to the spans in the window.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ MAX_HOVER_NAME = 240  # characters of a kernel's full name in the hover box
 HOVER_WRAP = 100  # characters per hover line
 FORWARD = "attn_fwd"
 _STEP_PREFIX = "ProfilerStep#"
+DETAIL_LIMIT = 10_000  # spans drawn one bar each; above this, level of detail
+LOD_BINS = 1_500  # time bins across the window (about a pixel each on a wide screen)
+MAX_LINKS = 3_000  # launch → kernel segments drawn (only between individually drawn spans)
+AGGREGATED = "aggregated spans"
 
 # Colour per legend group. Kernels are split by what they compute (kernels.classify), so the
 # math backend's 20 kernels read as gemm / elementwise / reduction at a glance.
@@ -83,12 +91,12 @@ class CategoryArrays:
 
 def legend_group(spans: pd.DataFrame) -> pd.Series:
     """Legend group per span: the span's category, kernels refined by what they compute."""
-    group = spans["category"].astype(str).copy()
+    group = spans["category"].astype(str).to_numpy(dtype=object).copy()
     is_kernel = (spans["category"] == "kernel").to_numpy()
     if is_kernel.any():
-        kinds = spans.loc[is_kernel, "name"].astype(str).map(classify)
-        group.loc[is_kernel] = "kernel · " + kinds
-    return group
+        kinds = spans.loc[is_kernel, "name"].map(classify)  # categorical: once per distinct name
+        group[is_kernel] = "kernel · " + kinds.astype(str).to_numpy(dtype=object)
+    return pd.Series(group, index=spans.index)
 
 
 def row_label(lane: str, depth: int, stacked: bool) -> str:
@@ -96,29 +104,40 @@ def row_label(lane: str, depth: int, stacked: bool) -> str:
     return f"{lane} · d{depth}" if stacked else lane
 
 
-def span_rows(spans: pd.DataFrame, lanes: Sequence[str] | None = None) -> tuple[list[str], list]:
+def span_rows(
+    spans: pd.DataFrame, lanes: Sequence[str] | None = None
+) -> tuple[np.ndarray, list[str]]:
     """Row label per span and the rows top to bottom: lanes in order, each split by depth.
 
     A lane whose spans nest (CPU threads) gets one row per depth; a flat lane (a GPU stream)
     keeps one row. Lanes listed in `lanes` but without spans get no row.
     """
+    index, rows = row_index(spans, lanes)
+    return np.asarray(rows, dtype=object)[index] if rows else np.zeros(0, dtype=object), rows
+
+
+def row_index(spans: pd.DataFrame, lanes: Sequence[str] | None = None) -> tuple[np.ndarray, list]:
+    """Row number per span (into the returned row labels), computed without a per-span loop."""
     if spans.empty:
-        return [], []
-    lane_col = spans["lane"].astype(str).to_numpy()
+        return np.zeros(0, dtype=np.int64), []
+    lane_codes, lane_names = pd.factorize(spans["lane"].astype(str), sort=False)
     depth = spans["depth"].to_numpy(dtype=np.int64)
+    deepest = pd.Series(depth).groupby(lane_codes).max().to_dict()
     order = [str(x) for x in lanes] if lanes else []
-    order += [x for x in dict.fromkeys(lane_col) if x not in order]
-    deepest = pd.Series(depth).groupby(lane_col).max().to_dict()
+    order += [x for x in lane_names if x not in order]
+    position = {name: i for i, name in enumerate(lane_names)}
+    first_row = np.zeros(len(lane_names), dtype=np.int64)
+    stacked = np.zeros(len(lane_names), dtype=bool)
     rows: list[str] = []
     for lane in order:
-        if lane not in deepest:
+        code = position.get(lane)
+        if code is None or code not in deepest:
             continue
-        stacked = deepest[lane] > 0
-        rows += [row_label(lane, d, stacked) for d in range(int(deepest[lane]) + 1)]
-    labels = [
-        row_label(lane, int(d), deepest[lane] > 0) for lane, d in zip(lane_col, depth, strict=True)
-    ]
-    return labels, rows
+        first_row[code] = len(rows)
+        stacked[code] = deepest[code] > 0
+        rows += [row_label(lane, d, bool(stacked[code])) for d in range(int(deepest[code]) + 1)]
+    index = first_row[lane_codes] + np.where(stacked[lane_codes], depth, 0)
+    return index, rows
 
 
 def _fmt_us(value: float) -> str:
@@ -182,7 +201,7 @@ def category_arrays(spans: pd.DataFrame, rows_of_span: Sequence[str]) -> dict[st
     """Spans grouped into per-legend-group arrays, in a stable, readable legend order."""
     if spans.empty:
         return {}
-    groups = legend_group(spans).to_numpy()
+    groups = legend_group(spans).to_numpy(dtype=object)
     cols = ["name", "kind", "lane", "start_us", "dur_us", "step", "args"]
     records = spans.reindex(columns=cols).to_dict("records")
     rows = np.asarray(rows_of_span, dtype=object)
@@ -211,24 +230,116 @@ def colour(group: str, i: int = 0) -> str:
     return COLOURS.get(group, _FALLBACK[i % len(_FALLBACK)])
 
 
-def link_segments(spans: pd.DataFrame, rows_of_span: Sequence[str]) -> tuple[list, list]:
-    """x and y of launch → GPU-work segments, separated by None (one Scatter trace draws all)."""
+def link_segments(
+    spans: pd.DataFrame, rows_of_span: Sequence[str], limit: int = MAX_LINKS
+) -> tuple[list, list]:
+    """x and y of launch → GPU-work segments, separated by None (one Scatter trace draws all).
+
+    `spans` may be a subset of a trace: `link` holds row numbers of the full table, so the
+    counterpart is looked up by index label and links to spans not drawn are skipped.
+    """
     if spans.empty or "link" not in spans:
         return [], []
     link = spans["link"].to_numpy(dtype=np.int64)
-    gpu = (spans["kind"] == "gpu").to_numpy() & (link >= 0)
-    if not gpu.any():
+    gpu = np.flatnonzero((spans["kind"] == "gpu").to_numpy() & (link >= 0))
+    position = pd.Series(np.arange(len(spans)), index=spans.index)
+    launch = position.reindex(link[gpu]).to_numpy()
+    ok = ~np.isnan(launch)
+    gpu, launch = gpu[ok][:limit], launch[ok].astype(np.int64)[:limit]
+    if not len(gpu):
         return [], []
     starts = spans["start_us"].to_numpy(dtype=float)
-    xs: list[float | None] = []
-    ys: list[str | None] = []
-    for k in np.flatnonzero(gpu):
-        launch = link[k]
-        if not 0 <= launch < len(spans):
-            continue
-        xs += [float(starts[launch]), float(starts[k]), None]
-        ys += [rows_of_span[launch], rows_of_span[k], None]
-    return xs, ys
+    rows = np.asarray(rows_of_span, dtype=object)
+    n = len(gpu)
+    xs = np.empty(3 * n, dtype=object)
+    ys = np.empty(3 * n, dtype=object)
+    xs[0::3], xs[1::3], xs[2::3] = starts[launch], starts[gpu], None
+    ys[0::3], ys[1::3], ys[2::3] = rows[launch], rows[gpu], None
+    return xs.tolist(), ys.tolist()
+
+
+@dataclass
+class Detail:
+    """What the chart draws: spans one bar each, density bars for the rest, and the counts."""
+
+    spans: pd.DataFrame  # drawn individually
+    rows: np.ndarray  # row label per drawn span
+    aggregates: pd.DataFrame  # row, start_us, width_us, count, busy_us, top, top_count, kind
+    window: tuple[float, float]
+    in_window: int
+    outside: int
+    threshold_us: float  # spans shorter than this were aggregated (0: none were)
+
+
+def level_of_detail(
+    spans: pd.DataFrame,
+    row_labels: np.ndarray,
+    window: tuple[float, float] | None = None,
+    limit: int = DETAIL_LIMIT,
+    bins: int = LOD_BINS,
+) -> Detail:
+    """Pick what to draw: everything in the window when it is small, else the longest spans
+    plus per-row density bars for those narrower than a time bin (or than the limit allows)."""
+    start = spans["start_us"].to_numpy(dtype=float)
+    end = spans["end_us"].to_numpy(dtype=float)
+    lo, hi = (float(start.min()), float(end.max())) if window is None else window
+    if hi <= lo:
+        hi = lo + 1.0
+    inside = (end >= lo) & (start <= hi)
+    n_in = int(inside.sum())
+    empty = pd.DataFrame(columns=["row", "start_us", "width_us", "count", "busy_us", "top",
+                                  "top_count", "kind"])  # fmt: skip
+    if n_in <= limit:
+        keep = np.flatnonzero(inside)
+        return Detail(spans.iloc[keep], row_labels[keep], empty, (lo, hi), n_in,
+                      len(spans) - n_in, 0.0)  # fmt: skip
+    width = (hi - lo) / bins
+    dur = spans["dur_us"].to_numpy(dtype=float)
+    candidates = np.flatnonzero(inside)
+    # the `limit` longest spans that are at least a bin wide are drawn individually
+    wide = candidates[dur[candidates] >= width]
+    if len(wide) > limit:
+        wide = wide[np.argsort(-dur[wide], kind="stable")[:limit]]
+    threshold = float(dur[wide].min()) if len(wide) else width
+    individual = np.zeros(len(spans), dtype=bool)
+    individual[wide] = True
+    narrow = candidates[~individual[candidates]]
+    mid = np.clip((start[narrow] + end[narrow]) / 2, lo, hi)
+    frame = pd.DataFrame(
+        {
+            "row": row_labels[narrow],
+            "bin": np.minimum(((mid - lo) / width).astype(np.int64), bins - 1),
+            "dur": dur[narrow],
+            "name": spans["name"].to_numpy()[narrow],
+            "kind": spans["kind"].astype(str).to_numpy()[narrow],
+        }
+    )
+    keys = ["row", "bin"]
+    grouped = frame.groupby(keys, sort=False)
+    agg = grouped.agg(count=("dur", "size"), busy_us=("dur", "sum"), kind=("kind", "first"))
+    top = frame.groupby([*keys, "name"], sort=False, observed=True).size().rename("n")
+    top = top.reset_index().sort_values("n", ascending=False).drop_duplicates(keys)
+    agg = agg.join(top.set_index(keys)).reset_index()
+    agg["start_us"] = lo + agg["bin"] * width
+    agg["width_us"] = width
+    agg = agg.rename(columns={"name": "top", "n": "top_count"})
+    keep = np.flatnonzero(individual)
+    return Detail(spans.iloc[keep], row_labels[keep], agg, (lo, hi), n_in, len(spans) - n_in,
+                  threshold)  # fmt: skip
+
+
+def aggregate_hover(agg: pd.DataFrame) -> list[str]:
+    return [
+        f"<b>{count:,} spans aggregated</b> (each shorter than one bin)<br>"
+        f"{html.escape(str(row), quote=False)}<br>"
+        f"bin {_fmt_us(start)} … {_fmt_us(start + width)} · busy {_fmt_us(busy)}<br>"
+        f"most frequent: {_wrap(short_name(str(top))[:MAX_HOVER_NAME])} ×{int(n):,}<br>"
+        "pick a narrower window for one bar per span"
+        for count, row, start, width, busy, top, n in zip(
+            agg["count"], agg["row"], agg["start_us"], agg["width_us"], agg["busy_us"],
+            agg["top"], agg["top_count"], strict=True,
+        )
+    ]  # fmt: skip
 
 
 def boundaries(spans: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -247,6 +358,8 @@ def build_gantt(
     title: str | None = None,
     links: bool = True,
     marks: bool = True,
+    window: tuple[float, float] | None = None,
+    limit: int = DETAIL_LIMIT,
 ) -> go.Figure:
     """A Gantt chart of a spans table (profiling.trace): one bar per span.
 
@@ -266,7 +379,9 @@ def build_gantt(
         )  # fmt: skip
         return fig
     rows_of_span, rows = span_rows(spans, lanes)
-    for i, arrays in enumerate(category_arrays(spans, rows_of_span).values()):
+    detail = level_of_detail(spans, rows_of_span, window, limit)
+    drawn, rows_of_span = detail.spans, detail.rows
+    for i, arrays in enumerate(category_arrays(drawn, rows_of_span).values()):
         fig.add_trace(
             go.Bar(
                 orientation="h",
@@ -285,8 +400,28 @@ def build_gantt(
                 cliponaxis=True,
             )
         )
+    if not detail.aggregates.empty:
+        agg = detail.aggregates
+        density = np.clip(agg["busy_us"].to_numpy() / agg["width_us"].to_numpy(), 0, 1)
+        fig.add_trace(
+            go.Bar(
+                orientation="h",
+                base=agg["start_us"].to_numpy(),
+                x=agg["width_us"].to_numpy(),
+                y=agg["row"].tolist(),
+                name=f"{AGGREGATED} ({int(agg['count'].sum()):,})",
+                legendgroup=AGGREGATED,
+                marker=dict(color=[f"rgba(90,90,110,{0.25 + 0.75 * d:.2f})" for d in density],
+                            line=dict(width=0)),
+                customdata=agg["count"].to_numpy(),
+                hovertext=aggregate_hover(agg),
+                hovertemplate="%{hovertext}<extra></extra>",
+                cliponaxis=True,
+            )
+        )  # fmt: skip
+    note = lod_note(detail)
     if links:
-        xs, ys = link_segments(spans, rows_of_span)
+        xs, ys = link_segments(drawn, rows_of_span)
         if xs:
             fig.add_trace(
                 go.Scatter(
@@ -301,6 +436,10 @@ def build_gantt(
             )
     if marks:
         _add_marks(fig, spans)
+    if note:
+        fig.add_annotation(text=html.escape(note, quote=False), x=0, y=-0.12, xref="paper",
+                           yref="paper", xanchor="left", yanchor="top", showarrow=False,
+                           font=dict(size=11, color="#7a4b00"), align="left")  # fmt: skip
     height = max(MIN_HEIGHT, BASE_HEIGHT + ROW_HEIGHT * len(rows))
     fig.update_layout(
         title=dict(text=html.escape(title, quote=False), x=0, font=dict(size=14))
@@ -309,7 +448,7 @@ def build_gantt(
         barmode="overlay",
         bargap=0.25,
         height=height,
-        margin=dict(l=10, r=10, t=60 if title else 40, b=50),
+        margin=dict(l=10, r=10, t=60 if title else 40, b=80 if note else 50),
         uniformtext=dict(minsize=9, mode="hide"),
         hoverlabel=dict(align="left", font=dict(size=11, family="monospace")),
         legend=dict(title=dict(text="category"), traceorder="normal", itemclick="toggle"),
@@ -328,6 +467,7 @@ def build_gantt(
         gridcolor="#eef0f3",
     )
     fig.update_xaxes(
+        range=list(detail.window) if window is not None else None,
         title=dict(text=X_TITLE),
         zeroline=False,
         gridcolor="#eef0f3",
@@ -365,6 +505,39 @@ def _add_marks(fig: go.Figure, spans: pd.DataFrame) -> None:
                  line=dict(color="rgba(80,80,80,0.6)", width=1, dash="dash"))
         )  # fmt: skip
     fig.update_layout(shapes=shapes, annotations=notes)
+
+
+def lod_note(detail: Detail) -> str:
+    """One line saying what was drawn, aggregated and left out (empty for a full-detail chart)."""
+    parts = []
+    if not detail.aggregates.empty:
+        merged = int(detail.aggregates["count"].sum())
+        parts.append(
+            f"Level of detail: {detail.in_window:,} spans in view; {len(detail.spans):,} drawn "
+            f"one bar each (≥ {_fmt_us(detail.threshold_us)}), {merged:,} aggregated into "
+            f"{len(detail.aggregates):,} density bars (grey). Pick a narrower window for full "
+            "detail."
+        )
+    if detail.outside:
+        lo, hi = detail.window
+        parts.append(
+            f"Window {_fmt_us(lo)} … {_fmt_us(hi)}: {detail.outside:,} spans outside it are "
+            "not drawn."
+        )
+    return " ".join(parts)
+
+
+def spans_drawn(fig: go.Figure) -> int:
+    """Spans the figure accounts for: one per individual bar plus each density bar's count."""
+    total = 0
+    for t in fig.data:
+        if t.type != "bar":
+            continue
+        if t.legendgroup == AGGREGATED:
+            total += int(np.asarray(t.customdata).sum())
+        else:
+            total += len(t.y)
+    return total
 
 
 def bar_count(fig: go.Figure) -> int:

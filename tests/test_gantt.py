@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import plotly.io as pio
@@ -235,3 +236,55 @@ def test_math_backend_h200_trace_stays_readable():
     }
     rows = list(fig.layout.yaxis.categoryarray)
     assert fig.layout.height >= 150 + 26 * len(rows) and len(rows) <= 12  # stays compact
+
+
+# -- level of detail (issue #7) ------------------------------------------------------------
+def _synthetic(n_events: int):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gen_trace.py"
+    spec = importlib.util.spec_from_file_location("gen_trace", path)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    return trace.from_document(gen.generate(n_events, seed=3))
+
+
+@pytest.fixture(scope="module")
+def big_trace():
+    return _synthetic(60_000)
+
+
+def test_big_trace_is_aggregated_never_dropped(big_trace):
+    from profiling.gantt import AGGREGATED, DETAIL_LIMIT, spans_drawn
+
+    spans = big_trace.spans
+    assert len(spans) > DETAIL_LIMIT
+    fig = build_gantt(spans, big_trace.lanes)
+    assert spans_drawn(fig) == len(spans)  # every span is a bar or counted in a density bar
+    aggregated = [t for t in fig.data if t.type == "bar" and t.legendgroup == AGGREGATED]
+    assert len(aggregated) == 1 and aggregated[0].name.startswith(AGGREGATED)
+    assert "aggregated" in aggregated[0].hovertext[0]
+    assert bar_count(fig) < DETAIL_LIMIT + 1_500 * 8
+    notes = " ".join(a.text for a in fig.layout.annotations)
+    assert "Level of detail" in notes and f"{len(spans):,} spans in view" in notes
+    assert len(fig.to_json()) < 5 * 1024**2
+
+
+def test_a_narrow_window_shows_every_span_in_it(big_trace):
+    from profiling.gantt import spans_drawn
+
+    spans = big_trace.spans
+    lo, hi = 0.0, float(spans["end_us"].max()) / 50
+    fig = build_gantt(spans, big_trace.lanes, window=(lo, hi))
+    visible = int(((spans["end_us"] >= lo) & (spans["start_us"] <= hi)).sum())
+    assert bar_count(fig) == spans_drawn(fig) == visible  # full detail: one bar per span
+    assert tuple(fig.layout.xaxis.range) == (lo, hi)
+    notes = " ".join(a.text for a in fig.layout.annotations)
+    assert f"{len(spans) - visible:,} spans outside it are not drawn" in notes
+
+
+def test_small_traces_keep_one_bar_per_span_and_no_note():
+    t = trace.load(FIXTURES / "sdpa_cudnn_8_16_1024_64_bf16.json.gz")
+    fig = build_gantt(t.spans, t.lanes)
+    assert bar_count(fig) == len(t.spans)
+    assert not any("Level of detail" in (a.text or "") for a in fig.layout.annotations)

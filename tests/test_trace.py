@@ -244,3 +244,13 @@ def test_math_backend_reads_as_fp32_without_tensor_cores():
     gemms = table[table["category"] == "gemm"]
     assert len(gemms) >= 2 and gemms["decoded"].str.contains("FP32 GEMM on CUDA cores").all()
     assert "our Triton FlashAttention" in decode("_flash_fwd_kernel")
+
+
+def test_odd_field_types_take_the_lenient_path(tmp_path):
+    events = [
+        X("ok", 0, 5),
+        {"ph": "X", "name": 42, "ts": "3", "dur": 1, "cat": "cpu_op", "pid": 1.5, "tid": None},
+        {"ph": "X", "name": "no-ts", "cat": None, "pid": 1, "tid": 1},
+    ]
+    tr = trace.load(_write(tmp_path, events))
+    assert sorted(tr.spans["name"].astype(str)) == ["42", "ok"] and tr.skipped == 1
