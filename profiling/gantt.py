@@ -361,29 +361,35 @@ def build_gantt(
     window: tuple[float, float] | None = None,
     limit: int = DETAIL_LIMIT,
 ) -> go.Figure:
-    """A Gantt chart of a spans table (profiling.trace): one bar per span.
+    """A Gantt chart of a spans table (profiling.trace): one bar per span (or density bars).
 
     Rows are lane × depth (CPU threads stacked by nesting depth, then GPU streams), bars are
     coloured by legend group, hover shows name, duration and kernel launch args. ProfilerStep
     starts are dashed lines and `attn_fwd` regions are shaded; launch → kernel links are a
     legend-toggleable line trace, off by default. Zoom and pan come from plotly's modebar.
+
+    The figure is assembled as plain dicts and built once with plotly's validation off
+    (`_validate=False`, what plotly.express does internally): validating every property
+    cost ~40 ms for 364 spans, building the same dicts ~2 ms. The dicts only use properties
+    this module's tests render through plotly's own JSON.
     """
-    fig = go.Figure()
     if spans is None or spans.empty:
-        fig.update_layout(
+        layout = dict(
             height=MIN_HEIGHT,
             annotations=[
                 dict(text="the trace holds no spans", showarrow=False, x=0.5, y=0.5,
                      xref="paper", yref="paper")
             ],
         )  # fmt: skip
-        return fig
+        return go.Figure(data=[], layout=layout)
     rows_of_span, rows = span_rows(spans, lanes)
     detail = level_of_detail(spans, rows_of_span, window, limit)
     drawn, rows_of_span = detail.spans, detail.rows
+    traces: list[dict[str, Any]] = []
     for i, arrays in enumerate(category_arrays(drawn, rows_of_span).values()):
-        fig.add_trace(
-            go.Bar(
+        traces.append(
+            dict(
+                type="bar",
                 orientation="h",
                 base=arrays.base,
                 x=arrays.dur,
@@ -403,8 +409,9 @@ def build_gantt(
     if not detail.aggregates.empty:
         agg = detail.aggregates
         density = np.clip(agg["busy_us"].to_numpy() / agg["width_us"].to_numpy(), 0, 1)
-        fig.add_trace(
-            go.Bar(
+        traces.append(
+            dict(
+                type="bar",
                 orientation="h",
                 base=agg["start_us"].to_numpy(),
                 x=agg["width_us"].to_numpy(),
@@ -419,12 +426,12 @@ def build_gantt(
                 cliponaxis=True,
             )
         )  # fmt: skip
-    note = lod_note(detail)
     if links:
         xs, ys = link_segments(drawn, rows_of_span)
         if xs:
-            fig.add_trace(
-                go.Scatter(
+            traces.append(
+                dict(
+                    type="scatter",
                     x=xs,
                     y=ys,
                     mode="lines",
@@ -434,51 +441,54 @@ def build_gantt(
                     visible="legendonly",
                 )
             )
-    if marks:
-        _add_marks(fig, spans)
+    shapes, annotations = _marks(spans) if marks else ([], [])
+    note = lod_note(detail)
     if note:
-        fig.add_annotation(text=html.escape(note, quote=False), x=0, y=-0.12, xref="paper",
-                           yref="paper", xanchor="left", yanchor="top", showarrow=False,
-                           font=dict(size=11, color="#7a4b00"), align="left")  # fmt: skip
-    height = max(MIN_HEIGHT, BASE_HEIGHT + ROW_HEIGHT * len(rows))
-    fig.update_layout(
-        title=dict(text=html.escape(title, quote=False), x=0, font=dict(size=14))
-        if title
-        else None,
+        annotations.append(
+            dict(text=html.escape(note, quote=False), x=0, y=-0.12, xref="paper", yref="paper",
+                 xanchor="left", yanchor="top", showarrow=False,
+                 font=dict(size=11, color="#7a4b00"), align="left")
+        )  # fmt: skip
+    layout: dict[str, Any] = dict(
         barmode="overlay",
         bargap=0.25,
-        height=height,
+        height=max(MIN_HEIGHT, BASE_HEIGHT + ROW_HEIGHT * len(rows)),
         margin=dict(l=10, r=10, t=60 if title else 40, b=80 if note else 50),
         uniformtext=dict(minsize=9, mode="hide"),
         hoverlabel=dict(align="left", font=dict(size=11, family="monospace")),
         legend=dict(title=dict(text="category"), traceorder="normal", itemclick="toggle"),
         plot_bgcolor="white",
         dragmode="zoom",
+        shapes=shapes,
+        annotations=annotations,
+        yaxis=dict(
+            type="category",
+            categoryorder="array",
+            categoryarray=rows,
+            autorange="reversed",
+            fixedrange=True,  # zoom and pan act on time only
+            automargin=True,
+            ticklabelstandoff=8,
+            tickfont=dict(size=11),
+            gridcolor="#eef0f3",
+        ),
+        xaxis=dict(
+            title=dict(text=X_TITLE),
+            zeroline=False,
+            gridcolor="#eef0f3",
+            showspikes=True,
+            spikemode="across",
+            spikethickness=1,
+        ),
     )
-    fig.update_yaxes(
-        type="category",
-        categoryorder="array",
-        categoryarray=rows,
-        autorange="reversed",
-        fixedrange=True,  # zoom and pan act on time only
-        automargin=True,
-        ticklabelstandoff=8,
-        tickfont=dict(size=11),
-        gridcolor="#eef0f3",
-    )
-    fig.update_xaxes(
-        range=list(detail.window) if window is not None else None,
-        title=dict(text=X_TITLE),
-        zeroline=False,
-        gridcolor="#eef0f3",
-        showspikes=True,
-        spikemode="across",
-        spikethickness=1,
-    )
-    return fig
+    if title:
+        layout["title"] = dict(text=html.escape(title, quote=False), x=0, font=dict(size=14))
+    if window is not None:
+        layout["xaxis"]["range"] = list(detail.window)
+    return go.Figure(data=traces, layout=layout, _validate=False)
 
 
-def _add_marks(fig: go.Figure, spans: pd.DataFrame) -> None:
+def _marks(spans: pd.DataFrame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Shade each attn_fwd, draw a dashed line at each ProfilerStep start (labelled on top)."""
     steps, forwards = boundaries(spans)
     shapes: list[dict[str, Any]] = []
@@ -504,7 +514,7 @@ def _add_marks(fig: go.Figure, spans: pd.DataFrame) -> None:
             dict(type="line", xref="x", yref="paper", x0=end, x1=end, y0=0, y1=1,
                  line=dict(color="rgba(80,80,80,0.6)", width=1, dash="dash"))
         )  # fmt: skip
-    fig.update_layout(shapes=shapes, annotations=notes)
+    return shapes, notes
 
 
 def lod_note(detail: Detail) -> str:
