@@ -201,8 +201,12 @@ def estimate_bytes(config: RunConfig) -> int:
 
 def available_bytes(device: str) -> int:
     if device == "cuda":
+        # Blocks PyTorch's caching allocator holds but no tensor uses are free to this run too:
+        # without them an earlier large run would shrink every later estimate (seen on the H200:
+        # "95 GiB free" after a naive S=8192 run had cached 33 GiB).
         free, _total = torch.cuda.mem_get_info()
-        return int(free)
+        cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        return int(free + max(cached, 0))
     return _mem_available_cpu()
 
 
