@@ -1,22 +1,30 @@
 """The Space: Gradio components wired to the profiling backend, and nothing else.
 
-Data walks one way: raw inputs → RunConfig.from_user (validation) → profile_on_gpu (the one
-GPU function: one profiled run) → ProfileResult → profiling.views → components. Errors a
-user can act on become gr.Error with the backend's message; anything else is logged here
-and shown as a generic gr.Error, never as a traceback.
+Data walks one way: raw inputs → validation (RunConfig.from_user, profiling.views_compare) →
+one GPU function per job (profile_on_gpu: one run; compare_on_gpu, sweep_on_gpu: several runs
+one after another) → plain results → profiling.views / views_compare → components. Diff and
+Analyse read uploaded traces on the CPU, in their own concurrency group. Errors a user can act
+on become gr.Error with the backend's message; anything else is logged here and shown as a
+generic gr.Error, never as a traceback.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
 import spaces  # before torch (imported by profiling/attention) touches CUDA: ZeroGPU patches it
 
 from profiling import views
+from profiling import views_compare as vc
+from profiling.compare import CompareResult
+from profiling.compare import compare as run_compare
 from profiling.config import ConfigError, RunConfig
 from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
+from profiling.sweep import SweepResult
+from profiling.sweep import sweep as run_sweep
 from profiling.trace import TraceError
 
 log = logging.getLogger("attention_profiler")
@@ -34,8 +42,24 @@ CSS = """
 .ap-banner { border-left: 4px solid #f59f00; background: rgba(245,159,0,0.10);
   padding: 6px 12px !important; border-radius: 6px; }
 """
+# The launch block and the summary rows (Profile strip, Analyse outputs).
+ROWS_CSS = """
+.ap-launch { margin-top: 10px; border: 1px solid var(--border-color-primary); border-radius: 8px;
+  padding: 8px 10px; background: var(--block-background-fill); }
+.ap-launch-title { font-size: 13px; font-weight: 600; margin-bottom: 4px; }
+.ap-launch .ap-note { font-size: 13px; }
+.ap-launch dl, dl.ap-rows { display: grid; grid-template-columns: max-content 1fr;
+  gap: 2px 14px; margin: 0; font-size: 13px; }
+.ap-launch dt, dl.ap-rows dt { color: var(--body-text-color-subdued); }
+.ap-launch dd, dl.ap-rows dd { margin: 0; overflow-wrap: anywhere; }
+.ap-launch-table { margin-top: 8px; font-size: 12px; border-collapse: collapse; }
+.ap-launch-table th, .ap-launch-table td { padding: 2px 8px; text-align: right;
+  border-bottom: 1px solid var(--border-color-primary); }
+.ap-launch-table th:first-child, .ap-launch-table td:first-child { text-align: left; }
+"""
 # The strip's look travels with its component, so it holds however the demo is launched.
-STRIP_CSS = """
+STRIP_CSS = (
+    """
 .ap-strip { display: grid; grid-template-columns: repeat(auto-fit, minmax(128px, 1fr));
   gap: 8px; }
 .ap-card { border: 1px solid var(--border-color-primary); border-radius: 8px;
@@ -47,6 +71,8 @@ STRIP_CSS = """
 .ap-empty { display: block; padding: 12px; color: var(--body-text-color-subdued);
   border: 1px dashed var(--border-color-primary); border-radius: 8px; }
 """
+    + ROWS_CSS
+)
 LAUNCH: dict[str, Any] = {"max_file_size": views.MAX_FILE_SIZE, "css": CSS}
 
 
@@ -150,12 +176,224 @@ def relabel_variants(variant: str, dtype: str) -> tuple[Any, str]:
     )
 
 
-def _slider(name: str, label: str, info: str | None = None) -> gr.Slider:
+# -- Compare, Diff, Sweep, Analyse ---------------------------------------------------------------
+JOB_DIRS = views.RunDirs()  # Compare/Sweep trace folders and zips: the newest few are kept
+
+
+def _report(progress: Any) -> Callable[[float, str], None] | None:
+    """The backend's progress(fraction, text) as Gradio's progress(fraction, desc=...)."""
+    return (lambda fraction, text: progress(fraction, desc=text)) if progress else None
+
+
+def _guarded(what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a backend or view function; its errors become the gr.Error the user sees."""
+    try:
+        return fn(*args)
+    except gr.Error:
+        raise
+    except USER_ERRORS as exc:
+        raise _user_error(exc) from None
+    except Exception:
+        log.exception("%s failed", what)
+        raise gr.Error(views.GENERIC_ERROR, print_exception=False) from None
+
+
+def _job_seconds(request: vc.JobRequest, progress: Any = None) -> int:
+    return request.gpu_seconds
+
+
+@spaces.GPU(duration=_job_seconds)
+def compare_on_gpu(request: vc.JobRequest, progress: Any = None) -> CompareResult:
+    """The GPU work of a Compare: every variant profiled one after another, plain data back."""
+    return _guarded(
+        "compare_on_gpu",
+        lambda: run_compare(request.variants, progress=_report(progress), **request.shape),
+    )
+
+
+@spaces.GPU(duration=_job_seconds)
+def sweep_on_gpu(request: vc.JobRequest, progress: Any = None) -> SweepResult:
+    """The GPU work of a Sweep: every (variant, seq_len) point, one after another."""
+    return _guarded(
+        "sweep_on_gpu",
+        lambda: run_sweep(
+            request.variants,
+            request.seq_lens,
+            progress=_report(progress),
+            check=vc.point_check(DEVICE),
+            **request.shape,
+        ),
+    )
+
+
+def _keep(*paths: Any) -> None:
+    for path in paths:
+        if path is not None:
+            JOB_DIRS.add(path)
+
+
+def compare(
+    variants: list[str],
+    seq_len: float,
+    dtype: str,
+    batch: float,
+    heads: float,
+    head_dim: float,
+    causal: bool,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
+) -> tuple[Any, ...]:
+    """Profile several variants at one shape, one after another, as the post's table.
+
+    Args:
+        variants: variant ids, e.g. ["naive", "naive-inplace", "sdpa-flash"]; unavailable ones
+            are listed with the reason.
+        seq_len: sequence length S.
+        dtype: "float32", "float16" or "bfloat16".
+        batch: batch size B.
+        heads: number of heads H.
+        head_dim: head dimension D (a multiple of 8).
+        causal: causal mask (true) or full attention (false).
+
+    Returns:
+        the "at a glance" table, a note naming the datasheet peak used, GPU-vs-CPU bar chart,
+        stacked mini-Gantts, a zip of every trace and table.
+    """
+    request = _guarded(
+        "compare_request", vc.compare_request, variants, seq_len, dtype, batch, heads, head_dim,
+        causal, DEVICE,
+    )  # fmt: skip
+    progress(0.0, desc="waiting for the GPU" if DEVICE == "cuda" else "starting")
+    result = compare_on_gpu(request, progress)
+    shown = _guarded("compare views", vc.compare_page, result, DEVICE)
+    _keep(result.out_dir, result.zip_path.parent if result.zip_path else None)
+    zip_path = str(shown.zip_path) if shown.zip_path else None
+    return shown.glance, shown.note, shown.bars, shown.gantts, zip_path, shown.traces
+
+
+def fill_diff_picks(traces: dict[str, str] | None) -> tuple[Any, Any]:
+    """After a Compare: its runs become the choices of the Diff tab's two dropdowns."""
+    names, first, second = vc.diff_picks(traces)
+    return gr.Dropdown(choices=names, value=first), gr.Dropdown(choices=names, value=second)
+
+
+def diff(
+    trace_a: str | None, trace_b: str | None, label_a: str = "", label_b: str = ""
+) -> tuple[Any, ...]:
+    """Per-kernel and per-operator deltas between two torch.profiler traces (B − A).
+
+    Args:
+        trace_a: trace A, a Chrome trace (.json or .json.gz) from torch.profiler.
+        trace_b: trace B, the same.
+        label_a: A's name in the tables (default "A").
+        label_b: B's name in the tables (default "B").
+
+    Returns:
+        a one-line headline, the kernel delta table, the operator delta table (per forward,
+        sorted by |Δ total µs|).
+    """
+    shown = _guarded("diff", vc.diff_upload_page, trace_a, trace_b, label_a, label_b)
+    return shown.headline, shown.kernels, shown.operators
+
+
+def diff_runs(run_a: str, run_b: str, traces: dict[str, str] | None) -> tuple[Any, ...]:
+    """Diff two runs of this session's last Compare (paths from server-side state only)."""
+    shown = _guarded("diff_runs", vc.diff_runs_page, run_a, run_b, traces)
+    return shown.headline, shown.kernels, shown.operators
+
+
+def sweep(
+    variants: list[str],
+    seq_lens: list[int],
+    dtype: str,
+    batch: float,
+    heads: float,
+    head_dim: float,
+    causal: bool,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
+) -> tuple[Any, ...]:
+    """Profile variants over sequence lengths; refused, unavailable and OOM points are marked.
+
+    Args:
+        variants: variant ids, e.g. ["naive", "sdpa-flash"].
+        seq_lens: sequence lengths, e.g. [256, 512, 1024].
+        dtype: "float32", "float16" or "bfloat16".
+        batch: batch size B.
+        heads: number of heads H.
+        head_dim: head dimension D (a multiple of 8).
+        causal: causal mask (true) or full attention (false).
+
+    Returns:
+        log–log chart of time per forward vs S, log–log chart of memory vs S, the table of
+        points (with status and reason), a zip with one trace per point.
+    """
+    request = _guarded(
+        "sweep_request", vc.sweep_request, variants, seq_lens, dtype, batch, heads, head_dim,
+        causal, DEVICE,
+    )  # fmt: skip
+    progress(0.0, desc="waiting for the GPU" if DEVICE == "cuda" else "starting")
+    result = sweep_on_gpu(request, progress)
+    shown = _guarded("sweep views", vc.sweep_page, result)
+    _keep(result.out_dir, result.zip_path.parent if result.zip_path else None)
+    zip_path = str(shown.zip_path) if shown.zip_path else None
+    return shown.time, shown.memory, shown.table, zip_path
+
+
+def analyze(trace: str | None) -> tuple[Any, ...]:
+    """Operator table, kernel table, Gantt and summary of any torch.profiler Chrome trace.
+
+    Args:
+        trace: a Chrome trace (.json or .json.gz) exported by torch.profiler, at most 25 MiB
+            uploaded and 256 MiB once gunzipped.
+
+    Returns:
+        summary (HTML), GPU idle & launch overhead (HTML), operator table (from cpu_op spans),
+        kernel table, Gantt chart (plotly).
+    """
+    shown = _guarded("analyze", vc.analyze_page, trace)
+    return shown.summary, shown.launch, shown.operators, shown.kernels, shown.figure
+
+
+def relabel_multiselect(chosen: list[str] | None, dtype: str) -> Any:
+    """Availability depends on the dtype: refresh a variant multiselect's labels."""
+    return gr.Dropdown(choices=vc.variant_choices(DEVICE, dtype), value=chosen or [])
+
+
+# -- the page -------------------------------------------------------------------------------------
+def _slider(name: str, label: str, info: str | None = None, prefix: str = "") -> gr.Slider:
     low, high, step = RANGES[name]
     return gr.Slider(
         low, high, value=START[name], step=step, label=label, info=info,
-        elem_id=name, buttons=["reset"],
+        elem_id=prefix + name, buttons=["reset"],
     )  # fmt: skip
+
+
+def _shape_controls(prefix: str, seq_len: bool = True) -> list[Any]:
+    """seq_len (optional), dtype, causal, batch, heads, head_dim: the Profile tab's ranges."""
+    controls: dict[str, Any] = {}
+    if seq_len:
+        controls["seq_len"] = _slider("seq_len", "Sequence length S", prefix=prefix)
+    with gr.Row():
+        controls["dtype"] = gr.Radio(
+            ["bfloat16", "float16", "float32"], value=START["dtype"], label="dtype",
+            elem_id=prefix + "dtype",
+        )  # fmt: skip
+        controls["causal"] = gr.Checkbox(
+            value=START["causal"], label="Causal mask", elem_id=prefix + "causal"
+        )
+    with gr.Row():
+        controls["batch"] = _slider("batch", "Batch B", prefix=prefix)
+        controls["heads"] = _slider("heads", "Heads H", prefix=prefix)
+        controls["head_dim"] = _slider("head_dim", "Head dim D", "a multiple of 8", prefix=prefix)
+    order = ["seq_len", "dtype", "batch", "heads", "head_dim", "causal"]
+    return [controls[k] for k in order if k in controls]
+
+
+def _table(label: str, elem_id: str, **kwargs: Any) -> gr.Dataframe:
+    options: dict[str, Any] = dict(
+        interactive=False, wrap=True, max_height=420, show_search="search",
+        buttons=["copy", "fullscreen"],
+    )  # fmt: skip
+    return gr.Dataframe(label=label, elem_id=elem_id, **{**options, **kwargs})
 
 
 with gr.Blocks(title="Attention Profiler", delete_cache=views.DELETE_CACHE) as demo:
@@ -163,7 +401,9 @@ with gr.Blocks(title="Attention Profiler", delete_cache=views.DELETE_CACHE) as d
         "# Attention Profiler\n"
         "Pick an attention implementation and a shape, click **Profile**, and see what really "
         "ran: torch.profiler's operator table, the kernels (names decoded), a Gantt chart of "
-        "the exported trace, and the trace itself for [Perfetto](https://ui.perfetto.dev)."
+        "the exported trace, and the trace itself for [Perfetto](https://ui.perfetto.dev). "
+        "**Compare** variants, **Diff** two traces, **Sweep** sequence lengths, or **Analyse** "
+        "a trace of your own in the other tabs."
     )
     banner = views.banner_markdown(DEVICE)
     gr.Markdown(banner, visible=bool(banner), elem_id="banner", elem_classes=["ap-banner"])
@@ -238,6 +478,139 @@ with gr.Blocks(title="Attention Profiler", delete_cache=views.DELETE_CACHE) as d
         with gr.Accordion("Summary as JSON", open=False):
             summary = gr.JSON(label="summary", elem_id="summary-json")
 
+    with gr.Tab("Compare", id="compare"):
+        gr.Markdown(
+            "Several variants at one shape, profiled one after another in one GPU job: the "
+            "post's *at a glance* table, GPU vs CPU time per forward, and every timeline on one "
+            "time axis. Variants that cannot run here are listed with the reason."
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=320):
+                cmp_variants = gr.Dropdown(
+                    choices=vc.variant_choices(DEVICE, START["dtype"]),
+                    value=vc.compare_defaults(DEVICE, START["dtype"]),
+                    multiselect=True,
+                    max_choices=vc.MAX_COMPARE_VARIANTS[DEVICE],
+                    label="Variants",
+                    info=f"at most {vc.MAX_COMPARE_VARIANTS[DEVICE]}; default: the post's six "
+                    "(plus Hub kernels where they run)",
+                    elem_id="cmp-variants",
+                    filterable=False,
+                )
+            with gr.Column(scale=3, min_width=320):
+                cmp_shape = _shape_controls("cmp-")
+        cmp_button = gr.Button("Compare", variant="primary", elem_id="compare-button")
+        cmp_note = gr.Markdown("", elem_id="cmp-note")
+        glance = _table(
+            "At a glance (per forward)", "glance",
+            headers=vc.glance_columns(DEVICE), datatype=vc.glance_datatypes(DEVICE),
+            column_widths=vc.glance_widths(DEVICE), max_chars=120, max_height=640,
+        )  # fmt: skip
+        cmp_zip = gr.DownloadButton(
+            "Every trace and table (.zip)", elem_id="cmp-zip", size="md", value=None
+        )
+        cmp_bars = gr.Plot(label="GPU vs CPU time per forward", elem_id="cmp-bars")
+        cmp_gantts = gr.Plot(label="Timelines on one time axis", elem_id="cmp-gantts")
+        with gr.Accordion("Datasheet peaks (what “% of peak” divides by)", open=False):
+            _table(
+                "NVIDIA datasheet dense peaks, TFLOP/s", "peaks", value=vc.peaks_view(),
+                max_chars=140,
+            )  # fmt: skip
+        compare_runs = gr.State({})  # this session's last Compare: variant → trace, server side
+
+    with gr.Tab("Diff", id="diff"):
+        gr.Markdown(
+            "What changed between two runs, per kernel name and per operator, per forward: "
+            "count and total µs of each side and the delta (B − A), largest |Δ| first."
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(min_width=320):
+                gr.Markdown("**Two uploaded traces** (`.json` / `.json.gz` from torch.profiler)")
+                with gr.Row():
+                    file_a = gr.File(
+                        label="Trace A", file_types=[".json", ".gz"], elem_id="diff-file-a"
+                    )
+                    file_b = gr.File(
+                        label="Trace B", file_types=[".json", ".gz"], elem_id="diff-file-b"
+                    )
+                with gr.Row():
+                    label_a = gr.Textbox("", label="Label A", placeholder="A", elem_id="label-a")
+                    label_b = gr.Textbox("", label="Label B", placeholder="B", elem_id="label-b")
+                diff_button = gr.Button("Diff uploads", variant="primary", elem_id="diff-button")
+            with gr.Column(min_width=320):
+                gr.Markdown("**Or two runs of your last Compare**")
+                with gr.Row():
+                    pick_a = gr.Dropdown([], label="Run A", elem_id="pick-a")
+                    pick_b = gr.Dropdown([], label="Run B", elem_id="pick-b")
+                diff_runs_button = gr.Button("Diff these runs", elem_id="diff-runs-button")
+        diff_headline = gr.Markdown("", elem_id="diff-headline")
+        kernel_delta = _table(
+            "Kernels: per name, per forward", "kernel-delta", datatype=vc.KERNEL_DIFF_TYPES,
+            max_chars=80,
+        )  # fmt: skip
+        operator_delta = _table(
+            "Operators (cpu_op spans): per name, per forward", "operator-delta",
+            datatype=vc.OPERATOR_DIFF_TYPES, max_chars=80,
+        )  # fmt: skip
+
+    with gr.Tab("Sweep", id="sweep"):
+        gr.Markdown(
+            "Variants over sequence lengths, to see where the quadratic cost bites. Points the "
+            "memory estimate or the CPU budget refuses, and out-of-memory runs, are marked on "
+            "the charts and listed in the table, never dropped."
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=320):
+                sw_variants = gr.Dropdown(
+                    choices=vc.variant_choices(DEVICE, START["dtype"]),
+                    value=vc.sweep_defaults(DEVICE, START["dtype"]),
+                    multiselect=True,
+                    max_choices=vc.MAX_SWEEP_VARIANTS[DEVICE],
+                    label="Variants",
+                    elem_id="sw-variants",
+                    filterable=False,
+                )
+                sw_lengths = gr.CheckboxGroup(
+                    vc.sweep_lengths(DEVICE),
+                    value=vc.sweep_default_lengths(DEVICE),
+                    label="Sequence lengths S",
+                    info=f"at most {vc.MAX_SWEEP_POINTS[DEVICE]} points (variants × lengths)",
+                    elem_id="sw-lengths",
+                )
+            with gr.Column(scale=3, min_width=320):
+                sw_shape = _shape_controls("sw-", seq_len=False)
+        sw_button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
+        with gr.Row():
+            sw_time = gr.Plot(label="Time per forward vs S (log–log)", elem_id="sw-time")
+            sw_memory = gr.Plot(label="Memory vs S (log–log)", elem_id="sw-memory")
+        sw_table = _table("Points", "sw-table", datatype=vc.SWEEP_TYPES, max_chars=120)
+        sw_zip = gr.DownloadButton("Every trace and the table (.zip)", elem_id="sw-zip", size="md")
+
+    with gr.Tab("Analyse", id="analyze"):
+        gr.Markdown(
+            "Upload a Chrome trace from any torch.profiler run (`.json` or `.json.gz`, at most "
+            f"{views.TRACE_MAX_UPLOAD_BYTES // 1024**2} MiB, "
+            f"{views.TRACE_MAX_EXPANDED_BYTES // 1024**2} MiB once gunzipped): operator table, "
+            "kernel table, GPU idle & launch figures and a Gantt chart."
+        )
+        an_file = gr.File(
+            label="Trace (.json / .json.gz)", file_types=[".json", ".gz"], elem_id="an-file"
+        )
+        an_button = gr.Button("Analyse", variant="primary", elem_id="analyze-button")
+        an_summary = gr.HTML("", elem_id="an-summary", css_template=ROWS_CSS)
+        an_launch = gr.HTML("", elem_id="an-launch", css_template=ROWS_CSS)
+        an_gantt = gr.Plot(label="Timeline", elem_id="an-gantt")
+        an_operators = _table(
+            "Operators (cpu_op spans, whole trace)", "an-operators",
+            headers=list(vc.ANALYZE_OPERATOR_COLUMNS.values()),
+            datatype=["str", *["number"] * 5], max_chars=90,
+        )  # fmt: skip
+        an_kernels = _table(
+            "GPU kernels, names decoded", "an-kernels", headers=views.kernel_headers(),
+            datatype=views.kernel_datatypes(), column_widths=views.kernel_widths(),
+            max_chars=100,
+        )  # fmt: skip
+
     inputs = [variant, seq_len, dtype, batch, heads, head_dim, causal]
     outputs = [strip, summary, operators, kernels, kernel_info, gantt, json_file, gz_file, txt_file]
     run_button.click(
@@ -254,6 +627,68 @@ with gr.Blocks(title="Attention Profiler", delete_cache=views.DELETE_CACHE) as d
         relabel_variants, [variant, dtype], [variant, lesson], api_visibility="private",
         queue=False,
     )  # fmt: skip
+
+    cmp_button.click(
+        compare,
+        inputs=[cmp_variants, *cmp_shape],
+        outputs=[glance, cmp_note, cmp_bars, cmp_gantts, cmp_zip, compare_runs],
+        api_name="compare",
+        concurrency_limit=1,
+        concurrency_id=views.GPU_GROUP,
+        trigger_mode="once",
+    ).success(
+        fill_diff_picks, compare_runs, [pick_a, pick_b], api_visibility="private", queue=False
+    )
+    cmp_dtype = cmp_shape[1]
+    cmp_dtype.change(
+        relabel_multiselect, [cmp_variants, cmp_dtype], cmp_variants, api_visibility="private",
+        queue=False,
+    )  # fmt: skip
+
+    diff_outputs = [diff_headline, kernel_delta, operator_delta]
+    diff_button.click(
+        diff,
+        inputs=[file_a, file_b, label_a, label_b],
+        outputs=diff_outputs,
+        api_name="diff",
+        concurrency_limit=vc.TRACE_CONCURRENCY,
+        concurrency_id=vc.TRACE_GROUP,
+        trigger_mode="once",
+    )
+    diff_runs_button.click(
+        diff_runs,
+        inputs=[pick_a, pick_b, compare_runs],
+        outputs=diff_outputs,
+        api_visibility="private",
+        concurrency_limit=vc.TRACE_CONCURRENCY,
+        concurrency_id=vc.TRACE_GROUP,
+        trigger_mode="once",
+    )
+
+    sw_button.click(
+        sweep,
+        inputs=[sw_variants, sw_lengths, *sw_shape],
+        outputs=[sw_time, sw_memory, sw_table, sw_zip],
+        api_name="sweep",
+        concurrency_limit=1,
+        concurrency_id=views.GPU_GROUP,
+        trigger_mode="once",
+    )
+    sw_dtype = sw_shape[0]
+    sw_dtype.change(
+        relabel_multiselect, [sw_variants, sw_dtype], sw_variants, api_visibility="private",
+        queue=False,
+    )  # fmt: skip
+
+    an_button.click(
+        analyze,
+        inputs=[an_file],
+        outputs=[an_summary, an_launch, an_operators, an_kernels, an_gantt],
+        api_name="analyze",
+        concurrency_limit=vc.TRACE_CONCURRENCY,
+        concurrency_id=vc.TRACE_GROUP,
+        trigger_mode="once",
+    )
 
 demo.queue(max_size=views.QUEUE_MAX_SIZE)
 

@@ -108,12 +108,14 @@ def sweep(
     out_dir: str | Path | None = None,
     progress: Progress | None = None,
     make_zip: bool = True,
+    check: Callable[[RunConfig], None] | None = None,
     **shape: Any,
 ) -> SweepResult:
     """Profile every (variant, seq_len) point, one after another; never raises for a point.
 
     `shape` takes RunConfig's fields but `variant` and `seq_len`. Raises ConfigError only for a
-    bad shape, an unknown variant or an invalid sequence length.
+    bad shape, an unknown variant or an invalid sequence length. `check` is an extra admission
+    test per point (the app's CPU budget): a ConfigError from it marks the point refused.
     """
     names = list(dict.fromkeys(variants))
     unknown = [v for v in names if v not in VARIANTS]
@@ -149,7 +151,7 @@ def sweep(
             def step(fraction: float, text: str, i: int = i, name: str = name, s: int = s) -> None:
                 report((i + fraction) / total, f"{name} S={s} ({i + 1}/{total}): {text}")
 
-            point, ran_on = _profile_point(config, out / name, step, est)
+            point, ran_on = _profile_point(config, out / name, step, est, check)
             if point.status in ("unavailable", "oom"):
                 stopped = point
             points.append(point)
@@ -176,11 +178,17 @@ def sweep(
 
 
 def _profile_point(
-    config: RunConfig, out_dir: Path, step: Progress, est: float
+    config: RunConfig,
+    out_dir: Path,
+    step: Progress,
+    est: float,
+    check: Callable[[RunConfig], None] | None = None,
 ) -> tuple[SweepPoint, str | None]:
     """One point and the device name it ran on (None when it did not run)."""
     name, s = config.variant, config.seq_len
     try:
+        if check is not None:
+            check(config)
         result = run(config, out_dir=out_dir, progress=step)
     except ConfigError as exc:
         return SweepPoint(name, s, "refused", str(exc), estimate_mib=est), None

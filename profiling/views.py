@@ -21,12 +21,18 @@ import plotly.graph_objects as go
 import torch
 
 from attention import VARIANTS, availability
+from profiling.compare import trace_of
 from profiling.config import DTYPES, ConfigError, RunConfig
 from profiling.gantt import build_gantt
+from profiling.launch import LaunchStats, launch_rows, launch_stats
 from profiling.summary import Summary, attention_flops, summary_rows
 
 # -- limits (README's "Limits" line quotes these) ------------------------------------------
 MAX_FILE_SIZE = "25mb"  # launch(max_file_size=...): bounds /gradio_api/upload
+# Uploaded traces (Analyse, Diff) are checked again before parsing, with the same size (Gradio
+# counts "25mb" as 25 MiB) and a bound on the JSON once gunzipped, which stops a gzip bomb.
+TRACE_MAX_UPLOAD_BYTES = 25 * 1024**2
+TRACE_MAX_EXPANDED_BYTES = 256 * 1024**2
 QUEUE_MAX_SIZE = 16  # demo.queue(max_size=...): requests waiting for the one GPU slot
 DELETE_CACHE = (1800, 3600)  # gr.Blocks(delete_cache=(every s, older than s)): served copies
 KEEP_RUN_DIRS = 8  # our own temp dirs (one per run) kept before the oldest is deleted
@@ -83,6 +89,11 @@ def _reasons(device: str, dtype: str) -> dict[str, str | None]:
         return availability(device, DTYPES.get(dtype, torch.float32))
     except Exception:  # emulated CUDA outside the GPU slot; the runner checks again inside
         return dict.fromkeys(VARIANTS)
+
+
+def unavailable_reasons(device: str, dtype: str) -> dict[str, str | None]:
+    """Variant id → why it cannot run here (None when it can, or when that is unknown yet)."""
+    return _reasons(device, dtype)
 
 
 def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
@@ -191,6 +202,54 @@ def summary_html(summary: Summary) -> str:
     extra = " · ".join(f"<b>{e(k)}</b> {e(rows[k])}" for k in EXTRA if k in rows)
     notes = "".join(f'<div class="ap-extra">note: {e(n)}</div>' for n in summary.notes)
     return f'<div class="ap-strip">{cards}</div><div class="ap-extra">{extra}</div>{notes}'
+
+
+# -- GPU idle & launch overhead ----------------------------------------------------------------
+LAUNCH_TITLE = "GPU idle & launch overhead"
+NO_GPU_WORK = "no GPU work: a CPU-only run or trace has no GPU busy time, idle gaps or launches"
+LAUNCH_KERNEL_ROWS = 12  # per-kernel launch rows shown under the headline figures
+
+
+def launch_html(stats: LaunchStats) -> str:
+    """The launch/idle block (HTA's definitions): headline rows, then launch figures per kernel.
+
+    This is where "cuDNN moved the cost to the CPU" shows as a number.
+    """
+    e = lambda t: html.escape(str(t), quote=True)  # noqa: E731
+    title = f'<div class="ap-launch-title">{e(LAUNCH_TITLE)}</div>'
+    if not stats.has_gpu:
+        return f'<div class="ap-launch">{title}<div class="ap-note">{e(NO_GPU_WORK)}</div></div>'
+    rows = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in launch_rows(stats))
+    table = ""
+    per = stats.per_kernel.head(LAUNCH_KERNEL_ROWS)
+    if not per.empty:
+        head = ("kernel", "launch API", "launches", "CPU launch µs (mean)",
+                "launch delay µs (mean)", "launch → start µs (mean)", "GPU µs (mean)")  # fmt: skip
+        body = "".join(
+            f"<tr><td title='{e(r.name)}'>{e(_clip(r.kernel, 60))}</td><td>{e(r.launch_api)}</td>"
+            f"<td>{r.count:,}</td><td>{r.cpu_launch_mean_us:,.1f}</td>"
+            f"<td>{r.launch_delay_mean_us:,.1f}</td><td>{r.launch_to_start_mean_us:,.1f}</td>"
+            f"<td>{r.gpu_mean_us:,.1f}</td></tr>"
+            for r in per.itertuples()
+        )
+        cells = "".join(f"<th>{e(h)}</th>" for h in head)
+        table = f'<table class="ap-launch-table"><tr>{cells}</tr>{body}</table>'
+    return f'<div class="ap-launch">{title}<dl>{rows}</dl>{table}</div>'
+
+
+def launch_json(stats: LaunchStats) -> dict[str, Any]:
+    """The launch/idle headline figures for API callers (null where there is no GPU work)."""
+    keys = (
+        "scope", "has_gpu", "busy_pct", "idle_pct", "window_us", "busy_us", "idle_us", "gaps",
+        "largest_gap_us", "launches", "cpu_launch_mean_us", "cpu_launch_us_per_forward",
+        "launch_delay_mean_us", "launch_to_start_mean_us",
+    )  # fmt: skip
+    return _finite({k: getattr(stats, k) for k in keys})
+
+
+def _clip(text: Any, width: int) -> str:
+    text = str(text)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def placeholder_html() -> str:
@@ -328,8 +387,8 @@ def run_title(summary: Summary) -> str:
 class Page:
     """Everything the Profile event shows, in the order of its outputs."""
 
-    strip: str
-    summary: dict[str, Any]
+    strip: str  # the summary strip and, under it, the GPU idle & launch block
+    summary: dict[str, Any]  # summary_json plus "launch": launch_json
     operators: pd.DataFrame
     kernels: pd.DataFrame
     kernel_note: str
@@ -340,9 +399,10 @@ class Page:
 def page(result: Any) -> Page:
     """ProfileResult → what the page shows. The figure is built here, outside any GPU slot."""
     s: Summary = result.summary
+    launch = launch_stats(trace_of(result))
     return Page(
-        strip=summary_html(s),
-        summary=summary_json(s),
+        strip=summary_html(s) + launch_html(launch),
+        summary={**summary_json(s), "launch": launch_json(launch)},
         operators=operator_view(result.operators, s.device),
         kernels=kernel_view(result.kernels),
         kernel_note=kernel_note(s),

@@ -1,4 +1,11 @@
-"""The page in a real browser: Playwright drives Debian's Chromium through one profile run."""
+"""The page in a real browser: Playwright drives Debian's Chromium through a profile run and a
+Compare, and takes a screenshot of each.
+
+Screenshots go to a temporary folder, so a test run leaves the tracked files alone. To refresh
+the README's pictures, run with `ATTNPROF_SCREENSHOTS=docs`: they are written to
+docs/screenshot-cpu.png and docs/screenshot-compare-cpu.png (another value of the variable names
+a folder to write them to instead).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
-SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "screenshot-cpu.png"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]  # fmt: skip
 TIMEOUT_MS = 90_000
@@ -62,6 +69,14 @@ def page(url):
         browser.close()
 
 
+def screenshot_path(name: str, tmp_path: Path) -> Path:
+    """docs/<name> with ATTNPROF_SCREENSHOTS=docs, <folder>/<name> for another value, else tmp."""
+    where = os.environ.get("ATTNPROF_SCREENSHOTS", "")
+    folder = DOCS if where == "docs" else Path(where) if where else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
 def test_profile_from_the_page(page, tmp_path):
     expect = sync_api.expect
     page.wait_for_selector("#profile-button")
@@ -102,6 +117,58 @@ def test_profile_from_the_page(page, tmp_path):
 
     page.mouse.move(0, 0)
     page.wait_for_timeout(500)  # let plotly finish its transitions before the picture
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT), full_page=True)
-    assert SCREENSHOT.stat().st_size > 20_000
+    shot = screenshot_path("screenshot-cpu.png", tmp_path)
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+
+
+def test_compare_from_the_page(page, tmp_path):
+    """Pick variants in the Compare tab, run it, read the table, the bars and the download."""
+    expect = sync_api.expect
+    page.get_by_role("tab", name="Compare").click()
+    page.wait_for_selector("#compare-button")
+    variants = page.locator("#cmp-variants")
+    # the defaults are the post's six; drop one and add another, as a user would
+    expect(variants).to_contain_text("sdpa-efficient")
+    variants.locator(".token", has_text="sdpa-efficient").locator(".token-remove").click()
+    expect(variants).not_to_contain_text("sdpa-efficient")
+    variants.locator("input").click()
+    page.get_by_role("option", name="sdpa-auto", exact=True).click()
+    page.keyboard.press("Escape")
+    expect(variants).to_contain_text("sdpa-auto")
+    picked = ["naive", "naive-inplace", "sdpa-math", "sdpa-flash", "sdpa-cudnn", "sdpa-auto"]
+
+    page.click("#compare-button")
+    page.wait_for_selector(f'#glance [data-testid="cell-{len(picked) - 1}-0"]', timeout=TIMEOUT_MS)
+    glance = page.locator("#glance")
+    for vid in picked:
+        expect(glance).to_contain_text(vid)
+    if app.DEVICE == "cpu":
+        expect(glance).to_contain_text("unavailable")
+        expect(glance).to_contain_text("needs a CUDA GPU")
+        expect(page.locator("#cmp-note")).to_contain_text("no datasheet peak for this device")
+    page.wait_for_selector('#cmp-bars [data-testid="plotly"] .main-svg')
+    ran = [v for v in picked if app.DEVICE == "cuda" or v != "sdpa-cudnn"]
+    expect(page.locator("#cmp-bars .barlayer .point")).to_have_count(
+        len(ran) * (2 if app.DEVICE == "cuda" else 1)
+    )
+    page.wait_for_selector('#cmp-gantts [data-testid="plotly"] .main-svg')
+    expect(page.locator("#cmp-gantts")).to_contain_text("sdpa-math")
+
+    with page.expect_download() as info:
+        page.click("#cmp-zip")
+    download = tmp_path / info.value.suggested_filename
+    info.value.save_as(download)
+    assert download.name.startswith("compare_") and download.suffix == ".zip"
+
+    # the Diff tab now offers the runs of this Compare
+    page.get_by_role("tab", name="Diff").click()
+    page.click("#diff-runs-button")
+    expect(page.locator("#diff-headline")).to_contain_text("per forward")
+
+    page.get_by_role("tab", name="Compare").click()
+    page.mouse.move(0, 0)
+    page.wait_for_timeout(500)
+    shot = screenshot_path("screenshot-compare-cpu.png", tmp_path)
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000

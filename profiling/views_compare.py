@@ -1,0 +1,635 @@
+"""What the Compare, Diff, Sweep and Analyse tabs show, and the limits on what they may ask.
+
+Pure functions (no gradio): app.py wires components to them and turns their ConfigError /
+TraceError into gr.Error. Every value an API caller sends is checked here again (types, ranges,
+how many variants and points, the CPU budget), because a component's own check stops only what
+the page itself can send. The limits live at the top, next to views.py's.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from attention import VARIANTS
+from profiling import views
+from profiling.analyze import analyze
+from profiling.compare import (
+    GLANCE_COLUMNS,
+    POST_VARIANTS,
+    CompareResult,
+    default_variants,
+    peaks_table,
+)
+from profiling.compare_figures import (
+    gpu_cpu_bars,
+    mini_gantts,
+    sweep_memory_figure,
+    sweep_time_figure,
+)
+from profiling.config import ConfigError, RunConfig
+from profiling.diff import diff, labelled
+from profiling.gantt import build_gantt
+from profiling.launch import launch_rows
+from profiling.summary import attention_flops
+from profiling.sweep import SWEEP_COLUMNS, SweepResult, doubling
+from profiling.trace import Trace, TraceError, load
+
+# -- limits (README's "Limits" section quotes these) -------------------------------------------
+MAX_COMPARE_VARIANTS = {"cuda": 10, "cpu": 6}  # per Compare: the post's six + Hub variants fit
+MAX_SWEEP_VARIANTS = {"cuda": 4, "cpu": 3}
+MAX_SWEEP_LENGTHS = 8
+MAX_SWEEP_POINTS = {"cuda": 24, "cpu": 12}  # variants × lengths
+CPU_MAX_JOB_FLOPS = 4 * views.CPU_MAX_FLOPS  # per forward, summed over a job's runs (CPU only)
+GPU_SECONDS_JOB = 30  # @spaces.GPU duration of a Compare/Sweep: this much, plus per run …
+GPU_SECONDS_PER_RUN = 15  # … a warm eager run (each compiled/Hub variant pays its slow first run)
+GPU_SECONDS_JOB_MAX = 300  # ZeroGPU refuses durations beyond a few minutes
+TRACE_GROUP = "traces"  # concurrency_id of Diff and Analyse: CPU work, apart from the GPU jobs
+TRACE_CONCURRENCY = 2  # parses at a time; a big upload cannot hold the GPU queue
+MAX_LABEL = 32  # characters of a Diff label (shown in column headers)
+SWEEP_DEFAULT_VARIANTS = ("naive", "sdpa-flash", "sdpa-cudnn")
+# Lengths offered for a sweep: 256 doubling to 16384 on a GPU, to the CPU slider's end on a CPU.
+SWEEP_LENGTHS = {"cuda": doubling(256, 16384), "cpu": doubling(256, 4096)}
+SWEEP_DEFAULT_LENGTHS = {"cuda": doubling(256, 16384), "cpu": [256, 512, 1024]}
+DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+SLOW_FAMILIES = ("compiled", "kernels")
+
+
+def _device(device: str) -> str:
+    return "cuda" if device == "cuda" else "cpu"
+
+
+def _clip(text: Any, width: int) -> str:
+    text = str(text)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _show(value: Any, width: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# -- choices and defaults -----------------------------------------------------------------------
+def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
+    """(label, id) for the multiselects: every variant, the unavailable ones with the reason.
+
+    Unavailable variants stay selectable so a Compare lists them with the reason.
+    """
+    reasons = views.unavailable_reasons(device, dtype)
+    return [
+        (f"{vid} — unavailable: {reasons[vid]}" if reasons.get(vid) else vid, vid)
+        for vid in VARIANTS
+    ]
+
+
+def compare_defaults(device: str, dtype: str) -> list[str]:
+    """The post's six plus the Hub variants that can run (the six when that is unknown yet)."""
+    try:
+        return default_variants(device, dtype)
+    except Exception:  # emulated CUDA outside a ZeroGPU slot; the job checks again inside
+        return list(POST_VARIANTS)
+
+
+def sweep_defaults(device: str, dtype: str) -> list[str]:
+    """naive, sdpa-flash and sdpa-cudnn, those that can run here."""
+    reasons = views.unavailable_reasons(device, dtype)
+    return [v for v in SWEEP_DEFAULT_VARIANTS if not reasons.get(v)]
+
+
+def sweep_lengths(device: str) -> list[int]:
+    return list(SWEEP_LENGTHS[_device(device)])
+
+
+def sweep_default_lengths(device: str) -> list[int]:
+    return list(SWEEP_DEFAULT_LENGTHS[_device(device)])
+
+
+# -- validation ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class JobRequest:
+    """A validated Compare or Sweep: what the GPU function receives (plain, picklable)."""
+
+    variants: list[str]
+    shape: dict[str, Any]  # RunConfig fields but variant (and, for a sweep, seq_len)
+    seq_lens: list[int] = field(default_factory=list)  # a sweep's lengths; empty for a Compare
+    gpu_seconds: int = GPU_SECONDS_JOB
+
+
+def variant_ids(raw: Any, *, what: str, limit: int) -> list[str]:
+    """A list of known variant ids, duplicates dropped, or a ConfigError saying what is wrong."""
+    if raw is None or (isinstance(raw, list | tuple) and not raw):
+        raise ConfigError(f"pick at least one variant to {what}")
+    if not isinstance(raw, list | tuple) or not all(isinstance(v, str) for v in raw):
+        raise ConfigError(
+            'variants must be a list of variant ids, e.g. ["naive", "sdpa-flash"]; '
+            f"got {_show(raw)}"
+        )
+    if len(raw) > limit:
+        raise ConfigError(f"at most {limit} variants per {what} on this machine, got {len(raw)}")
+    names = list(dict.fromkeys(v.strip() for v in raw))
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown:
+        raise ConfigError(
+            f"unknown variant(s): {', '.join(_show(v) for v in unknown[:5])}; choose from: "
+            f"{', '.join(VARIANTS)}"
+        )
+    return names
+
+
+def seq_len_list(raw: Any, device: str) -> list[int]:
+    """Sorted distinct whole-number lengths within the page's seq_len range."""
+    low, high, _ = views.slider_ranges(device)["seq_len"]
+    example = "e.g. [256, 512, 1024]"
+    if raw is None or (isinstance(raw, list | tuple) and not raw):
+        raise ConfigError("pick at least one sequence length")
+    if not isinstance(raw, list | tuple):
+        raise ConfigError(f"seq_lens must be a list of whole numbers, {example}; got {_show(raw)}")
+    if len(raw) > MAX_SWEEP_LENGTHS:
+        raise ConfigError(f"at most {MAX_SWEEP_LENGTHS} sequence lengths per sweep, got {len(raw)}")
+    lens = []
+    for value in raw:
+        whole = isinstance(value, int) or (
+            isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        )
+        if isinstance(value, bool) or not whole:
+            raise ConfigError(f"seq_lens must be whole numbers, {example}; got {_show(value)}")
+        if not low <= value <= high:
+            raise ConfigError(f"each seq_len must be between {low} and {high}, got {int(value)}")
+        lens.append(int(value))
+    return sorted(set(lens))
+
+
+def _shape(seq_len: Any, dtype: Any, batch: Any, heads: Any, head_dim: Any, causal: Any) -> dict:
+    raw = dict(seq_len=seq_len, dtype=dtype, batch=batch, heads=heads, head_dim=head_dim,
+               causal=causal)  # fmt: skip
+    config = RunConfig.from_user(variant="naive", **raw)
+    return {k: v for k, v in config.as_dict().items() if k in raw}
+
+
+def _runnable(names: Sequence[str], device: str, dtype: str) -> list[str]:
+    reasons = views.unavailable_reasons(device, dtype)
+    return [n for n in names if not reasons.get(n)]
+
+
+def job_gpu_seconds(configs: Sequence[RunConfig]) -> int:
+    """@spaces.GPU duration of a multi-run job: a base, each run, each slow variant's first run."""
+    total, slow_seen = GPU_SECONDS_JOB, set()
+    for c in configs:
+        total += GPU_SECONDS_PER_RUN
+        if c.spec.family in SLOW_FAMILIES and c.variant not in slow_seen:
+            slow_seen.add(c.variant)
+            total += views.GPU_SECONDS_SLOW - GPU_SECONDS_PER_RUN
+    return min(total, GPU_SECONDS_JOB_MAX)
+
+
+def _check_job_flops(configs: Sequence[RunConfig], device: str, what: str) -> None:
+    if device != "cpu":
+        return
+    flops = sum(attention_flops(c.batch, c.heads, c.seq_len, c.head_dim, c.causal) for c in configs)
+    if flops > CPU_MAX_JOB_FLOPS:
+        raise ConfigError(
+            f"this {what} needs {flops / 1e9:,.0f} GFLOP per forward summed over its "
+            f"{len(configs)} runs; on a CPU this app runs at most {CPU_MAX_JOB_FLOPS / 1e9:,.0f}: "
+            "pick fewer variants or lengths, or a smaller shape"
+        )
+
+
+def compare_request(
+    variants: Any, seq_len: Any, dtype: Any, batch: Any, heads: Any, head_dim: Any, causal: Any,
+    device: str,
+) -> JobRequest:  # fmt: skip
+    """Validate a Compare: the variant list, the shape (RunConfig.from_user per variant), the
+    CPU budget for one run and for the whole job."""
+    device = _device(device)
+    names = variant_ids(variants, what="compare", limit=MAX_COMPARE_VARIANTS[device])
+    shape = _shape(seq_len, dtype, batch, heads, head_dim, causal)
+    configs = [RunConfig.from_user(variant=n, **shape) for n in names]
+    views.check_budget(configs[0], device)  # one shape: one per-run check covers every variant
+    runnable = set(_runnable(names, device, shape["dtype"]))
+    _check_job_flops([c for c in configs if c.variant in runnable], device, "compare")
+    return JobRequest(names, shape, gpu_seconds=job_gpu_seconds(configs))
+
+
+def sweep_request(
+    variants: Any, seq_lens: Any, dtype: Any, batch: Any, heads: Any, head_dim: Any,
+    causal: Any, device: str,
+) -> JobRequest:  # fmt: skip
+    """Validate a Sweep: variants, every length, the number of points and the CPU budget.
+
+    On a CPU a point above the per-run budget is not an error: the sweep marks it refused
+    (see point_check); the points that would run must fit the job budget.
+    """
+    device = _device(device)
+    names = variant_ids(variants, what="sweep", limit=MAX_SWEEP_VARIANTS[device])
+    lens = seq_len_list(seq_lens, device)
+    points = len(names) * len(lens)
+    if points > MAX_SWEEP_POINTS[device]:
+        raise ConfigError(
+            f"{len(names)} variants × {len(lens)} lengths = {points} points; a sweep on this "
+            f"machine runs at most {MAX_SWEEP_POINTS[device]}: pick fewer"
+        )
+    shape = _shape(lens[0], dtype, batch, heads, head_dim, causal)
+    shape.pop("seq_len")
+    configs = [RunConfig.from_user(variant=n, seq_len=s, **shape) for n in names for s in lens]
+    runnable = set(_runnable(names, device, shape["dtype"]))
+    admitted = [c for c in configs if c.variant in runnable and _within_budget(c, device)]
+    _check_job_flops(admitted, device, "sweep")
+    return JobRequest(names, shape, lens, gpu_seconds=job_gpu_seconds(configs))
+
+
+def _within_budget(config: RunConfig, device: str) -> bool:
+    try:
+        views.check_budget(config, device)
+    except ConfigError:
+        return False
+    return True
+
+
+def cpu_point_check(config: RunConfig) -> None:
+    """A sweep point above the CPU per-run budget is refused (and marked), not run."""
+    views.check_budget(config, "cpu")
+
+
+def point_check(device: str) -> Callable[[RunConfig], None] | None:
+    return cpu_point_check if _device(device) == "cpu" else None
+
+
+# -- Compare ------------------------------------------------------------------------------------
+# On a CPU "decoded" only ever says "CPU operator with the most self time": left out too.
+GLANCE_CPU = ["variant", "status", "CPU µs/fwd", "TFLOP/s", "rel. err", "ran", "dominant kernel",
+              "reason"]  # fmt: skip
+GLANCE_TEXT = {"variant", "status", "bound", "ran", "dominant kernel", "decoded", "reason"}
+GLANCE_WIDE = {"variant": 130, "status": 110, "ran": 150, "dominant kernel": 250,
+               "decoded": 300, "reason": 380}  # fmt: skip
+_ROUND = {"kernels/fwd": 2, "GPU µs/fwd": 1, "CPU µs/fwd": 1, "peak MiB": 1, "% of peak": 1,
+          "GPU busy %": 1, "launch delay µs": 1, "CPU launch µs/fwd": 1}  # fmt: skip
+_SIGNIFICANT = {"TFLOP/s": 3, "rel. err": 2}
+
+
+def glance_columns(device: str) -> list[str]:
+    """The "at a glance" columns: all of them on a GPU; on a CPU the GPU-only ones are left out."""
+    return list(GLANCE_COLUMNS) if _device(device) == "cuda" else list(GLANCE_CPU)
+
+
+def glance_datatypes(device: str) -> list[str]:
+    return ["str" if c in GLANCE_TEXT else "number" for c in glance_columns(device)]
+
+
+def glance_widths(device: str) -> list[int]:
+    return [GLANCE_WIDE.get(c, 96) for c in glance_columns(device)]
+
+
+def _significant(value: float, digits: int) -> float:
+    return float(f"{value:.{digits}g}") if value is not None and math.isfinite(value) else value
+
+
+def glance_view(glance: pd.DataFrame, device: str) -> pd.DataFrame:
+    """The glance table as shown: the device's columns, numbers rounded, gaps left empty."""
+    table = glance.reindex(columns=glance_columns(device)).copy()
+    for column, digits in _ROUND.items():
+        if column in table:
+            table[column] = pd.to_numeric(table[column], errors="coerce").round(digits)
+    for column, digits in _SIGNIFICANT.items():
+        if column in table:
+            table[column] = pd.to_numeric(table[column], errors="coerce").map(
+                lambda v, d=digits: _significant(v, d)
+            )
+    if "idle gaps" in table:
+        table["idle gaps"] = pd.to_numeric(table["idle gaps"], errors="coerce").astype(float)
+    text = [c for c in table.columns if c in GLANCE_TEXT]
+    table[text] = table[text].fillna("")
+    return table.reset_index(drop=True)
+
+
+def peak_note(result: CompareResult) -> str:
+    """Which datasheet peak "% of peak" divides by, named as such (or why there is none)."""
+    dtype = result.shape.get("dtype", "")
+    if result.device != "cuda":
+        return "% of peak: no datasheet peak for this device (a CPU run)"
+    if result.peak is None:
+        return f"% of peak: no datasheet peak for this device ({result.device_name})"
+    value = result.peak.tflops.get(dtype)
+    if value is None:
+        return f"% of peak: no datasheet peak for {dtype} on {result.peak.device}"
+    return (
+        f"% of peak: NVIDIA datasheet dense {DTYPE_SHORT.get(dtype, dtype)} {value:g} TFLOP/s "
+        f"for {result.peak.device}"
+    )
+
+
+def compare_note(result: CompareResult) -> str:
+    """Markdown over the table: device and shape, the peak used, the TFLOP/s basis, and each
+    variant that did not run with its reason (the table's last column repeats it)."""
+    s = result.shape
+    mask = "causal" if s.get("causal") else "full"
+    head = (
+        f"**{len(result.ran)} of {len(result.runs)} variants ran** on {result.device_name} at "
+        f"B{s['batch']} H{s['heads']} S{s['seq_len']} D{s['head_dim']} {s['dtype']} {mask}."
+    )
+    peak, _, rest = peak_note(result).partition(": ")
+    items = [f"**{peak}:** {rest}" + (f" ({result.peak.source})" if result.peak else "")]
+    items += [n for n in result.notes if not n.startswith("% of peak")]
+    items += [f"not run — `{r.variant}` ({r.status}): {r.reason}" for r in result.runs if not r.ok]
+    return "\n".join([_escape_md(head), "", *(f"- {_escape_md(i)}" for i in items)])
+
+
+def _escape_md(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def peaks_view() -> pd.DataFrame:
+    """The datasheet table shown in the page's accordion."""
+    return peaks_table()
+
+
+@dataclass
+class ComparePage:
+    """Everything the Compare event shows, in the order of its outputs, plus the Diff state."""
+
+    glance: pd.DataFrame
+    note: str
+    bars: go.Figure
+    gantts: go.Figure
+    zip_path: Path | None
+    traces: dict[str, str] = field(default_factory=dict)  # variant → .json.gz, server side
+
+
+def compare_page(result: CompareResult, device: str) -> ComparePage:
+    """CompareResult → what the tab shows; figures are built here, outside any GPU slot."""
+    bars = gpu_cpu_bars(result)
+    bars.update_layout(height=420)
+    traces = {r.variant: str(r.trace_gz) for r in result.ran if r.trace_gz and r.trace_gz.exists()}
+    return ComparePage(
+        glance=glance_view(result.glance, device),
+        note=compare_note(result),
+        bars=bars,
+        gantts=mini_gantts(result),
+        zip_path=result.zip_path,
+        traces=traces,
+    )
+
+
+# -- Diff ---------------------------------------------------------------------------------------
+KERNEL_DIFF_TYPES = ["str", "str", "str", *["number"] * 6, "str"]
+OPERATOR_DIFF_TYPES = ["str", "str", *["number"] * 9]
+ALLOWED_LABEL = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-.+()/:@")
+
+
+@dataclass
+class DiffPage:
+    headline: str
+    kernels: pd.DataFrame
+    operators: pd.DataFrame
+
+
+def diff_label(raw: Any, default: str) -> str:
+    """A label for a Diff column header: short, plain characters, or the default when empty."""
+    if raw is None:
+        return default
+    if not isinstance(raw, str):
+        raise ConfigError(f"a label must be text, got {_show(raw)}")
+    text = raw.strip()
+    if not text:
+        return default
+    if len(text) > MAX_LABEL:
+        raise ConfigError(f"a label may have at most {MAX_LABEL} characters, got {len(text)}")
+    if not set(text) <= ALLOWED_LABEL:
+        raise ConfigError(f"label {_show(text)} may use letters, digits, spaces and _-.+()/:@ only")
+    return text
+
+
+def load_upload(path: Any, which: str) -> Trace:
+    """An uploaded trace, bounded: size checked before reading, gunzipped size capped."""
+    if path is None or path == "":
+        raise ConfigError(f"upload trace {which} (.json or .json.gz from torch.profiler)")
+    if not isinstance(path, str | os.PathLike):
+        raise ConfigError(f"trace {which} must be an uploaded file, got {_show(path)}")
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise TraceError(f"trace {which}: cannot open the upload ({exc.strerror})") from None
+    if size > views.TRACE_MAX_UPLOAD_BYTES:
+        raise TraceError(
+            f"trace {which} is {_size_text(size)}; the limit is "
+            f"{_size_text(views.TRACE_MAX_UPLOAD_BYTES)} (upload the .json.gz)"
+        )
+    if size == 0:
+        raise TraceError(f"trace {which}: the file is empty")
+    try:
+        return load(path, max_bytes=views.TRACE_MAX_EXPANDED_BYTES)
+    except TraceError as exc:
+        raise TraceError(f"trace {which}: {exc}") from None
+
+
+def _size_text(n: int) -> str:
+    return (
+        f"{n / 1024**2:,.1f} MiB".replace(".0 MiB", " MiB")
+        if n >= 1024**2
+        else f"{n / 1024:,.0f} KiB"
+    )
+
+
+def _count(n: float) -> str:
+    return f"{n:,.0f}" if abs(n - round(n)) < 1e-9 else f"{n:,.2f}"
+
+
+def _signed_us(us: float) -> str:
+    sign = "+" if us > 0 else "−" if us < 0 else "±"
+    return f"{sign}{abs(us):,.1f} µs"
+
+
+def diff_headline(kernels: pd.DataFrame, operators: pd.DataFrame) -> str:
+    """One line read off the top rows: what B has more or fewer of than A, and what it costs.
+
+    GPU work when either trace has any, else CPU operators (a CPU run has no kernels). One
+    changed name is the whole story ("B has 1 fewer Memcpy DtoD per forward"); several lead
+    with the totals and name the largest change.
+    """
+    la, lb = kernels.attrs.get("labels", operators.attrs.get("labels", ("A", "B")))
+    per = "per forward" if kernels.attrs.get("per_forward", True) else "in the whole trace"
+    gpu = not kernels.empty
+    table, key = (kernels, "kernel") if gpu else (operators, "operator")
+    noun = "GPU operation" if gpu else "operator call"  # a kernel, memcpy or memset on a GPU
+    items = noun + "s"
+    if table.empty:
+        return "Nothing to compare: neither trace holds GPU work or CPU operators."
+    changed = table[table["delta_count"].abs() > 1e-9]
+    na, nb = table["count_a"].sum(), table["count_b"].sum()
+    if gpu:
+        ua, ub = kernels["total_us_a"].sum(), kernels["total_us_b"].sum()
+        totals = f"{_count(na)} → {_count(nb)}, {ua:,.1f} → {ub:,.1f} µs, {_signed_us(ub - ua)}"
+    else:
+        totals = f"{_count(na)} → {_count(nb)}; no GPU work in either trace"
+    if changed.empty:
+        top = table.iloc[0]
+        if abs(top["delta_us"]) < 0.05:
+            return f"{lb} and {la} run the same {items} {per}, the same number of times."
+        return (
+            f"{lb} runs the same {items} as {la} {per} ({totals}); the largest change is "
+            f"{_clip(top[key], 60)} ({_signed_us(top['delta_us'])})."
+        )
+    top = changed.iloc[0]
+    word = "more" if top["delta_count"] > 0 else "fewer"
+    change = f"{_count(abs(top['delta_count']))} {word} {_clip(top[key], 60)}"
+    if len(changed) == 1:
+        return f"{lb} has {change} {per} ({_signed_us(top['delta_us'])}); {items}: {totals}."
+    delta = nb - na
+    if abs(delta) < 1e-9:
+        lead = f"{lb} runs as many {items} {per} as {la}"
+    else:
+        many = items if abs(delta) != 1 else noun
+        lead = f"{lb} runs {_count(abs(delta))} {'more' if delta > 0 else 'fewer'} {many} {per}"
+        lead += f" than {la}"
+    return f"{lead} ({totals}); the largest change: {change} ({_signed_us(top['delta_us'])})."
+
+
+def _rounded(table: pd.DataFrame) -> pd.DataFrame:
+    out = table.copy()
+    for c in out.columns:
+        if c.startswith(("count", "delta_count")):
+            out[c] = out[c].astype(float).round(2)
+        elif c.endswith("_us") or "_us_" in c:
+            out[c] = out[c].astype(float).round(1)
+    return out
+
+
+def diff_page(a: Trace | Path, b: Trace | Path, label_a: str, label_b: str) -> DiffPage:
+    """Two traces → headline and the two delta tables (columns named after the labels)."""
+    if label_a == label_b:
+        raise ConfigError(f"the two labels must differ (both are {_show(label_a)})")
+    kernels, operators = diff(a, b, label_a, label_b)
+    return DiffPage(
+        headline=diff_headline(kernels, operators),
+        kernels=labelled(_rounded(kernels)),
+        operators=labelled(_rounded(operators)),
+    )
+
+
+def diff_upload_page(trace_a: Any, trace_b: Any, label_a: Any, label_b: Any) -> DiffPage:
+    """Two uploaded traces, each bounded like an Analyse upload."""
+    la, lb = diff_label(label_a, "A"), diff_label(label_b, "B")
+    return diff_page(load_upload(trace_a, "A"), load_upload(trace_b, "B"), la, lb)
+
+
+def diff_runs_page(run_a: Any, run_b: Any, traces: dict[str, str] | None) -> DiffPage:
+    """Two runs of this session's last Compare; the paths come from server-side state only."""
+    if not traces:
+        raise ConfigError("run a Compare first: the variants that ran can then be diffed here")
+    for pick in (run_a, run_b):
+        if not isinstance(pick, str) or pick not in traces:
+            raise ConfigError(
+                f"{_show(pick)} is not a run of the last Compare; pick one of: {', '.join(traces)}"
+            )
+    if run_a == run_b:
+        raise ConfigError("pick two different runs")
+    paths = [Path(traces[run_a]), Path(traces[run_b])]
+    if not all(p.exists() for p in paths):
+        raise TraceError(
+            "the traces of that Compare have been cleaned up (the app keeps the last few "
+            "jobs); run Compare again"
+        )
+    return diff_page(paths[0], paths[1], run_a, run_b)
+
+
+def diff_picks(traces: dict[str, str] | None) -> tuple[list[str], str | None, str | None]:
+    """Choices for the two compare-set dropdowns and a sensible first pair."""
+    names = list(traces or {})
+    first = names[0] if names else None
+    second = names[1] if len(names) > 1 else first
+    return names, first, second
+
+
+# -- Sweep --------------------------------------------------------------------------------------
+SWEEP_TYPES = ["str", "number", "str", *["number"] * 5, "str"]
+
+
+@dataclass
+class SweepPage:
+    time: go.Figure
+    memory: go.Figure
+    table: pd.DataFrame
+    zip_path: Path | None
+
+
+def sweep_view(table: pd.DataFrame) -> pd.DataFrame:
+    out = table.reindex(columns=SWEEP_COLUMNS).copy()
+    for c in ("GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB"):
+        out[c] = pd.to_numeric(out[c], errors="coerce").round(1)
+    out["TFLOP/s"] = pd.to_numeric(out["TFLOP/s"], errors="coerce").map(
+        lambda v: _significant(v, 3)
+    )
+    out["reason"] = out["reason"].fillna("")
+    return out.reset_index(drop=True)
+
+
+def sweep_page(result: SweepResult) -> SweepPage:
+    """SweepResult → the two log–log charts, the table and the zip; built outside the GPU slot."""
+    time_fig, memory_fig = sweep_time_figure(result), sweep_memory_figure(result)
+    for fig in (time_fig, memory_fig):
+        fig.update_layout(height=440)
+    return SweepPage(time_fig, memory_fig, sweep_view(result.table), result.zip_path)
+
+
+# -- Analyse ------------------------------------------------------------------------------------
+ANALYZE_OPERATOR_COLUMNS = {
+    "operator": "Operator",
+    "calls": "Calls",
+    "total_us": "Total µs",
+    "self_us": "Self µs",
+    "mean_us": "Mean µs",
+    "pct_self": "% of self time",
+}
+
+
+@dataclass
+class AnalyzePage:
+    summary: str  # HTML
+    launch: str  # HTML: the GPU idle & launch block
+    operators: pd.DataFrame
+    kernels: pd.DataFrame
+    figure: go.Figure
+
+
+def analyze_operator_view(operators: pd.DataFrame) -> pd.DataFrame:
+    table = operators.reindex(columns=list(ANALYZE_OPERATOR_COLUMNS)).copy()
+    for c in ("total_us", "self_us", "mean_us", "pct_self"):
+        table[c] = pd.to_numeric(table[c], errors="coerce").round(1)
+    return table.rename(columns=ANALYZE_OPERATOR_COLUMNS).reset_index(drop=True)
+
+
+def rows_html(rows: Sequence[tuple[str, str]]) -> str:
+    e = lambda t: html.escape(str(t), quote=True)  # noqa: E731
+    body = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in rows)
+    return f'<dl class="ap-rows">{body}</dl>'
+
+
+def analyze_page(path: Any) -> AnalyzePage:
+    """An uploaded trace → summary, launch block, operator and kernel tables, Gantt.
+
+    Bounded like every upload: its size is checked before reading, its JSON once gunzipped.
+    """
+    if path is None or path == "":
+        raise ConfigError("upload a trace (.json or .json.gz from torch.profiler) to analyse")
+    if not isinstance(path, str | os.PathLike):
+        raise ConfigError(f"trace must be an uploaded file, got {_show(path)}")
+    name = Path(path).name
+    result = analyze(path, views.TRACE_MAX_UPLOAD_BYTES, views.TRACE_MAX_EXPANDED_BYTES, name=name)
+    launch = set(launch_rows(result.launch)) if result.has_gpu else set()
+    rows = [r for r in result.summary if r not in launch]
+    rows.insert(2, ("kernel table", result.kernel_scope))
+    title = f"{name} · {result.n_spans:,} spans"
+    return AnalyzePage(
+        summary=rows_html(rows),
+        launch=views.launch_html(result.launch),
+        operators=analyze_operator_view(result.operators),
+        kernels=views.kernel_view(result.kernels),
+        figure=build_gantt(result.spans, result.lanes, title=title),
+    )

@@ -1,0 +1,493 @@
+"""The Compare, Diff, Sweep and Analyse handlers, called directly; bad input is a clear gr.Error.
+
+CPU runs at tiny shapes with eager variants only (no torch.compile), so the module stays quick.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import time
+import zipfile
+import zlib
+from pathlib import Path
+
+import gradio as gr
+import plotly.graph_objects as go
+import pytest
+from gradio.utils import _parse_file_size
+
+import app
+from profiling import views
+from profiling import views_compare as vc
+from profiling.compare import (
+    GLANCE_COLUMNS,
+    POST_VARIANTS,
+    CompareResult,
+    VariantRun,
+    glance_table,
+    peak_entry,
+    timeline,
+)
+from profiling.config import RunConfig
+from profiling.gantt import bar_count
+from profiling.launch import launch_stats
+from profiling.summary import CAUSAL_CONVENTION, Summary, attention_flops, per_forward
+from profiling.trace import load
+from tests.conftest import FIXTURES
+
+SMALL = dict(seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
+NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
+INPLACE = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
+CUDNN = FIXTURES / "sdpa_cudnn_8_16_1024_64_bf16.json.gz"
+MiB = 1024**2
+CPU_ONLY = pytest.mark.skipif(app.DEVICE != "cpu", reason="needs a machine without CUDA")
+
+
+def no_progress(*args, **kwargs) -> None:
+    return None
+
+
+def message_of(fn, *args, **kwargs) -> gr.Error:
+    with pytest.raises(gr.Error) as info:
+        fn(*args, **kwargs)
+    return info.value
+
+
+# -- Compare -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def compared():
+    seen: list[tuple[float, str]] = []
+    out = app.compare(
+        ["naive", "sdpa-math", "sdpa-cudnn"], **SMALL,
+        progress=lambda f, desc=None: seen.append((f, desc or "")),
+    )  # fmt: skip
+    return out, seen
+
+
+def test_compare_returns_table_note_figures_zip_and_the_runs(compared):
+    (glance, note, bars, gantts, zip_path, traces), _ = compared
+    assert list(glance.columns) == vc.glance_columns(app.DEVICE)
+    assert len(vc.glance_datatypes(app.DEVICE)) == len(glance.columns)
+    g = glance.set_index("variant")
+    assert list(g.index) == ["naive", "sdpa-math", "sdpa-cudnn"]
+    assert (g.loc[["naive", "sdpa-math"], "status"] == "ok").all()
+    assert (g.loc[["naive", "sdpa-math"], "CPU µs/fwd"] > 0).all()
+    assert g.loc["sdpa-math", "ran"] == "SDPA math"
+    if app.DEVICE == "cpu":
+        assert g.loc["sdpa-cudnn", "status"] == "unavailable"
+        assert "needs a CUDA GPU" in g.loc["sdpa-cudnn", "reason"]
+        assert "no datasheet peak for this device" in note
+        assert "`sdpa-cudnn` (unavailable)" in note and "needs a CUDA GPU" in note
+        assert "decoded" not in glance.columns  # a constant on a CPU: left out
+    assert "2 of 3 variants ran" in note or app.DEVICE == "cuda"
+    assert isinstance(bars, go.Figure) and list(bars.data[-1].x) == ["naive", "sdpa-math"]
+    assert isinstance(gantts, go.Figure) and len(gantts.data) >= 2
+    with zipfile.ZipFile(zip_path) as zf:
+        names = set(zf.namelist())
+    assert {"glance.csv", "peaks.csv"} <= names
+    assert any(n.startswith("naive/") and n.endswith(".json.gz") for n in names)
+    assert set(traces) == {"naive", "sdpa-math"} and all(Path(p).exists() for p in traces.values())
+
+
+def test_compare_progress_is_per_variant(compared):
+    _, seen = compared
+    fractions = [f for f, _ in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert any(text.startswith("sdpa-math (2/3)") for _, text in seen)
+
+
+def test_diff_of_two_runs_of_the_last_compare(compared):
+    (*_, traces), _ = compared
+    headline, kernels, operators = app.diff_runs("naive", "sdpa-math", traces)
+    assert "sdpa-math" in headline and "per forward" in headline
+    assert "count naive" in operators.columns and "count sdpa-math" in operators.columns
+    ops = operators.set_index("operator")
+    assert ops.loc["aten::scaled_dot_product_attention", "where"] == "only sdpa-math"
+    if app.DEVICE == "cpu":
+        assert kernels.empty and "no GPU work in either trace" in headline
+
+
+@pytest.mark.parametrize(
+    ("picks", "traces", "message"),
+    [
+        (("naive", "sdpa-math"), {}, "run a Compare first"),
+        (("naive", "/etc/passwd"), {"naive": "x", "sdpa-math": "y"}, "not a run of the last"),
+        (("naive", None), {"naive": "x", "sdpa-math": "y"}, "not a run of the last"),
+        (("naive", "naive"), {"naive": "x", "sdpa-math": "y"}, "two different runs"),
+        (("naive", "sdpa-math"), {"naive": "/nonexistent/a", "sdpa-math": "/nonexistent/b"},
+         "cleaned up"),
+    ],
+)  # fmt: skip
+def test_diff_of_runs_refuses_what_is_not_in_the_session_state(picks, traces, message):
+    assert message in message_of(app.diff_runs, *picks, traces).message
+
+
+def test_fill_diff_picks_offers_the_runs_that_ran():
+    a, b = app.fill_diff_picks({"naive": "x", "sdpa-flash": "y"})
+    assert [v for _, v in a.choices] == ["naive", "sdpa-flash"]
+    assert (a.value, b.value) == ("naive", "sdpa-flash")
+    empty, _ = app.fill_diff_picks({})
+    assert empty.choices == [] and empty.value is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (dict(variants="naive"), "must be a list of variant ids"),
+        (dict(variants=[1, 2]), "must be a list of variant ids"),
+        (dict(variants={"naive": 1}), "must be a list of variant ids"),
+        (dict(variants=[]), "pick at least one variant"),
+        (dict(variants=None), "pick at least one variant"),
+        (dict(variants=["naive", "../etc/passwd"]), "unknown variant"),
+        (dict(variants=["naive"] * 11), "at most"),
+        (dict(seq_len=100.5), "seq_len must be a whole number"),
+        (dict(seq_len=10**9), "seq_len must be between"),
+        (dict(head_dim=60), "multiple of 8"),
+        (dict(dtype="float64"), "unknown dtype"),
+        (dict(causal="maybe"), "causal must be true or false"),
+    ],
+)
+def test_compare_bad_inputs_are_clear_errors(changes, message):
+    args = {"variants": ["naive"], **SMALL, **changes}
+    error = message_of(app.compare, **args, progress=no_progress)
+    assert message in error.message and error.title == "Check the inputs"
+
+
+@CPU_ONLY
+def test_compare_cpu_budget_per_run_and_per_job():
+    big = dict(SMALL, seq_len=4096, batch=8, heads=16, head_dim=128)
+    assert "GFLOP" in message_of(app.compare, ["naive"], **big, progress=no_progress).message
+    assert (
+        "at most 6 variants"
+        in message_of(
+            app.compare, [*POST_VARIANTS, "sdpa-auto"], **SMALL, progress=no_progress
+        ).message
+    )
+    # each run fits (19 GFLOP ≤ 20), five of them do not (≤ 80 per job); unavailable ones are free
+    shape = dict(seq_len=1024, dtype="float32", batch=8, heads=16, head_dim=72, causal=True)
+    five = ["naive", "naive-inplace", "sdpa-auto", "sdpa-math", "sdpa-flash"]
+    error = message_of(app.compare, five, **shape, progress=no_progress)
+    assert "summed over its 5 runs" in error.message
+    request = vc.compare_request(["naive", "sdpa-cudnn", "sdpa-efficient"], *shape.values(), "cpu")
+    assert request.variants == ["naive", "sdpa-cudnn", "sdpa-efficient"]
+
+
+def test_unexpected_compare_error_is_generic_and_logged(monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise KeyError("secret-internal-detail")
+
+    monkeypatch.setattr(app, "run_compare", broken)
+    with caplog.at_level(logging.ERROR, logger="attention_profiler"):
+        error = message_of(app.compare, ["naive"], **SMALL, progress=no_progress)
+    assert error.message == views.GENERIC_ERROR and "secret" not in error.message
+    assert any("secret-internal-detail" in (r.exc_text or "") for r in caplog.records)
+
+
+def test_job_gpu_seconds_count_runs_and_slow_variants_once():
+    def configs(*names: str) -> list[RunConfig]:
+        return [RunConfig.from_user(variant=n) for n in names]
+
+    base, per = vc.GPU_SECONDS_JOB, vc.GPU_SECONDS_PER_RUN
+    assert vc.job_gpu_seconds(configs("naive", "sdpa-flash")) == base + 2 * per
+    assert vc.job_gpu_seconds(configs("naive", "flex")) == base + per + views.GPU_SECONDS_SLOW
+    assert vc.job_gpu_seconds(configs(*["flex", "compiled-naive"] * 4)) == vc.GPU_SECONDS_JOB_MAX
+
+
+def test_compare_defaults_fall_back_to_the_posts_six(monkeypatch):
+    import profiling.views_compare as module
+
+    def emulated(*args, **kwargs):
+        raise RuntimeError("CUDA is emulated outside the GPU slot")
+
+    monkeypatch.setattr(module, "default_variants", emulated)
+    assert vc.compare_defaults("cuda", "bfloat16") == list(POST_VARIANTS)
+
+
+@CPU_ONLY
+def test_choices_mark_unavailable_variants_but_keep_them():
+    choices = dict((v, label) for label, v in vc.variant_choices("cpu", "float32"))
+    assert choices["naive"] == "naive"
+    assert choices["sdpa-cudnn"].startswith("sdpa-cudnn — unavailable: ")
+    assert vc.sweep_defaults("cpu", "float32") == ["naive", "sdpa-flash"]
+
+
+# -- Compare on a GPU: the glance view and the peak note, from H200 traces ----------------------
+def _h200_run(variant: str, path: Path) -> VariantRun:
+    tr = load(path)
+    st = per_forward(tr)
+    flops = attention_flops(8, 16, 1024, 64, True)
+    shape = {"batch": 8, "heads": 16, "seq_len": 1024, "head_dim": 64, "dtype": "bfloat16"}
+    summary = Summary(
+        variant=variant, label=variant, config={**shape, "causal": True}, device="cuda",
+        device_name="NVIDIA H200", torch_version="2.11.0", ran=f"SDPA {st.backend or 'eager'}",
+        forwards=st.forwards, kernels_per_forward=st.kernels, memcpy_per_forward=st.memcpy,
+        memset_per_forward=st.memset, gpu_us_per_forward=st.gpu_us, cpu_us_per_forward=st.cpu_us,
+        cpu_bound=None, peak_mib=512.0, flops_per_forward=flops,
+        tflops=flops / (st.gpu_us * 1e-6) / 1e12, tflops_basis=CAUSAL_CONVENTION, rel_err=2e-3,
+        rel_err_note="", dominant_kernel=st.dominant, dominant_decoded=st.dominant_decoded,
+    )  # fmt: skip
+    return VariantRun(variant, variant, "ok", summary=summary, launch=launch_stats(tr),
+                      timeline=timeline(tr.spans))  # fmt: skip
+
+
+def _h200_result(device_name: str = "NVIDIA H200", dtype: str = "bfloat16") -> CompareResult:
+    runs = [_h200_run("naive", NAIVE), _h200_run("sdpa-cudnn", CUDNN),
+            VariantRun("kernels-flash-attn3", "FA3", "unavailable", "Hub unreachable")]  # fmt: skip
+    shape = {"seq_len": 1024, "dtype": dtype, "batch": 8, "heads": 16, "head_dim": 64,
+             "causal": True, "device": "cuda", "steps": 3}  # fmt: skip
+    return CompareResult(
+        shape=shape, device="cuda", device_name=device_name, runs=runs,
+        glance=glance_table(runs, device_name, dtype), out_dir=FIXTURES,
+        peak=peak_entry(device_name),
+    )  # fmt: skip
+
+
+def test_gpu_glance_has_every_column_and_names_the_datasheet_peak():
+    shown = vc.compare_page(_h200_result(), "cuda")
+    assert list(shown.glance.columns) == GLANCE_COLUMNS == vc.glance_columns("cuda")
+    g = shown.glance.set_index("variant")
+    assert g.loc["naive", "GPU µs/fwd"] == 1065.1 and g.loc["naive", "bound"] == "GPU-bound"
+    assert g.loc["sdpa-cudnn", "bound"] == "CPU-bound"  # "the cost moves to the CPU"
+    assert 25 < g.loc["sdpa-cudnn", "% of peak"] < 35
+    assert g.loc["naive", "GPU busy %"] == 99.1 and g.loc["sdpa-cudnn", "launch delay µs"] == 2.2
+    assert g.loc["kernels-flash-attn3", "reason"] == "Hub unreachable"
+    assert "% of peak:** NVIDIA datasheet dense bf16 989.4 TFLOP/s for H200 SXM" in shown.note
+    assert "`kernels-flash-attn3` (unavailable): Hub unreachable" in shown.note
+    assert len(shown.bars.data) == 2  # GPU and CPU bars, grouped
+
+
+@pytest.mark.parametrize(
+    ("device_name", "dtype", "says"),
+    [
+        ("NVIDIA H200", "float32", "NVIDIA datasheet dense fp32 67 TFLOP/s for H200 SXM"),
+        ("Tesla T4", "bfloat16", "no datasheet peak for bfloat16 on T4"),
+        ("NVIDIA GeForce RTX 4090", "bfloat16", "no datasheet peak for this device (NVIDIA Ge"),
+    ],
+)
+def test_peak_note(device_name, dtype, says):
+    assert says in vc.peak_note(_h200_result(device_name, dtype))
+
+
+# -- Diff of uploads ---------------------------------------------------------------------------
+def test_diff_of_fixtures_reads_the_memcpy_off():
+    headline, kernels, operators = app.diff(str(NAIVE), str(INPLACE))
+    memcpy = kernels.set_index("kernel").loc["Memcpy DtoD"]
+    assert (memcpy["count A"], memcpy["count B"], memcpy["Δ count (B − A)"]) == (1, 0, -1)
+    assert memcpy["where"] == "only A" and memcpy["Δ total µs (B − A)"] == -126.5
+    assert headline.startswith("B has 1 fewer Memcpy DtoD per forward (−126.5 µs)")
+    assert "7 → 6" in headline
+    assert kernels.iloc[0]["kernel"] == "Memcpy DtoD"  # sorted by |Δ total µs|
+    assert len(vc.KERNEL_DIFF_TYPES) == len(kernels.columns)
+    assert len(vc.OPERATOR_DIFF_TYPES) == len(operators.columns)
+    assert operators.set_index("operator").loc["aten::clone", "where"] == "only A"
+
+
+def test_diff_labels_name_the_columns():
+    headline, kernels, _ = app.diff(str(NAIVE), str(INPLACE), "naive", " naive-inplace ")
+    assert headline.startswith("naive-inplace has 1 fewer Memcpy DtoD")
+    assert {"count naive", "count naive-inplace"} <= set(kernels.columns)
+
+
+@pytest.mark.parametrize(
+    ("setup", "message", "title"),
+    [
+        (lambda t: (str(NAIVE), None, "", ""), "upload trace B", "Check the inputs"),
+        (lambda t: (None, str(NAIVE), "", ""), "upload trace A", "Check the inputs"),
+        (lambda t: (write(t, "a.json", b"hello"), str(NAIVE), "", ""),
+         "trace A: not valid JSON", "Unreadable trace"),
+        (lambda t: (str(NAIVE), write(t, "b.json", b'{"schemaVersion": 1}'), "", ""),
+         "trace B: JSON is not a Chrome trace: no `traceEvents` list", "Unreadable trace"),
+        (lambda t: (str(NAIVE), write(t, "b.json", b""), "", ""), "trace B: the file is empty",
+         "Unreadable trace"),
+        (lambda t: (str(NAIVE), str(INPLACE), "x" * 40, ""), "at most 32 characters",
+         "Check the inputs"),
+        (lambda t: (str(NAIVE), str(INPLACE), "<script>", ""), "may use letters",
+         "Check the inputs"),
+        (lambda t: (str(NAIVE), str(INPLACE), "same", "same"), "labels must differ",
+         "Check the inputs"),
+        (lambda t: (str(NAIVE), str(INPLACE), 7, ""), "a label must be text", "Check the inputs"),
+    ],
+)  # fmt: skip
+def test_diff_bad_uploads_are_clear_errors(tmp_path, setup, message, title):
+    error = message_of(app.diff, *setup(tmp_path))
+    assert message in error.message and error.title == title
+
+
+def test_diff_upload_size_is_checked_before_reading(monkeypatch):
+    monkeypatch.setattr(views, "TRACE_MAX_UPLOAD_BYTES", 1024)
+    error = message_of(app.diff, str(NAIVE), str(NAIVE))
+    assert "trace A is 5 KiB; the limit is 1 KiB (upload the .json.gz)" in error.message
+
+
+def write(folder: Path, name: str, data: bytes) -> str:
+    path = folder / name
+    path.write_bytes(data)
+    return str(path)
+
+
+# -- Sweep -------------------------------------------------------------------------------------
+@CPU_ONLY
+def test_sweep_marks_points_over_the_cpu_budget_refused():
+    # S=4096 at B4 H8 D64 needs 69 GFLOP per forward, over the CPU's 20: refused, not run
+    time_fig, memory_fig, table, zip_path = app.sweep(
+        ["naive", "sdpa-cudnn"], [4096, 256], "float32", 4, 8, 64, True, progress=no_progress
+    )
+    t = table.set_index(["variant", "seq_len"])
+    assert len(table) == 4 and len(vc.SWEEP_TYPES) == len(table.columns)
+    assert t.loc[("naive", 256), "status"] == "ok" and t.loc[("naive", 256), "CPU µs/fwd"] > 0
+    refused = t.loc[("naive", 4096)]
+    assert refused["status"] == "refused" and "69 GFLOP per forward" in refused["reason"]
+    assert (t.loc["sdpa-cudnn", "status"] == "unavailable").all()
+    names = {trace.name for trace in time_fig.data}
+    assert {"naive", "naive refused", "sdpa-cudnn unavailable"} <= names
+    assert time_fig.layout.xaxis.type == "log" and time_fig.layout.yaxis.type == "log"
+    assert memory_fig.layout.yaxis.type == "log" and memory_fig.layout.height == 440
+    with zipfile.ZipFile(zip_path) as zf:
+        assert "sweep.csv" in zf.namelist()
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (dict(seq_lens="256"), "seq_lens must be a list of whole numbers"),
+        (dict(seq_lens=[256.5]), "seq_lens must be whole numbers"),
+        (dict(seq_lens=[True]), "seq_lens must be whole numbers"),
+        (dict(seq_lens=["256"]), "seq_lens must be whole numbers"),
+        (dict(seq_lens=[]), "pick at least one sequence length"),
+        (dict(seq_lens=[10**6]), "each seq_len must be between"),
+        (dict(seq_lens=[8]), "each seq_len must be between"),
+        (dict(seq_lens=list(range(256, 256 + 9 * 64, 64))), "at most 8 sequence lengths"),
+        (dict(variants="naive"), "must be a list of variant ids"),
+        (dict(variants=["nope"]), "unknown variant"),
+        (dict(variants=["naive", "sdpa-math", "sdpa-flash", "naive-inplace", "sdpa-auto"]),
+         "variants per sweep"),
+        (dict(head_dim=60), "multiple of 8"),
+    ],
+)  # fmt: skip
+def test_sweep_bad_inputs_are_clear_errors(changes, message):
+    args = dict(variants=["naive"], seq_lens=[256], dtype="float32", batch=1, heads=2,
+                head_dim=32, causal=True)  # fmt: skip
+    error = message_of(app.sweep, **{**args, **changes}, progress=no_progress)
+    assert message in error.message and error.title == "Check the inputs"
+
+
+@CPU_ONLY
+def test_sweep_points_and_job_budget(monkeypatch):
+    lens = [256, 512, 1024, 2048, 4096]
+    error = message_of(app.sweep, ["naive", "sdpa-flash", "sdpa-math"], lens, "float32", 1, 2,
+                       32, True, progress=no_progress)  # fmt: skip
+    assert "15 points" in error.message and "at most 12" in error.message
+    monkeypatch.setattr(vc, "CPU_MAX_JOB_FLOPS", 1e7)
+    error = message_of(app.sweep, ["naive"], [256, 512], "float32", 1, 2, 32, True,
+                       progress=no_progress)  # fmt: skip
+    assert "GFLOP per forward summed over its 2 runs" in error.message
+
+
+# -- Analyse -----------------------------------------------------------------------------------
+def test_analyze_h200_fixture():
+    summary, launch, operators, kernels, figure = app.analyze(str(NAIVE))
+    assert "NVIDIA H200 (sm_90, 132 SMs" in summary and "GPU µs / forward" in summary
+    assert "per forward: GPU work launched in the 3 attn_fwd spans" in summary
+    assert "GPU idle &amp; launch overhead" in launch and "99.1% of" in launch
+    assert "cudaLaunchKernel" in launch and "GPU busy" not in summary  # launch rows apart
+    assert list(operators.columns) == list(vc.ANALYZE_OPERATOR_COLUMNS.values())
+    assert operators.set_index("Operator").loc["aten::bmm", "Calls"] == 6
+    assert list(kernels.columns) == views.kernel_headers() and len(kernels) == 7
+    assert isinstance(figure, go.Figure) and bar_count(figure) == 171
+
+
+def test_analyze_shows_cudnn_moved_the_cost_to_the_cpu():
+    summary, launch, *_ = app.analyze(str(CUDNN))
+    assert "CPU-bound" in summary and "cuLaunchKernelEx" in launch
+    assert "11.4 µs per forward" in launch  # CPU launch time per forward, a number
+
+
+def test_analyze_cpu_only_trace(compared):
+    (*_, traces), _ = compared
+    summary, launch, operators, kernels, figure = app.analyze(traces["naive"])
+    if app.DEVICE == "cpu":
+        assert "no GPU events: a CPU-only trace" in summary
+        assert "no GPU work" in launch and kernels.empty
+    assert "attn_fwd" in set(operators["Operator"]) or len(operators) > 0
+    assert bar_count(figure) > 0
+
+
+def gzip_bomb(path: Path, expanded: int) -> str:
+    """`expanded` bytes of zeros, gzipped in 1 MiB pieces (a few hundred KB on disk)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: gzip container
+    zeros = b"\0" * MiB
+    with open(path, "wb") as fh:
+        for _ in range(expanded // MiB):
+            fh.write(packer.compress(zeros))
+        fh.write(packer.flush())
+    return str(path)
+
+
+def test_gzip_bombs_are_refused_quickly(tmp_path):
+    small = gzip_bomb(tmp_path / "zeros.json.gz", 50 * MiB)
+    assert Path(small).stat().st_size < MiB
+    began = time.perf_counter()
+    assert "not valid JSON" in message_of(app.analyze, small).message
+    big = gzip_bomb(tmp_path / "big.json.gz", views.TRACE_MAX_EXPANDED_BYTES + 8 * MiB)
+    error = message_of(app.analyze, big)
+    assert "expands to more than 256 MiB" in error.message and error.title == "Unreadable trace"
+    assert time.perf_counter() - began < 10
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"hello", "not valid JSON"),
+        (b'{"schemaVersion": 1}', "no `traceEvents` list"),
+        (json.dumps({"traceEvents": "nope"}).encode(), "no `traceEvents` list"),
+        (b"", "the file is empty"),
+        (gzip.compress(b"not json"), "not valid JSON"),
+        (NAIVE.read_bytes()[:2000], "gzip stream is corrupt"),
+    ],
+)
+def test_analyze_broken_uploads(tmp_path, data, message):
+    error = message_of(app.analyze, write(tmp_path, "upload.json.gz", data))
+    assert message in error.message and error.title == "Unreadable trace"
+
+
+def test_analyze_missing_or_oversized_upload(tmp_path, monkeypatch):
+    error = message_of(app.analyze, None)
+    assert "upload a trace" in error.message and error.title == "Check the inputs"
+    assert "cannot open" in message_of(app.analyze, str(tmp_path / "gone.json")).message
+    assert "must be an uploaded file" in message_of(app.analyze, 42).message
+    monkeypatch.setattr(views, "TRACE_MAX_UPLOAD_BYTES", 1024)
+    assert "the limit is 1 KiB" in message_of(app.analyze, str(NAIVE)).message
+
+
+# -- Profile tab: the launch block, and the wiring ---------------------------------------------
+def test_profile_strip_carries_the_launch_block():
+    strip, summary, *_ = app.profile(variant="naive", **SMALL, progress=no_progress)
+    assert "GPU idle &amp; launch overhead" in strip
+    if app.DEVICE == "cpu":
+        assert "no GPU work" in strip and summary["launch"]["has_gpu"] is False
+        assert summary["launch"]["busy_pct"] is None
+
+
+def test_upload_limits_agree_with_launch():
+    assert _parse_file_size(app.LAUNCH["max_file_size"]) == views.TRACE_MAX_UPLOAD_BYTES
+    assert views.TRACE_MAX_EXPANDED_BYTES > views.TRACE_MAX_UPLOAD_BYTES
+
+
+def test_wiring_gpu_jobs_share_one_slot_and_trace_work_has_its_own():
+    deps = {fn.api_name: fn for fn in app.demo.fns.values()}
+    public = [fn.api_name for fn in app.demo.fns.values() if fn.api_visibility == "public"]
+    assert public == ["profile", "compare", "diff", "sweep", "analyze"]
+    for name in ("profile", "compare", "sweep"):
+        assert deps[name].concurrency_limit == 1 and deps[name].concurrency_id == views.GPU_GROUP
+    for name in ("diff", "diff_runs", "analyze"):
+        assert deps[name].concurrency_limit == vc.TRACE_CONCURRENCY
+        assert deps[name].concurrency_id == vc.TRACE_GROUP != views.GPU_GROUP
+    assert deps["diff_runs"].api_visibility == "private"
+    ids = lambda fn: [c.elem_id for c in fn.inputs]  # noqa: E731
+    shape = ["dtype", "batch", "heads", "head_dim", "causal"]
+    assert ids(deps["compare"]) == ["cmp-variants", "cmp-seq_len", *[f"cmp-{n}" for n in shape]]
+    assert ids(deps["sweep"]) == ["sw-variants", "sw-lengths", *[f"sw-{n}" for n in shape]]
+    assert ids(deps["diff"]) == ["diff-file-a", "diff-file-b", "label-a", "label-b"]
+    assert ids(deps["analyze"]) == ["an-file"]
