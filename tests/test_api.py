@@ -36,7 +36,8 @@ def result(client):
 def test_profile_endpoint_is_documented_with_named_parameters(client):
     api = client.view_api(return_format="dict", print_info=False)
     endpoints = api["named_endpoints"]
-    assert list(endpoints) == ["/profile"]  # the lesson/relabel listeners stay private
+    # the lesson/relabel listeners stay private; the #4 endpoints: tests/test_api_views.py
+    assert list(endpoints) == ["/profile", "/compare", "/diff", "/sweep", "/analyze"]
     params = [p["parameter_name"] for p in endpoints["/profile"]["parameters"]]
     assert params == PARAMETERS
     assert len(endpoints["/profile"]["returns"]) == 9

@@ -158,7 +158,7 @@ def test_wiring_one_gpu_job_at_a_time():
     names = [c.elem_id for c in profile.inputs]
     assert names == ["variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal"]
     public = [fn.api_name for fn in app.demo.fns.values() if fn.api_visibility == "public"]
-    assert public == ["profile"]
+    assert public == ["profile", "compare", "diff", "sweep", "analyze"]  # see test_app_views
     assert app.demo._queue.max_size == views.QUEUE_MAX_SIZE
     assert app.demo.delete_cache == views.DELETE_CACHE
     assert app.LAUNCH["max_file_size"] == views.MAX_FILE_SIZE
