@@ -1,0 +1,156 @@
+"""The /compare, /diff, /sweep and /analyze endpoints through gradio_client on localhost."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+from gradio_client import Client, handle_file
+
+import app
+from profiling import views_compare as vc
+from tests.conftest import FIXTURES
+
+SHAPE = dict(dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
+NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
+INPLACE = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
+PARAMETERS = {
+    "/compare": ["variants", "seq_len", "dtype", "batch", "heads", "head_dim", "causal"],
+    "/diff": ["trace_a", "trace_b", "label_a", "label_b"],
+    "/sweep": ["variants", "seq_lens", "dtype", "batch", "heads", "head_dim", "causal"],
+    "/analyze": ["trace"],
+}
+RETURNS = {"/compare": 5, "/diff": 3, "/sweep": 4, "/analyze": 5}
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    _, url, _ = app.demo.launch(
+        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.LAUNCH
+    )
+    try:
+        yield Client(url, verbose=False, download_files=str(tmp_path_factory.mktemp("dl")))
+    finally:
+        app.demo.close()
+
+
+def plot(value: dict) -> dict:
+    assert value["type"] == "plotly"
+    return json.loads(value["plot"])
+
+
+def test_endpoints_are_documented_with_named_parameters(client):
+    endpoints = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    for name, params in PARAMETERS.items():
+        assert [p["parameter_name"] for p in endpoints[name]["parameters"]] == params
+        assert len(endpoints[name]["returns"]) == RETURNS[name]  # the Diff state stays private
+    diff_params = endpoints["/diff"]["parameters"]
+    optional = {p["parameter_name"]: p["parameter_has_default"] for p in diff_params}
+    assert optional == {"trace_a": False, "trace_b": False, "label_a": True, "label_b": True}
+    assert "/diff_runs" not in endpoints
+
+
+def test_compare(client):
+    glance, note, bars, gantts, zip_path = client.predict(
+        variants=["naive", "sdpa-cudnn"], seq_len=128, **SHAPE, api_name="/compare"
+    )
+    assert glance["headers"] == vc.glance_columns(app.DEVICE)
+    rows = {row[0]: dict(zip(glance["headers"], row, strict=True)) for row in glance["data"]}
+    assert rows["naive"]["status"] == "ok" and rows["naive"]["CPU µs/fwd"] > 0
+    if app.DEVICE == "cpu":
+        assert rows["sdpa-cudnn"]["status"] == "unavailable"
+        assert "needs a CUDA GPU" in rows["sdpa-cudnn"]["reason"]
+        assert rows["sdpa-cudnn"]["CPU µs/fwd"] is None  # not run: no number, not a zero
+        assert "no datasheet peak for this device" in note
+    assert plot(bars)["data"][-1]["x"] == ["naive"]
+    assert "Timelines" in plot(gantts)["layout"]["title"]["text"]
+    with zipfile.ZipFile(zip_path) as zf:
+        names = zf.namelist()
+    assert "glance.csv" in names and any(n.startswith("naive/") for n in names)
+
+
+def test_diff_of_two_uploads(client):
+    headline, kernels, operators = client.predict(
+        trace_a=handle_file(NAIVE), trace_b=handle_file(INPLACE), api_name="/diff"
+    )
+    assert headline.startswith("B has 1 fewer Memcpy DtoD per forward (−126.5 µs)")
+    rows = {row[0]: dict(zip(kernels["headers"], row, strict=True)) for row in kernels["data"]}
+    memcpy = rows["Memcpy DtoD"]
+    assert (memcpy["count A"], memcpy["count B"], memcpy["Δ total µs (B − A)"]) == (1, 0, -126.5)
+    assert operators["headers"][:2] == ["operator", "where"]
+    _, kernels, _ = client.predict(
+        trace_a=handle_file(NAIVE), trace_b=handle_file(INPLACE), label_a="naive",
+        label_b="in-place", api_name="/diff",
+    )  # fmt: skip
+    assert "count in-place" in kernels["headers"]
+
+
+def test_sweep(client):
+    time_plot, memory_plot, table, zip_path = client.predict(
+        variants=["naive"], seq_lens=[512, 256], **SHAPE, api_name="/sweep"
+    )
+    rows = [dict(zip(table["headers"], row, strict=True)) for row in table["data"]]
+    assert [(r["seq_len"], r["status"]) for r in rows] == [(256, "ok"), (512, "ok")]
+    figure = plot(time_plot)
+    assert figure["layout"]["xaxis"]["type"] == "log" and figure["layout"]["yaxis"]["type"] == "log"
+    assert plot(memory_plot)["layout"]["yaxis"]["type"] == "log"
+    with zipfile.ZipFile(zip_path) as zf:
+        assert sum(n.endswith(".json.gz") for n in zf.namelist()) == 2  # one trace per point
+
+
+def test_analyze(client):
+    summary, launch, operators, kernels, gantt = client.predict(
+        trace=handle_file(NAIVE), api_name="/analyze"
+    )
+    assert "NVIDIA H200" in summary and "GPU busy" in launch
+    assert operators["headers"][0] == "Operator" and len(kernels["data"]) == 7
+    bars = sum(len(t["y"]) for t in plot(gantt)["data"] if t["type"] == "bar")
+    assert bars == 171  # one bar per span of the uploaded trace
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "args", "message"),
+    [
+        ("/compare", dict(variants="naive", seq_len=128, **SHAPE), "list of variant ids"),
+        ("/compare", dict(variants=["naive"], seq_len=10**9, **SHAPE), None),  # slider
+        ("/compare", dict(variants=["nope"], seq_len=128, **SHAPE), None),  # not a choice
+        ("/compare", dict(variants=["naive"], seq_len=128.5, **SHAPE), "whole number"),
+        ("/compare", dict(variants=["naive"] * 11, seq_len=128, **SHAPE), None),  # max_choices
+        ("/sweep", dict(variants=["naive"], seq_lens=[100], **SHAPE), None),  # not a choice
+        ("/sweep", dict(variants=["naive"], seq_lens=[], **SHAPE), "at least one sequence length"),
+        ("/sweep", dict(variants=["naive"], seq_lens=[256], **{**SHAPE, "head_dim": 60}),
+         "multiple of 8"),
+    ],
+)  # fmt: skip
+def test_out_of_range_values_come_back_as_errors(client, endpoint, args, message):
+    with pytest.raises(Exception) as info:  # gradio_client's AppError
+        client.predict(**args, api_name=endpoint)
+    assert type(info.value).__name__ == "AppError"
+    if message:
+        assert message in str(info.value)
+
+
+def test_bad_uploads_come_back_as_errors(client, tmp_path):
+    not_a_trace = tmp_path / "not-a-trace.json"
+    not_a_trace.write_text('{"schemaVersion": 1}')
+    with pytest.raises(Exception, match="trace B: JSON is not a Chrome trace"):
+        client.predict(
+            trace_a=handle_file(NAIVE), trace_b=handle_file(not_a_trace), api_name="/diff"
+        )
+    with pytest.raises(Exception, match="upload trace B"):
+        client.predict(trace_a=handle_file(NAIVE), trace_b=None, api_name="/diff")
+    text = tmp_path / "notes.txt"
+    text.write_text("hello")
+    with pytest.raises(Exception, match="Invalid file type"):
+        client.predict(trace=handle_file(text), api_name="/analyze")
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(b"\xff\xfe garbage")
+    with pytest.raises(Exception, match="not valid JSON"):
+        client.predict(trace=handle_file(garbage), api_name="/analyze")
+
+
+def test_private_diff_of_compare_runs_is_not_an_endpoint(client):
+    with pytest.raises(ValueError):
+        client.predict("naive", "naive", {"naive": str(Path("/etc/passwd"))}, api_name="/diff_runs")
