@@ -86,7 +86,11 @@ class Trace:
 
 
 def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
-    """Raw JSON bytes of a plain or gzip trace, refusing more than `max_bytes` once expanded."""
+    """Raw JSON bytes of a plain or gzip trace, refusing more than `max_bytes` once expanded.
+
+    Read in 8 MiB chunks and refused as soon as the running total passes the limit, so a gzip
+    bomb costs at most `max_bytes` of memory and the time to expand that much, never more.
+    """
     if isinstance(source, bytes):
         fh: io.BufferedIOBase = io.BytesIO(source)
     else:
@@ -94,20 +98,28 @@ def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -
             fh = open(source, "rb")  # noqa: SIM115 - closed below
         except OSError as exc:
             raise TraceError(f"cannot open trace: {exc.strerror}") from None
+    chunks: list[bytes] = []
+    total = 0
     with fh:
         magic = fh.read(2)
         fh.seek(0)
         stream = gzip.GzipFile(fileobj=fh) if magic == b"\x1f\x8b" else fh
         try:
-            data = stream.read(max_bytes + 1)
+            while chunk := stream.read(_CHUNK):
+                total += len(chunk)
+                if total > max_bytes:
+                    chunks.clear()
+                    raise TraceError(
+                        f"the trace expands to more than {max_bytes / 1024**2:.0f} MiB of JSON; "
+                        "profile fewer steps or trim it before uploading"
+                    )
+                chunks.append(chunk)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise TraceError(f"the gzip stream is corrupt ({exc})") from None
-    if len(data) > max_bytes:
-        raise TraceError(
-            f"the trace expands to more than {max_bytes / 1024**2:.0f} MiB of JSON; "
-            "profile fewer steps or trim it before uploading"
-        )
-    return data
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+_CHUNK = 8 * 1024**2
 
 
 class _Event(msgspec.Struct, gc=False):  # gc=False: no cycles, skip tracking 10⁶ objects

@@ -254,3 +254,24 @@ def test_odd_field_types_take_the_lenient_path(tmp_path):
     ]
     tr = trace.load(_write(tmp_path, events))
     assert sorted(tr.spans["name"].astype(str)) == ["42", "ok"] and tr.skipped == 1
+
+
+def test_a_gigabyte_gzip_bomb_is_refused_quickly_in_bounded_memory():
+    import io
+    import resource
+    import time
+
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9) as g:
+        block = b" " * (16 * 1024**2)
+        for _ in range(64):  # 1 GiB of JSON whitespace, ~1 MB compressed
+            g.write(block)
+    bomb = buf.getvalue()
+    assert len(bomb) < 2 * 1024**2
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    began = time.perf_counter()
+    with pytest.raises(trace.TraceError, match="expands to more than 64 MiB"):
+        trace.load(bomb, max_bytes=64 * 1024**2)
+    assert time.perf_counter() - began < 5
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
+    assert grown < 200  # MiB: the limit plus a chunk, not the gigabyte
