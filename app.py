@@ -41,6 +41,7 @@ TITLES = {
 CSS = """
 .ap-banner { border-left: 4px solid #f59f00; background: rgba(245,159,0,0.10);
   padding: 6px 12px !important; border-radius: 6px; }
+#diff-headline p { font-size: 16px; font-weight: 600; }
 """
 # The launch block and the summary rows (Profile strip, Analyse outputs).
 ROWS_CSS = """
@@ -332,7 +333,7 @@ def sweep(
     )  # fmt: skip
     progress(0.0, desc="waiting for the GPU" if DEVICE == "cuda" else "starting")
     result = sweep_on_gpu(request, progress)
-    shown = _guarded("sweep views", vc.sweep_page, result)
+    shown = _guarded("sweep views", vc.sweep_page, result, DEVICE)
     _keep(result.out_dir, result.zip_path.parent if result.zip_path else None)
     zip_path = str(shown.zip_path) if shown.zip_path else None
     return shown.time, shown.memory, shown.table, zip_path
@@ -546,11 +547,11 @@ with gr.Blocks(title="Attention Profiler", delete_cache=views.DELETE_CACHE) as d
         diff_headline = gr.Markdown("", elem_id="diff-headline")
         kernel_delta = _table(
             "Kernels: per name, per forward", "kernel-delta", datatype=vc.KERNEL_DIFF_TYPES,
-            max_chars=80,
+            column_widths=vc.KERNEL_DIFF_WIDTHS, max_chars=80,
         )  # fmt: skip
         operator_delta = _table(
             "Operators (cpu_op spans): per name, per forward", "operator-delta",
-            datatype=vc.OPERATOR_DIFF_TYPES, max_chars=80,
+            datatype=vc.OPERATOR_DIFF_TYPES, column_widths=vc.OPERATOR_DIFF_WIDTHS, max_chars=80,
         )  # fmt: skip
 
     with gr.Tab("Sweep", id="sweep"):
@@ -580,10 +581,12 @@ with gr.Blocks(title="Attention Profiler", delete_cache=views.DELETE_CACHE) as d
             with gr.Column(scale=3, min_width=320):
                 sw_shape = _shape_controls("sw-", seq_len=False)
         sw_button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
-        with gr.Row():
-            sw_time = gr.Plot(label="Time per forward vs S (log–log)", elem_id="sw-time")
-            sw_memory = gr.Plot(label="Memory vs S (log–log)", elem_id="sw-memory")
-        sw_table = _table("Points", "sw-table", datatype=vc.SWEEP_TYPES, max_chars=120)
+        sw_time = gr.Plot(label="Time per forward vs S (log–log)", elem_id="sw-time")
+        sw_memory = gr.Plot(label="Memory vs S (log–log)", elem_id="sw-memory")
+        sw_table = _table(
+            "Points", "sw-table", headers=vc.sweep_columns(DEVICE),
+            datatype=vc.sweep_datatypes(DEVICE), max_chars=140,
+        )  # fmt: skip
         sw_zip = gr.DownloadButton("Every trace and the table (.zip)", elem_id="sw-zip", size="md")
 
     with gr.Tab("Analyse", id="analyze"):

@@ -269,6 +269,8 @@ GLANCE_CPU = ["variant", "status", "CPU µs/fwd", "TFLOP/s", "rel. err", "ran", 
 GLANCE_TEXT = {"variant", "status", "bound", "ran", "dominant kernel", "decoded", "reason"}
 GLANCE_WIDE = {"variant": 130, "status": 110, "ran": 150, "dominant kernel": 250,
                "decoded": 300, "reason": 380}  # fmt: skip
+GLANCE_CPU_SHARES = {"variant": 11, "status": 9, "CPU µs/fwd": 8, "TFLOP/s": 8, "rel. err": 7,
+                     "ran": 11, "dominant kernel": 18, "reason": 28}  # fmt: skip
 _ROUND = {"kernels/fwd": 2, "GPU µs/fwd": 1, "CPU µs/fwd": 1, "peak MiB": 1, "% of peak": 1,
           "GPU busy %": 1, "launch delay µs": 1, "CPU launch µs/fwd": 1}  # fmt: skip
 _SIGNIFICANT = {"TFLOP/s": 3, "rel. err": 2}
@@ -283,8 +285,11 @@ def glance_datatypes(device: str) -> list[str]:
     return ["str" if c in GLANCE_TEXT else "number" for c in glance_columns(device)]
 
 
-def glance_widths(device: str) -> list[int]:
-    return [GLANCE_WIDE.get(c, 96) for c in glance_columns(device)]
+def glance_widths(device: str) -> list[int | str]:
+    """A GPU's 18 columns scroll sideways (pixels); a CPU's 8 fit the page (shares of it)."""
+    if _device(device) == "cuda":
+        return [GLANCE_WIDE.get(c, 96) for c in glance_columns("cuda")]
+    return [f"{GLANCE_CPU_SHARES[c]}%" for c in GLANCE_CPU]
 
 
 def _significant(value: float, digits: int) -> float:
@@ -380,6 +385,9 @@ def compare_page(result: CompareResult, device: str) -> ComparePage:
 # -- Diff ---------------------------------------------------------------------------------------
 KERNEL_DIFF_TYPES = ["str", "str", "str", *["number"] * 6, "str"]
 OPERATOR_DIFF_TYPES = ["str", "str", *["number"] * 9]
+# Shares of the page width: the headers carry the labels, so numbers need room to show them.
+KERNEL_DIFF_WIDTHS = ["22%", "8%", "8%", *["7%"] * 6, "20%"]
+OPERATOR_DIFF_WIDTHS = ["20%", "8%", *["8%"] * 9]
 ALLOWED_LABEL = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-.+()/:@")
 
 
@@ -548,7 +556,18 @@ def diff_picks(traces: dict[str, str] | None) -> tuple[list[str], str | None, st
 
 
 # -- Sweep --------------------------------------------------------------------------------------
-SWEEP_TYPES = ["str", "number", "str", *["number"] * 5, "str"]
+SWEEP_GPU_ONLY = ("GPU µs/fwd", "peak MiB")  # empty on a CPU: left out there
+
+
+def sweep_columns(device: str) -> list[str]:
+    cpu = _device(device) == "cpu"
+    return [c for c in SWEEP_COLUMNS if not (cpu and c in SWEEP_GPU_ONLY)]
+
+
+def sweep_datatypes(device: str) -> list[str]:
+    return [
+        "str" if c in ("variant", "status", "reason") else "number" for c in sweep_columns(device)
+    ]
 
 
 @dataclass
@@ -559,10 +578,12 @@ class SweepPage:
     zip_path: Path | None
 
 
-def sweep_view(table: pd.DataFrame) -> pd.DataFrame:
-    out = table.reindex(columns=SWEEP_COLUMNS).copy()
+def sweep_view(table: pd.DataFrame, device: str) -> pd.DataFrame:
+    """The points as shown: the device's columns, numbers rounded, reasons in full."""
+    out = table.reindex(columns=sweep_columns(device)).copy()
     for c in ("GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB"):
-        out[c] = pd.to_numeric(out[c], errors="coerce").round(1)
+        if c in out:
+            out[c] = pd.to_numeric(out[c], errors="coerce").round(1)
     out["TFLOP/s"] = pd.to_numeric(out["TFLOP/s"], errors="coerce").map(
         lambda v: _significant(v, 3)
     )
@@ -570,12 +591,12 @@ def sweep_view(table: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def sweep_page(result: SweepResult) -> SweepPage:
+def sweep_page(result: SweepResult, device: str) -> SweepPage:
     """SweepResult → the two log–log charts, the table and the zip; built outside the GPU slot."""
     time_fig, memory_fig = sweep_time_figure(result), sweep_memory_figure(result)
     for fig in (time_fig, memory_fig):
         fig.update_layout(height=440)
-    return SweepPage(time_fig, memory_fig, sweep_view(result.table), result.zip_path)
+    return SweepPage(time_fig, memory_fig, sweep_view(result.table, device), result.zip_path)
 
 
 # -- Analyse ------------------------------------------------------------------------------------
@@ -605,10 +626,14 @@ def analyze_operator_view(operators: pd.DataFrame) -> pd.DataFrame:
     return table.rename(columns=ANALYZE_OPERATOR_COLUMNS).reset_index(drop=True)
 
 
-def rows_html(rows: Sequence[tuple[str, str]]) -> str:
+def rows_html(rows: Sequence[tuple[str, str]], title: str) -> str:
+    """(label, text) rows as a titled box, every piece of text escaped (traces are untrusted)."""
     e = lambda t: html.escape(str(t), quote=True)  # noqa: E731
     body = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in rows)
-    return f'<dl class="ap-rows">{body}</dl>'
+    return (
+        f'<div class="ap-launch"><div class="ap-launch-title">{e(title)}</div>'
+        f'<dl class="ap-rows">{body}</dl></div>'
+    )
 
 
 def analyze_page(path: Any) -> AnalyzePage:
@@ -627,7 +652,7 @@ def analyze_page(path: Any) -> AnalyzePage:
     rows.insert(2, ("kernel table", result.kernel_scope))
     title = f"{name} · {result.n_spans:,} spans"
     return AnalyzePage(
-        summary=rows_html(rows),
+        summary=rows_html(rows, "Summary"),
         launch=views.launch_html(result.launch),
         operators=analyze_operator_view(result.operators),
         kernels=views.kernel_view(result.kernels),
