@@ -49,8 +49,11 @@ MAX_SWEEP_VARIANTS = {"cuda": 4, "cpu": 3}
 MAX_SWEEP_LENGTHS = 8
 MAX_SWEEP_POINTS = {"cuda": 24, "cpu": 12}  # variants × lengths
 CPU_MAX_JOB_FLOPS = 4 * views.CPU_MAX_FLOPS  # per forward, summed over a job's runs (CPU only)
-GPU_SECONDS_JOB = 30  # @spaces.GPU duration of a Compare/Sweep: this much, plus per run …
-GPU_SECONDS_PER_RUN = 15  # … a warm eager run (each compiled/Hub variant pays its slow first run)
+# @spaces.GPU duration of a Compare/Sweep: a base for start-up, plus per run a warm eager run,
+# plus the slow first run of each compiled/Hub variant. On the H200 all 12 variants (compiles
+# included) took 22 s and a 27-point sweep 8 s (docs/results-h200.md): generous, not tight.
+GPU_SECONDS_JOB = 30
+GPU_SECONDS_PER_RUN = 6
 GPU_SECONDS_JOB_MAX = 300  # ZeroGPU refuses durations beyond a few minutes
 TRACE_GROUP = "traces"  # concurrency_id of Diff and Analyse: CPU work, apart from the GPU jobs
 TRACE_CONCURRENCY = 2  # parses at a time; a big upload cannot hold the GPU queue
