@@ -25,6 +25,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from profiling.kernels import classify, short_name
+from profiling.trace import span_args
 
 X_TITLE = "µs from first profiled step"
 LINKS_NAME = "launch → kernel"
@@ -185,7 +186,7 @@ def hover_text(span: dict[str, Any], group: str) -> str:
     step = span.get("step")
     if isinstance(step, (int, np.integer)) and step >= 0:
         lines.append(f"profiler step {int(step)}")
-    args = _arg_text(span.get("args")) if gpu else ""
+    args = _arg_text(span_args(span.get("args"))) if gpu else ""
     if args:
         lines.append(args)
     return "<br>".join(lines)
@@ -304,28 +305,61 @@ def level_of_detail(
     individual = np.zeros(len(spans), dtype=bool)
     individual[wide] = True
     narrow = candidates[~individual[candidates]]
-    mid = np.clip((start[narrow] + end[narrow]) / 2, lo, hi)
-    frame = pd.DataFrame(
-        {
-            "row": row_labels[narrow],
-            "bin": np.minimum(((mid - lo) / width).astype(np.int64), bins - 1),
-            "dur": dur[narrow],
-            "name": spans["name"].to_numpy()[narrow],
-            "kind": spans["kind"].astype(str).to_numpy()[narrow],
-        }
-    )
-    keys = ["row", "bin"]
-    grouped = frame.groupby(keys, sort=False)
-    agg = grouped.agg(count=("dur", "size"), busy_us=("dur", "sum"), kind=("kind", "first"))
-    top = frame.groupby([*keys, "name"], sort=False, observed=True).size().rename("n")
-    top = top.reset_index().sort_values("n", ascending=False).drop_duplicates(keys)
-    agg = agg.join(top.set_index(keys)).reset_index()
-    agg["start_us"] = lo + agg["bin"] * width
-    agg["width_us"] = width
-    agg = agg.rename(columns={"name": "top", "n": "top_count"})
+    agg = _density(spans, row_labels, narrow, lo, width, bins)
     keep = np.flatnonzero(individual)
     return Detail(spans.iloc[keep], row_labels[keep], agg, (lo, hi), n_in, len(spans) - n_in,
                   threshold)  # fmt: skip
+
+
+def _density(
+    spans: pd.DataFrame,
+    row_labels: np.ndarray,
+    narrow: np.ndarray,
+    lo: float,
+    width: float,
+    bins: int,
+) -> pd.DataFrame:
+    """Per (row, time bin): how many spans, their summed duration, the most frequent name.
+
+    Plain numpy over integer keys (bincount, one sort for the name counts): the pandas
+    three-key groupby it replaces took ~0.8 s for 7·10⁵ spans.
+    """  # fmt: skip
+    start = spans["start_us"].to_numpy(dtype=float)[narrow]
+    end = spans["end_us"].to_numpy(dtype=float)[narrow]
+    dur = spans["dur_us"].to_numpy(dtype=float)[narrow]
+    row_codes, row_names = pd.factorize(row_labels[narrow])
+    mid = np.clip((start + end) / 2, lo, lo + width * bins)
+    key = row_codes.astype(np.int64) * bins + np.minimum(((mid - lo) / width).astype(np.int64),
+                                                         bins - 1)  # fmt: skip
+    keys, inverse = np.unique(key, return_inverse=True)
+    count = np.bincount(inverse, minlength=len(keys))
+    busy = np.bincount(inverse, weights=dur, minlength=len(keys))
+    names = spans["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        name_codes, name_values = names.cat.codes.to_numpy()[narrow], names.cat.categories
+    else:
+        name_codes, name_values = pd.factorize(names.to_numpy()[narrow])
+    pair = inverse.astype(np.int64) * (len(name_values) + 1) + name_codes
+    pairs, pair_count = np.unique(pair, return_counts=True)
+    pair_key = pairs // (len(name_values) + 1)
+    best = np.lexsort((-pair_count, pair_key))  # per key, the most frequent name first
+    first = best[np.r_[True, pair_key[best][1:] != pair_key[best][:-1]]]
+    kinds = spans["kind"].astype(str).to_numpy()[narrow]
+    kind_of_key = np.empty(len(keys), dtype=object)
+    kind_of_key[inverse] = kinds
+    return pd.DataFrame(
+        {
+            "row": np.asarray(row_names, dtype=object)[keys // bins],
+            "bin": keys % bins,
+            "count": count,
+            "busy_us": busy,
+            "kind": kind_of_key,
+            "top": np.asarray(name_values, dtype=object)[pairs[first] % (len(name_values) + 1)],
+            "top_count": pair_count[first],
+            "start_us": lo + (keys % bins) * width,
+            "width_us": width,
+        }
+    )
 
 
 def aggregate_hover(agg: pd.DataFrame) -> list[str]:

@@ -14,6 +14,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from profiling.trace import span_args
+
 CATEGORIES = (
     "fused attention", "gemm", "softmax", "reduction", "elementwise", "triton", "memcpy",
     "memset", "other",
@@ -146,7 +148,7 @@ def kernel_table(gpu: pd.DataFrame, per: int = 1) -> pd.DataFrame:
     np.maximum.at(high, codes, dur)
     first = np.full(k, -1, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]  # first occurrence of each name
-    args = work["args"].to_numpy(dtype=object)[first]
+    args = [span_args(a) for a in work["args"].to_numpy(dtype=object)[first]]
     grand = total.sum()
     get = lambda key: [a.get(key) if isinstance(a, dict) else None for a in args]  # noqa: E731
     table = pd.DataFrame(
