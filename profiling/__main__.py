@@ -27,14 +27,7 @@ class _Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m profiling", description=__doc__.splitlines()[0])
     p.add_argument("--variant", required=True, help=f"one of: {', '.join(VARIANTS)}, or all")
-    p.add_argument("--seq-len", type=int, default=1024)
-    p.add_argument("--dtype", default="bfloat16", help=", ".join(DTYPES))
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--head-dim", type=int, default=64)
-    p.add_argument("--no-causal", action="store_true", help="full (non-causal) attention")
-    p.add_argument("--device", default="auto", choices=DEVICES)
-    p.add_argument("--steps", type=int, default=3, help=f"active profiler steps {LIMITS['steps']}")
+    _shape_flags(p, seq_len=True)
     p.add_argument("--out", default="traces", help="folder for <variant>/<tag>.json.gz and .txt")
     return p
 
