@@ -5,7 +5,10 @@ one GPU function per job (profile_on_gpu: one run; compare_on_gpu, sweep_on_gpu:
 one after another) → plain results → profiling.views / views_compare → components. Diff and
 Analyse read uploaded traces on the CPU, in their own concurrency group. Errors a user can act
 on become gr.Error with the backend's message; anything else is logged here and shown as a
-generic gr.Error, never as a traceback.
+generic gr.Error, never as a traceback. Profile, Compare and Sweep take their values
+unprocessed (preprocess=False): Gradio's own checks answer a string or a list in a slider with a
+generic error, so the backend checks every value (types, the sliders' ranges, the choices) and
+says what is wrong.
 """
 
 from __future__ import annotations
@@ -136,6 +139,7 @@ def profile(
             variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
             head_dim=head_dim, causal=causal,
         )  # fmt: skip
+        views.check_ranges(config, DEVICE)
         views.check_budget(config, DEVICE)
     except ConfigError as exc:
         raise _user_error(exc) from None
@@ -397,303 +401,337 @@ def _table(label: str, elem_id: str, **kwargs: Any) -> gr.Dataframe:
     return gr.Dataframe(label=label, elem_id=elem_id, **{**options, **kwargs})
 
 
-with gr.Blocks(title="Attention Profiler", delete_cache=views.DELETE_CACHE) as demo:
-    gr.Markdown(
-        "# Attention Profiler\n"
-        "Pick an attention implementation and a shape, click **Profile**, and see what really "
-        "ran: torch.profiler's operator table, the kernels (names decoded), a Gantt chart of "
-        "the exported trace, and the trace itself for [Perfetto](https://ui.perfetto.dev). "
-        "**Compare** variants, **Diff** two traces, **Sweep** sequence lengths, or **Analyse** "
-        "a trace of your own in the other tabs."
-    )
-    banner = views.banner_markdown(DEVICE)
-    gr.Markdown(banner, visible=bool(banner), elem_id="banner", elem_classes=["ap-banner"])
-    with gr.Tab("Profile", id="profile"):
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=2, min_width=320):
-                variant = gr.Dropdown(
-                    choices=views.variant_choices(DEVICE, START["dtype"]),
-                    value=START["variant"],
-                    label="Variant",
-                    elem_id="variant",
-                    filterable=False,
-                )
-                lesson = gr.Markdown(
-                    views.lesson_markdown(START["variant"], DEVICE, START["dtype"]),
-                    elem_id="lesson",
-                    container=True,
-                    min_height=90,
-                )
-            with gr.Column(scale=3, min_width=320):
-                seq_len = _slider("seq_len", "Sequence length S")
-                with gr.Row():
-                    dtype = gr.Radio(
-                        ["bfloat16", "float16", "float32"], value=START["dtype"],
-                        label="dtype", elem_id="dtype",
-                    )  # fmt: skip
-                    causal = gr.Checkbox(
-                        value=START["causal"], label="Causal mask", elem_id="causal"
+def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
+    """The page: every component and listener, and the queue. `demo` below is the app's; the
+    tests build a second one with a tiny queue to see it fill."""
+    with gr.Blocks(title="Attention Profiler", delete_cache=views.DELETE_CACHE) as demo:
+        gr.Markdown(
+            "# Attention Profiler\n"
+            "Pick an attention implementation and a shape, click **Profile**, and see what really "
+            "ran: torch.profiler's operator table, the kernels (names decoded), a Gantt chart of "
+            "the exported trace, and the trace itself for [Perfetto](https://ui.perfetto.dev). "
+            "**Compare** variants, **Diff** two traces, **Sweep** sequence lengths, or **Analyse** "
+            "a trace of your own in the other tabs."
+        )
+        banner = views.banner_markdown(DEVICE)
+        gr.Markdown(banner, visible=bool(banner), elem_id="banner", elem_classes=["ap-banner"])
+        with gr.Tab("Profile", id="profile"):
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=2, min_width=320):
+                    variant = gr.Dropdown(
+                        choices=views.variant_choices(DEVICE, START["dtype"]),
+                        value=START["variant"],
+                        label="Variant",
+                        elem_id="variant",
+                        filterable=False,
                     )
-                with gr.Row():
-                    batch = _slider("batch", "Batch B")
-                    heads = _slider("heads", "Heads H")
-                    head_dim = _slider("head_dim", "Head dim D", "a multiple of 8")
-        run_button = gr.Button("Profile", variant="primary", elem_id="profile-button")
+                    lesson = gr.Markdown(
+                        views.lesson_markdown(START["variant"], DEVICE, START["dtype"]),
+                        elem_id="lesson",
+                        container=True,
+                        min_height=90,
+                    )
+                with gr.Column(scale=3, min_width=320):
+                    seq_len = _slider("seq_len", "Sequence length S")
+                    with gr.Row():
+                        dtype = gr.Radio(
+                            ["bfloat16", "float16", "float32"], value=START["dtype"],
+                            label="dtype", elem_id="dtype",
+                        )  # fmt: skip
+                        causal = gr.Checkbox(
+                            value=START["causal"], label="Causal mask", elem_id="causal"
+                        )
+                    with gr.Row():
+                        batch = _slider("batch", "Batch B")
+                        heads = _slider("heads", "Heads H")
+                        head_dim = _slider("head_dim", "Head dim D", "a multiple of 8")
+            run_button = gr.Button("Profile", variant="primary", elem_id="profile-button")
 
-        strip = gr.HTML(views.placeholder_html(), elem_id="summary", css_template=STRIP_CSS)
-        with gr.Row():
-            json_file = gr.DownloadButton("Trace .json", elem_id="download-json", size="md")
-            gz_file = gr.DownloadButton(
-                "Trace .json.gz (Perfetto)", elem_id="download-gz", size="md"
+            strip = gr.HTML(views.placeholder_html(), elem_id="summary", css_template=STRIP_CSS)
+            with gr.Row():
+                json_file = gr.DownloadButton("Trace .json", elem_id="download-json", size="md")
+                gz_file = gr.DownloadButton(
+                    "Trace .json.gz (Perfetto)", elem_id="download-gz", size="md"
+                )
+                txt_file = gr.DownloadButton(
+                    "Operator table .txt", elem_id="download-txt", size="md"
+                )
+            gantt = gr.Plot(label="Timeline: CPU ops and GPU kernels", elem_id="gantt")
+            operators = gr.Dataframe(
+                headers=views.operator_headers(DEVICE),
+                datatype=views.operator_datatypes(DEVICE),
+                label="Operators (torch.profiler key_averages)",
+                elem_id="operators",
+                interactive=False,
+                wrap=True,
+                max_height=420,
+                show_search="search",
+                column_widths=views.operator_widths(DEVICE),
+                max_chars=90,  # key_averages lists kernels too; click a cell for the full name
+                buttons=["copy", "fullscreen"],
             )
-            txt_file = gr.DownloadButton("Operator table .txt", elem_id="download-txt", size="md")
-        gantt = gr.Plot(label="Timeline: CPU ops and GPU kernels", elem_id="gantt")
-        operators = gr.Dataframe(
-            headers=views.operator_headers(DEVICE),
-            datatype=views.operator_datatypes(DEVICE),
-            label="Operators (torch.profiler key_averages)",
-            elem_id="operators",
-            interactive=False,
-            wrap=True,
-            max_height=420,
-            show_search="search",
-            column_widths=views.operator_widths(DEVICE),
-            max_chars=90,  # key_averages lists kernels too; click a cell for the full name
-            buttons=["copy", "fullscreen"],
-        )
-        kernel_info = gr.Markdown("", elem_id="kernel-note")
-        kernels = gr.Dataframe(
-            headers=views.kernel_headers(),
-            datatype=views.kernel_datatypes(),
-            label="GPU kernels per forward, names decoded",
-            elem_id="kernels",
-            interactive=False,
-            wrap=True,
-            max_height=420,
-            column_widths=views.kernel_widths(),
-            max_chars=100,
-            visible=DEVICE == "cuda",  # a CPU run has no kernels: the note above says so
-            show_search="search",
-            buttons=["copy", "fullscreen"],
-        )
-        with gr.Accordion("Summary as JSON", open=False):
-            summary = gr.JSON(label="summary", elem_id="summary-json")
+            kernel_info = gr.Markdown("", elem_id="kernel-note")
+            kernels = gr.Dataframe(
+                headers=views.kernel_headers(),
+                datatype=views.kernel_datatypes(),
+                label="GPU kernels per forward, names decoded",
+                elem_id="kernels",
+                interactive=False,
+                wrap=True,
+                max_height=420,
+                column_widths=views.kernel_widths(),
+                max_chars=100,
+                visible=DEVICE == "cuda",  # a CPU run has no kernels: the note above says so
+                show_search="search",
+                buttons=["copy", "fullscreen"],
+            )
+            with gr.Accordion("Summary as JSON", open=False):
+                summary = gr.JSON(label="summary", elem_id="summary-json")
 
-    with gr.Tab("Compare", id="compare"):
-        gr.Markdown(
-            "Several variants at one shape, profiled one after another in one GPU job: the "
-            "post's *at a glance* table, GPU vs CPU time per forward, and every timeline on one "
-            "time axis. Variants that cannot run here are listed with the reason."
-        )
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=2, min_width=320):
-                cmp_variants = gr.Dropdown(
-                    choices=vc.variant_choices(DEVICE, START["dtype"]),
-                    value=vc.compare_defaults(DEVICE, START["dtype"]),
-                    multiselect=True,
-                    max_choices=vc.MAX_COMPARE_VARIANTS[DEVICE],
-                    label="Variants",
-                    info=f"at most {vc.MAX_COMPARE_VARIANTS[DEVICE]}; default: the post's six "
-                    "(plus Hub kernels where they run)",
-                    elem_id="cmp-variants",
-                    filterable=False,
-                )
-            with gr.Column(scale=3, min_width=320):
-                cmp_shape = _shape_controls("cmp-")
-        cmp_button = gr.Button("Compare", variant="primary", elem_id="compare-button")
-        cmp_note = gr.Markdown("", elem_id="cmp-note")
-        glance = _table(
-            "At a glance (per forward)", "glance",
-            headers=vc.glance_columns(DEVICE), datatype=vc.glance_datatypes(DEVICE),
-            column_widths=vc.glance_widths(DEVICE), max_chars=120, max_height=640,
-        )  # fmt: skip
-        cmp_zip = gr.DownloadButton(
-            "Every trace and table (.zip)", elem_id="cmp-zip", size="md", value=None
-        )
-        cmp_bars = gr.Plot(label="GPU vs CPU time per forward", elem_id="cmp-bars")
-        cmp_gantts = gr.Plot(label="Timelines on one time axis", elem_id="cmp-gantts")
-        with gr.Accordion("Datasheet peaks (what “% of peak” divides by)", open=False):
-            _table(
-                "NVIDIA datasheet dense peaks, TFLOP/s", "peaks", value=vc.peaks_view(),
-                max_chars=140,
+        with gr.Tab("Compare", id="compare"):
+            gr.Markdown(
+                "Several variants at one shape, profiled one after another in one GPU job: "
+                "the post's *at a glance* table, GPU vs CPU time per forward, and every timeline "
+                "on one time axis. Variants that cannot run here are listed with the reason."
+            )
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=2, min_width=320):
+                    cmp_variants = gr.Dropdown(
+                        choices=vc.variant_choices(DEVICE, START["dtype"]),
+                        value=vc.compare_defaults(DEVICE, START["dtype"]),
+                        multiselect=True,
+                        max_choices=vc.MAX_COMPARE_VARIANTS[DEVICE],
+                        label="Variants",
+                        info=f"at most {vc.MAX_COMPARE_VARIANTS[DEVICE]}; default: the post's six "
+                        "(plus Hub kernels where they run)",
+                        elem_id="cmp-variants",
+                        filterable=False,
+                    )
+                with gr.Column(scale=3, min_width=320):
+                    cmp_shape = _shape_controls("cmp-")
+            cmp_button = gr.Button("Compare", variant="primary", elem_id="compare-button")
+            cmp_note = gr.Markdown("", elem_id="cmp-note")
+            glance = _table(
+                "At a glance (per forward)", "glance",
+                headers=vc.glance_columns(DEVICE), datatype=vc.glance_datatypes(DEVICE),
+                column_widths=vc.glance_widths(DEVICE), max_chars=120, max_height=640,
             )  # fmt: skip
-        compare_runs = gr.State({})  # this session's last Compare: variant → trace, server side
+            cmp_zip = gr.DownloadButton(
+                "Every trace and table (.zip)", elem_id="cmp-zip", size="md", value=None
+            )
+            cmp_bars = gr.Plot(label="GPU vs CPU time per forward", elem_id="cmp-bars")
+            cmp_gantts = gr.Plot(label="Timelines on one time axis", elem_id="cmp-gantts")
+            with gr.Accordion("Datasheet peaks (what “% of peak” divides by)", open=False):
+                _table(
+                    "NVIDIA datasheet dense peaks, TFLOP/s", "peaks", value=vc.peaks_view(),
+                    max_chars=140,
+                )  # fmt: skip
+            # this session's last Compare: variant → trace, server side
+            compare_runs = gr.State({})
 
-    with gr.Tab("Diff", id="diff"):
-        gr.Markdown(
-            "What changed between two runs, per kernel name and per operator, per forward: "
-            "count and total µs of each side and the delta (B − A), largest |Δ| first."
-        )
-        with gr.Row(equal_height=False):
-            with gr.Column(min_width=320):
-                gr.Markdown("**Two uploaded traces** (`.json` / `.json.gz` from torch.profiler)")
-                with gr.Row():
-                    file_a = gr.File(
-                        label="Trace A", file_types=[".json", ".gz"], elem_id="diff-file-a"
+        with gr.Tab("Diff", id="diff"):
+            gr.Markdown(
+                "What changed between two runs, per kernel name and per operator, per forward: "
+                "count and total µs of each side and the delta (B − A), largest |Δ| first."
+            )
+            with gr.Row(equal_height=False):
+                with gr.Column(min_width=320):
+                    gr.Markdown(
+                        "**Two uploaded traces** (`.json` / `.json.gz` from torch.profiler)"
                     )
-                    file_b = gr.File(
-                        label="Trace B", file_types=[".json", ".gz"], elem_id="diff-file-b"
+                    with gr.Row():
+                        file_a = gr.File(
+                            label="Trace A", file_types=[".json", ".gz"], elem_id="diff-file-a"
+                        )
+                        file_b = gr.File(
+                            label="Trace B", file_types=[".json", ".gz"], elem_id="diff-file-b"
+                        )
+                    with gr.Row():
+                        label_a = gr.Textbox(
+                            "", label="Label A", placeholder="A", elem_id="label-a"
+                        )
+                        label_b = gr.Textbox(
+                            "", label="Label B", placeholder="B", elem_id="label-b"
+                        )
+                    diff_button = gr.Button(
+                        "Diff uploads", variant="primary", elem_id="diff-button"
                     )
-                with gr.Row():
-                    label_a = gr.Textbox("", label="Label A", placeholder="A", elem_id="label-a")
-                    label_b = gr.Textbox("", label="Label B", placeholder="B", elem_id="label-b")
-                diff_button = gr.Button("Diff uploads", variant="primary", elem_id="diff-button")
-            with gr.Column(min_width=320):
-                gr.Markdown("**Or two runs of your last Compare**")
-                with gr.Row():
-                    pick_a = gr.Dropdown([], label="Run A", elem_id="pick-a")
-                    pick_b = gr.Dropdown([], label="Run B", elem_id="pick-b")
-                diff_runs_button = gr.Button("Diff these runs", elem_id="diff-runs-button")
-        diff_headline = gr.Markdown("", elem_id="diff-headline")
-        kernel_delta = _table(
-            "Kernels: per name, per forward", "kernel-delta", datatype=vc.KERNEL_DIFF_TYPES,
-            column_widths=vc.KERNEL_DIFF_WIDTHS, max_chars=80,
-        )  # fmt: skip
-        operator_delta = _table(
-            "Operators (cpu_op spans): per name, per forward", "operator-delta",
-            datatype=vc.OPERATOR_DIFF_TYPES, column_widths=vc.OPERATOR_DIFF_WIDTHS, max_chars=80,
-        )  # fmt: skip
+                with gr.Column(min_width=320):
+                    gr.Markdown("**Or two runs of your last Compare**")
+                    with gr.Row():
+                        pick_a = gr.Dropdown([], label="Run A", elem_id="pick-a")
+                        pick_b = gr.Dropdown([], label="Run B", elem_id="pick-b")
+                    diff_runs_button = gr.Button("Diff these runs", elem_id="diff-runs-button")
+            diff_headline = gr.Markdown("", elem_id="diff-headline")
+            kernel_delta = _table(
+                "Kernels: per name, per forward", "kernel-delta", datatype=vc.KERNEL_DIFF_TYPES,
+                column_widths=vc.KERNEL_DIFF_WIDTHS, max_chars=80,
+            )  # fmt: skip
+            operator_delta = _table(
+                "Operators (cpu_op spans): per name, per forward", "operator-delta",
+                datatype=vc.OPERATOR_DIFF_TYPES, column_widths=vc.OPERATOR_DIFF_WIDTHS,
+                max_chars=80,
+            )  # fmt: skip
 
-    with gr.Tab("Sweep", id="sweep"):
-        gr.Markdown(
-            "Variants over sequence lengths, to see where the quadratic cost bites. Points the "
-            "memory estimate or the CPU budget refuses, and out-of-memory runs, are marked on "
-            "the charts and listed in the table, never dropped."
+        with gr.Tab("Sweep", id="sweep"):
+            gr.Markdown(
+                "Variants over sequence lengths, to see where the quadratic cost bites. Points the "
+                "memory estimate or the CPU budget refuses, and out-of-memory runs, are marked on "
+                "the charts and listed in the table, never dropped."
+            )
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=2, min_width=320):
+                    sw_variants = gr.Dropdown(
+                        choices=vc.variant_choices(DEVICE, START["dtype"]),
+                        value=vc.sweep_defaults(DEVICE, START["dtype"]),
+                        multiselect=True,
+                        max_choices=vc.MAX_SWEEP_VARIANTS[DEVICE],
+                        label="Variants",
+                        elem_id="sw-variants",
+                        filterable=False,
+                    )
+                    sw_lengths = gr.CheckboxGroup(
+                        vc.sweep_lengths(DEVICE),
+                        value=vc.sweep_default_lengths(DEVICE),
+                        label="Sequence lengths S",
+                        info=f"at most {vc.MAX_SWEEP_POINTS[DEVICE]} points (variants × lengths)",
+                        elem_id="sw-lengths",
+                    )
+                with gr.Column(scale=3, min_width=320):
+                    sw_shape = _shape_controls("sw-", seq_len=False)
+            sw_button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
+            sw_time = gr.Plot(label="Time per forward vs S (log–log)", elem_id="sw-time")
+            sw_memory = gr.Plot(label="Memory vs S (log–log)", elem_id="sw-memory")
+            sw_table = _table(
+                "Points", "sw-table", headers=vc.sweep_columns(DEVICE),
+                datatype=vc.sweep_datatypes(DEVICE), max_chars=140,
+            )  # fmt: skip
+            sw_zip = gr.DownloadButton(
+                "Every trace and the table (.zip)", elem_id="sw-zip", size="md"
+            )
+
+        with gr.Tab("Analyse", id="analyze"):
+            gr.Markdown(
+                "Upload a Chrome trace from any torch.profiler run (`.json` or `.json.gz`, at most "
+                f"{views.TRACE_MAX_UPLOAD_BYTES // 1024**2} MiB, "
+                f"{views.TRACE_MAX_EXPANDED_BYTES // 1024**2} MiB once gunzipped): operator table, "
+                "kernel table, GPU idle & launch figures and a Gantt chart."
+            )
+            an_file = gr.File(
+                label="Trace (.json / .json.gz)", file_types=[".json", ".gz"], elem_id="an-file"
+            )
+            an_button = gr.Button("Analyse", variant="primary", elem_id="analyze-button")
+            an_summary = gr.HTML("", elem_id="an-summary", css_template=ROWS_CSS)
+            an_launch = gr.HTML("", elem_id="an-launch", css_template=ROWS_CSS)
+            an_gantt = gr.Plot(label="Timeline", elem_id="an-gantt")
+            an_operators = _table(
+                "Operators (cpu_op spans, whole trace)", "an-operators",
+                headers=list(vc.ANALYZE_OPERATOR_COLUMNS.values()),
+                datatype=["str", *["number"] * 5], max_chars=90,
+            )  # fmt: skip
+            an_kernels = _table(
+                "GPU kernels, names decoded", "an-kernels", headers=views.kernel_headers(),
+                datatype=views.kernel_datatypes(), column_widths=views.kernel_widths(),
+                max_chars=100,
+            )  # fmt: skip
+
+        inputs = [variant, seq_len, dtype, batch, heads, head_dim, causal]
+        outputs = [
+            strip,
+            summary,
+            operators,
+            kernels,
+            kernel_info,
+            gantt,
+            json_file,
+            gz_file,
+            txt_file,
+        ]
+        run_button.click(
+            profile,
+            inputs=inputs,
+            outputs=outputs,
+            api_name="profile",
+            concurrency_limit=1,
+            concurrency_id=views.GPU_GROUP,
+            trigger_mode="once",
+            preprocess=False,  # raw values reach the backend, which checks every one
         )
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=2, min_width=320):
-                sw_variants = gr.Dropdown(
-                    choices=vc.variant_choices(DEVICE, START["dtype"]),
-                    value=vc.sweep_defaults(DEVICE, START["dtype"]),
-                    multiselect=True,
-                    max_choices=vc.MAX_SWEEP_VARIANTS[DEVICE],
-                    label="Variants",
-                    elem_id="sw-variants",
-                    filterable=False,
-                )
-                sw_lengths = gr.CheckboxGroup(
-                    vc.sweep_lengths(DEVICE),
-                    value=vc.sweep_default_lengths(DEVICE),
-                    label="Sequence lengths S",
-                    info=f"at most {vc.MAX_SWEEP_POINTS[DEVICE]} points (variants × lengths)",
-                    elem_id="sw-lengths",
-                )
-            with gr.Column(scale=3, min_width=320):
-                sw_shape = _shape_controls("sw-", seq_len=False)
-        sw_button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
-        sw_time = gr.Plot(label="Time per forward vs S (log–log)", elem_id="sw-time")
-        sw_memory = gr.Plot(label="Memory vs S (log–log)", elem_id="sw-memory")
-        sw_table = _table(
-            "Points", "sw-table", headers=vc.sweep_columns(DEVICE),
-            datatype=vc.sweep_datatypes(DEVICE), max_chars=140,
+        variant.change(show_lesson, [variant, dtype], lesson, api_visibility="private", queue=False)
+        dtype.change(
+            relabel_variants, [variant, dtype], [variant, lesson], api_visibility="private",
+            queue=False,
         )  # fmt: skip
-        sw_zip = gr.DownloadButton("Every trace and the table (.zip)", elem_id="sw-zip", size="md")
 
-    with gr.Tab("Analyse", id="analyze"):
-        gr.Markdown(
-            "Upload a Chrome trace from any torch.profiler run (`.json` or `.json.gz`, at most "
-            f"{views.TRACE_MAX_UPLOAD_BYTES // 1024**2} MiB, "
-            f"{views.TRACE_MAX_EXPANDED_BYTES // 1024**2} MiB once gunzipped): operator table, "
-            "kernel table, GPU idle & launch figures and a Gantt chart."
+        cmp_button.click(
+            compare,
+            inputs=[cmp_variants, *cmp_shape],
+            outputs=[glance, cmp_note, cmp_bars, cmp_gantts, cmp_zip, compare_runs],
+            api_name="compare",
+            concurrency_limit=1,
+            concurrency_id=views.GPU_GROUP,
+            trigger_mode="once",
+            preprocess=False,  # raw values reach the backend, which checks every one
+        ).success(
+            fill_diff_picks, compare_runs, [pick_a, pick_b], api_visibility="private", queue=False
         )
-        an_file = gr.File(
-            label="Trace (.json / .json.gz)", file_types=[".json", ".gz"], elem_id="an-file"
+        cmp_dtype = cmp_shape[1]
+        cmp_dtype.change(
+            relabel_multiselect, [cmp_variants, cmp_dtype], cmp_variants, api_visibility="private",
+            queue=False,
+        )  # fmt: skip
+
+        diff_outputs = [diff_headline, kernel_delta, operator_delta]
+        diff_button.click(
+            diff,
+            inputs=[file_a, file_b, label_a, label_b],
+            outputs=diff_outputs,
+            api_name="diff",
+            concurrency_limit=vc.TRACE_CONCURRENCY,
+            concurrency_id=vc.TRACE_GROUP,
+            trigger_mode="once",
         )
-        an_button = gr.Button("Analyse", variant="primary", elem_id="analyze-button")
-        an_summary = gr.HTML("", elem_id="an-summary", css_template=ROWS_CSS)
-        an_launch = gr.HTML("", elem_id="an-launch", css_template=ROWS_CSS)
-        an_gantt = gr.Plot(label="Timeline", elem_id="an-gantt")
-        an_operators = _table(
-            "Operators (cpu_op spans, whole trace)", "an-operators",
-            headers=list(vc.ANALYZE_OPERATOR_COLUMNS.values()),
-            datatype=["str", *["number"] * 5], max_chars=90,
+        diff_runs_button.click(
+            diff_runs,
+            inputs=[pick_a, pick_b, compare_runs],
+            outputs=diff_outputs,
+            api_visibility="private",
+            concurrency_limit=vc.TRACE_CONCURRENCY,
+            concurrency_id=vc.TRACE_GROUP,
+            trigger_mode="once",
+        )
+
+        sw_button.click(
+            sweep,
+            inputs=[sw_variants, sw_lengths, *sw_shape],
+            outputs=[sw_time, sw_memory, sw_table, sw_zip],
+            api_name="sweep",
+            concurrency_limit=1,
+            concurrency_id=views.GPU_GROUP,
+            trigger_mode="once",
+            preprocess=False,  # raw values reach the backend, which checks every one
+        )
+        sw_dtype = sw_shape[0]
+        sw_dtype.change(
+            relabel_multiselect, [sw_variants, sw_dtype], sw_variants, api_visibility="private",
+            queue=False,
         )  # fmt: skip
-        an_kernels = _table(
-            "GPU kernels, names decoded", "an-kernels", headers=views.kernel_headers(),
-            datatype=views.kernel_datatypes(), column_widths=views.kernel_widths(),
-            max_chars=100,
-        )  # fmt: skip
 
-    inputs = [variant, seq_len, dtype, batch, heads, head_dim, causal]
-    outputs = [strip, summary, operators, kernels, kernel_info, gantt, json_file, gz_file, txt_file]
-    run_button.click(
-        profile,
-        inputs=inputs,
-        outputs=outputs,
-        api_name="profile",
-        concurrency_limit=1,
-        concurrency_id=views.GPU_GROUP,
-        trigger_mode="once",
-    )
-    variant.change(show_lesson, [variant, dtype], lesson, api_visibility="private", queue=False)
-    dtype.change(
-        relabel_variants, [variant, dtype], [variant, lesson], api_visibility="private",
-        queue=False,
-    )  # fmt: skip
+        an_button.click(
+            analyze,
+            inputs=[an_file],
+            outputs=[an_summary, an_launch, an_operators, an_kernels, an_gantt],
+            api_name="analyze",
+            concurrency_limit=vc.TRACE_CONCURRENCY,
+            concurrency_id=vc.TRACE_GROUP,
+            trigger_mode="once",
+        )
+    demo.queue(max_size=queue_size)
+    return demo
 
-    cmp_button.click(
-        compare,
-        inputs=[cmp_variants, *cmp_shape],
-        outputs=[glance, cmp_note, cmp_bars, cmp_gantts, cmp_zip, compare_runs],
-        api_name="compare",
-        concurrency_limit=1,
-        concurrency_id=views.GPU_GROUP,
-        trigger_mode="once",
-    ).success(
-        fill_diff_picks, compare_runs, [pick_a, pick_b], api_visibility="private", queue=False
-    )
-    cmp_dtype = cmp_shape[1]
-    cmp_dtype.change(
-        relabel_multiselect, [cmp_variants, cmp_dtype], cmp_variants, api_visibility="private",
-        queue=False,
-    )  # fmt: skip
 
-    diff_outputs = [diff_headline, kernel_delta, operator_delta]
-    diff_button.click(
-        diff,
-        inputs=[file_a, file_b, label_a, label_b],
-        outputs=diff_outputs,
-        api_name="diff",
-        concurrency_limit=vc.TRACE_CONCURRENCY,
-        concurrency_id=vc.TRACE_GROUP,
-        trigger_mode="once",
-    )
-    diff_runs_button.click(
-        diff_runs,
-        inputs=[pick_a, pick_b, compare_runs],
-        outputs=diff_outputs,
-        api_visibility="private",
-        concurrency_limit=vc.TRACE_CONCURRENCY,
-        concurrency_id=vc.TRACE_GROUP,
-        trigger_mode="once",
-    )
-
-    sw_button.click(
-        sweep,
-        inputs=[sw_variants, sw_lengths, *sw_shape],
-        outputs=[sw_time, sw_memory, sw_table, sw_zip],
-        api_name="sweep",
-        concurrency_limit=1,
-        concurrency_id=views.GPU_GROUP,
-        trigger_mode="once",
-    )
-    sw_dtype = sw_shape[0]
-    sw_dtype.change(
-        relabel_multiselect, [sw_variants, sw_dtype], sw_variants, api_visibility="private",
-        queue=False,
-    )  # fmt: skip
-
-    an_button.click(
-        analyze,
-        inputs=[an_file],
-        outputs=[an_summary, an_launch, an_operators, an_kernels, an_gantt],
-        api_name="analyze",
-        concurrency_limit=vc.TRACE_CONCURRENCY,
-        concurrency_id=vc.TRACE_GROUP,
-        trigger_mode="once",
-    )
-
-demo.queue(max_size=views.QUEUE_MAX_SIZE)
+demo = build_demo()
+views.STALE.maybe_sweep()  # a previous process's temp folders older than the cache age
 
 
 if __name__ == "__main__":

@@ -21,13 +21,14 @@ import plotly.graph_objects as go
 import torch
 
 from attention import VARIANTS, availability
+from profiling import files
 from profiling.compare import trace_of
 from profiling.config import DTYPES, ConfigError, RunConfig
 from profiling.gantt import build_gantt
 from profiling.launch import LaunchStats, launch_rows, launch_stats
 from profiling.summary import Summary, attention_flops, summary_rows
 
-# -- limits (README's "Limits" line quotes these) ------------------------------------------
+# -- limits (README's "Limits" section quotes these) ---------------------------------------
 MAX_FILE_SIZE = "25mb"  # launch(max_file_size=...): bounds /gradio_api/upload
 # Uploaded traces (Analyse, Diff) are checked again before parsing, with the same size (Gradio
 # counts "25mb" as 25 MiB) and a bound on the JSON once gunzipped, which stops a gzip bomb.
@@ -36,6 +37,9 @@ TRACE_MAX_EXPANDED_BYTES = 256 * 1024**2
 QUEUE_MAX_SIZE = 16  # demo.queue(max_size=...): requests waiting for the one GPU slot
 DELETE_CACHE = (1800, 3600)  # gr.Blocks(delete_cache=(every s, older than s)): served copies
 KEEP_RUN_DIRS = 8  # our own temp dirs (one per run) kept before the oldest is deleted
+# ... and any of our temp dirs older than the cache age goes too (a previous process's as well):
+# checked when the app starts and, at most every STALE_SWEEP_S, when a run adds a folder.
+STALE_SWEEP_S = 60
 GPU_SECONDS = 60  # @spaces.GPU duration for a run; compiled / Hub variants get more
 GPU_SECONDS_SLOW = 150  # torch.compile or a Hub download happens inside the GPU slot
 CPU_MAX_FLOPS = 2e10  # per forward, on CPU only: a CPU Space must stay responsive
@@ -134,6 +138,18 @@ def gpu_seconds(config: RunConfig) -> int:
     """@spaces.GPU duration: compiled and Hub variants compile or download inside the slot."""
     slow = config.spec.family in ("compiled", "kernels")
     return GPU_SECONDS_SLOW if slow else GPU_SECONDS
+
+
+def check_ranges(config: RunConfig, device: str) -> None:
+    """The page's slider ranges, enforced in the backend too: an API caller gets what the page
+    offers (RunConfig's LIMITS are wider, for the CLI; the GPU slot and the CPU budget are sized
+    for these ranges). The step is not enforced, except head_dim's multiple of 8 (RunConfig)."""
+    for name, (low, high, _step) in slider_ranges(device).items():
+        value = getattr(config, name)
+        if not low <= value <= high:
+            raise ConfigError(
+                f"{name} must be between {low} and {high} on this machine, got {value}"
+            )
 
 
 def check_budget(config: RunConfig, device: str) -> None:
@@ -411,14 +427,22 @@ def page(result: Any) -> Page:
     )
 
 
-class RunDirs:
-    """Deletes the runner's temp dirs beyond the newest `keep` (Gradio serves its own copies).
+STALE = files.StaleSweeper(DELETE_CACHE[1], STALE_SWEEP_S)  # one per process
 
-    Only directories the runner made (`attnprof-*` directly in the temp dir) are ever removed.
+
+class RunDirs:
+    """Deletes the runner's temp dirs beyond the newest `keep` (Gradio serves its own copies),
+    and lets `sweeper` delete any of the app's temp dirs older than the cache age.
+
+    Only directories the app made (`attnprof-*` directly in the temp dir, see profiling.files)
+    are ever removed.
     """
 
-    def __init__(self, keep: int = KEEP_RUN_DIRS) -> None:
+    def __init__(
+        self, keep: int = KEEP_RUN_DIRS, sweeper: files.StaleSweeper | None = STALE
+    ) -> None:
         self.keep = keep
+        self.sweeper = sweeper
         self._dirs: deque[Path] = deque()
         self._lock = threading.Lock()
 
@@ -431,3 +455,8 @@ class RunDirs:
                 self._dirs.append(path)
             while len(self._dirs) > self.keep:
                 shutil.rmtree(self._dirs.popleft(), ignore_errors=True)
+        if self.sweeper is not None:
+            self.sweeper.maybe_sweep()
+
+    def __len__(self) -> int:
+        return len(self._dirs)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 import math
 import os
+import reprlib
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,8 +77,14 @@ def _clip(text: Any, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+_REPR = reprlib.Repr()  # keyword arguments only from Python 3.12
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict = 2, 4, 4, 4
+_REPR.maxstring = _REPR.maxother = 40
+
+
 def _show(value: Any, width: int = 40) -> str:
-    text = repr(value)
+    """A caller's value, shortened for a message (bounded work, however big the value)."""
+    text = _REPR.repr(value)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -148,8 +156,9 @@ def variant_ids(raw: Any, *, what: str, limit: int) -> list[str]:
 
 
 def seq_len_list(raw: Any, device: str) -> list[int]:
-    """Sorted distinct whole-number lengths within the page's seq_len range."""
+    """Sorted distinct lengths, each one of the page's choices (256 doubling to the top)."""
     low, high, _ = views.slider_ranges(device)["seq_len"]
+    offered = sweep_lengths(device)
     example = "e.g. [256, 512, 1024]"
     if raw is None or (isinstance(raw, list | tuple) and not raw):
         raise ConfigError("pick at least one sequence length")
@@ -166,14 +175,22 @@ def seq_len_list(raw: Any, device: str) -> list[int]:
             raise ConfigError(f"seq_lens must be whole numbers, {example}; got {_show(value)}")
         if not low <= value <= high:
             raise ConfigError(f"each seq_len must be between {low} and {high}, got {int(value)}")
+        if int(value) not in offered:
+            raise ConfigError(
+                f"each seq_len must be one of {', '.join(map(str, offered))}, got {int(value)}"
+            )
         lens.append(int(value))
     return sorted(set(lens))
 
 
-def _shape(seq_len: Any, dtype: Any, batch: Any, heads: Any, head_dim: Any, causal: Any) -> dict:
+def _shape(
+    seq_len: Any, dtype: Any, batch: Any, heads: Any, head_dim: Any, causal: Any, device: str
+) -> dict:
+    """The shape's types and limits (RunConfig), then the page's slider ranges."""
     raw = dict(seq_len=seq_len, dtype=dtype, batch=batch, heads=heads, head_dim=head_dim,
                causal=causal)  # fmt: skip
     config = RunConfig.from_user(variant="naive", **raw)
+    views.check_ranges(config, device)
     return {k: v for k, v in config.as_dict().items() if k in raw}
 
 
@@ -213,7 +230,7 @@ def compare_request(
     CPU budget for one run and for the whole job."""
     device = _device(device)
     names = variant_ids(variants, what="compare", limit=MAX_COMPARE_VARIANTS[device])
-    shape = _shape(seq_len, dtype, batch, heads, head_dim, causal)
+    shape = _shape(seq_len, dtype, batch, heads, head_dim, causal, device)
     configs = [RunConfig.from_user(variant=n, **shape) for n in names]
     views.check_budget(configs[0], device)  # one shape: one per-run check covers every variant
     runnable = set(_runnable(names, device, shape["dtype"]))
@@ -239,7 +256,7 @@ def sweep_request(
             f"{len(names)} variants × {len(lens)} lengths = {points} points; a sweep on this "
             f"machine runs at most {MAX_SWEEP_POINTS[device]}: pick fewer"
         )
-    shape = _shape(lens[0], dtype, batch, heads, head_dim, causal)
+    shape = _shape(lens[0], dtype, batch, heads, head_dim, causal, device)
     shape.pop("seq_len")
     configs = [RunConfig.from_user(variant=n, seq_len=s, **shape) for n in names for s in lens]
     runnable = set(_runnable(names, device, shape["dtype"]))
@@ -417,16 +434,28 @@ def diff_label(raw: Any, default: str) -> str:
     return text
 
 
+def upload_stat(path: Any, which: str, missing: str) -> os.stat_result:
+    """Check an upload before a byte of it is read: a path to a regular file (not a folder, a
+    device or a pipe that would block). Raises ConfigError / TraceError saying what is wrong."""
+    if path is None or path == "":
+        raise ConfigError(missing)
+    if not isinstance(path, str | os.PathLike):
+        raise ConfigError(f"{which} must be an uploaded file, got {_show(path)}")
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise TraceError(f"{which}: cannot open the upload ({exc.strerror})") from None
+    except ValueError:  # a NUL byte in the path
+        raise TraceError(f"{which}: cannot open the upload (not a valid file name)") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise TraceError(f"{which}: the upload is not a regular file")
+    return info
+
+
 def load_upload(path: Any, which: str) -> Trace:
     """An uploaded trace, bounded: size checked before reading, gunzipped size capped."""
-    if path is None or path == "":
-        raise ConfigError(f"upload trace {which} (.json or .json.gz from torch.profiler)")
-    if not isinstance(path, str | os.PathLike):
-        raise ConfigError(f"trace {which} must be an uploaded file, got {_show(path)}")
-    try:
-        size = os.stat(path).st_size
-    except OSError as exc:
-        raise TraceError(f"trace {which}: cannot open the upload ({exc.strerror})") from None
+    missing = f"upload trace {which} (.json or .json.gz from torch.profiler)"
+    size = upload_stat(path, f"trace {which}", missing).st_size
     if size > views.TRACE_MAX_UPLOAD_BYTES:
         raise TraceError(
             f"trace {which} is {_size_text(size)}; the limit is "
@@ -438,6 +467,8 @@ def load_upload(path: Any, which: str) -> Trace:
         return load(path, max_bytes=views.TRACE_MAX_EXPANDED_BYTES)
     except TraceError as exc:
         raise TraceError(f"trace {which}: {exc}") from None
+    except RecursionError:  # msgspec's answer to JSON nested thousands of levels deep
+        raise TraceError(f"trace {which}: not valid JSON (nested too deeply)") from None
 
 
 def _size_text(n: int) -> str:
@@ -518,7 +549,8 @@ def diff_page(a: Trace | Path, b: Trace | Path, label_a: str, label_b: str) -> D
         raise ConfigError(f"the two labels must differ (both are {_show(label_a)})")
     kernels, operators = diff(a, b, label_a, label_b)
     return DiffPage(
-        headline=diff_headline(kernels, operators),
+        # Markdown on the page: names from an uploaded trace are escaped so they read as text
+        headline=_escape_md(diff_headline(kernels, operators)),
         kernels=labelled(_rounded(kernels)),
         operators=labelled(_rounded(operators)),
     )
@@ -644,12 +676,14 @@ def analyze_page(path: Any) -> AnalyzePage:
 
     Bounded like every upload: its size is checked before reading, its JSON once gunzipped.
     """
-    if path is None or path == "":
-        raise ConfigError("upload a trace (.json or .json.gz from torch.profiler) to analyse")
-    if not isinstance(path, str | os.PathLike):
-        raise ConfigError(f"trace must be an uploaded file, got {_show(path)}")
+    upload_stat(path, "trace", "upload a trace (.json or .json.gz from torch.profiler) to analyse")
     name = Path(path).name
-    result = analyze(path, views.TRACE_MAX_UPLOAD_BYTES, views.TRACE_MAX_EXPANDED_BYTES, name=name)
+    try:
+        result = analyze(
+            path, views.TRACE_MAX_UPLOAD_BYTES, views.TRACE_MAX_EXPANDED_BYTES, name=name
+        )
+    except RecursionError:
+        raise TraceError("not valid JSON (nested too deeply)") from None
     launch = set(launch_rows(result.launch)) if result.has_gpu else set()
     rows = [r for r in result.summary if r not in launch]
     rows.insert(2, ("kernel table", result.kernel_scope))
