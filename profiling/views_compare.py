@@ -9,6 +9,7 @@ the page itself can send. The limits live at the top, next to views.py's.
 from __future__ import annotations
 
 import html
+import logging
 import math
 import os
 import reprlib
@@ -44,6 +45,8 @@ from profiling.launch import launch_rows
 from profiling.summary import attention_flops
 from profiling.sweep import SWEEP_COLUMNS, SweepResult, doubling
 from profiling.trace import Trace, TraceError, load
+
+log = logging.getLogger(__name__)
 
 # -- limits (README's "Limits" section quotes these) -------------------------------------------
 MAX_COMPARE_VARIANTS = {"cuda": 10, "cpu": 6}  # per Compare: the post's six + Hub variants fit
@@ -434,6 +437,16 @@ def diff_label(raw: Any, default: str) -> str:
     return text
 
 
+# An upload is untrusted: whatever breaks while its JSON becomes spans and tables (a list where
+# a name or pid goes has raised ValueError inside numpy/pandas) is about that file. It is logged
+# and the caller told so, instead of the generic "something unexpected" error.
+UPLOAD_FAILURES = (ValueError, TypeError, KeyError, IndexError, OverflowError, AttributeError)
+UNREADABLE = (
+    "could not be read: some of its events do not have the shape torch.profiler writes (a "
+    "list or an object where a name, id or time goes?); this has been logged"
+)
+
+
 def upload_stat(path: Any, which: str, missing: str) -> os.stat_result:
     """Check an upload before a byte of it is read: a path to a regular file (not a folder, a
     device or a pipe that would block). Raises ConfigError / TraceError saying what is wrong."""
@@ -469,6 +482,9 @@ def load_upload(path: Any, which: str) -> Trace:
         raise TraceError(f"trace {which}: {exc}") from None
     except RecursionError:  # msgspec's answer to JSON nested thousands of levels deep
         raise TraceError(f"trace {which}: not valid JSON (nested too deeply)") from None
+    except UPLOAD_FAILURES:
+        log.exception("reading uploaded trace %s failed", which)
+        raise TraceError(f"trace {which} {UNREADABLE}") from None
 
 
 def _size_text(n: int) -> str:
@@ -682,8 +698,13 @@ def analyze_page(path: Any) -> AnalyzePage:
         result = analyze(
             path, views.TRACE_MAX_UPLOAD_BYTES, views.TRACE_MAX_EXPANDED_BYTES, name=name
         )
+    except TraceError:  # a ValueError too: said as it is
+        raise
     except RecursionError:
         raise TraceError("not valid JSON (nested too deeply)") from None
+    except UPLOAD_FAILURES:
+        log.exception("analysing uploaded trace %s failed", name)
+        raise TraceError(f"the trace {UNREADABLE}") from None
     launch = set(launch_rows(result.launch)) if result.has_gpu else set()
     rows = [r for r in result.summary if r not in launch]
     rows.insert(2, ("kernel table", result.kernel_scope))
