@@ -1,15 +1,18 @@
-"""The page in a real browser: Playwright drives Debian's Chromium through a profile run and a
-Compare, and takes a screenshot of each.
+"""The page in a real browser: Playwright drives Debian's Chromium through a profile run, a
+Compare, an uploaded trace whose names are markup (shown as text, nothing runs) and the Gantt of
+a 10⁵-event trace (time to first render, and the page still answering), with screenshots.
 
 Screenshots go to a temporary folder, so a test run leaves the tracked files alone. To refresh
 the README's pictures, run with `ATTNPROF_SCREENSHOTS=docs`: they are written to
-docs/screenshot-cpu.png and docs/screenshot-compare-cpu.png (another value of the variable names
-a folder to write them to instead).
+docs/screenshot-cpu.png, docs/screenshot-compare-cpu.png and docs/screenshot-analyze-xss.png
+(another value of the variable names a folder to write them to instead).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -30,6 +33,10 @@ if not CHROMIUM.exists():
 import app  # noqa: E402 - only once the skips above have passed
 from profiling import trace  # noqa: E402
 from profiling.summary import forward_spans  # noqa: E402
+from tests.test_hardening import IMG, SCRIPT, xss_trace  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import gen_trace  # noqa: E402
 
 
 def wait_for_http(url: str, seconds: float = 30) -> None:
@@ -58,15 +65,26 @@ def url():
 
 
 @pytest.fixture(scope="module")
-def page(url):
+def browser():
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
-        page = context.new_page()
-        page.set_default_timeout(TIMEOUT_MS)
-        page.goto(url)
-        yield page
+        yield browser
         browser.close()
+
+
+def open_page(browser, url: str):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(url)
+    return page
+
+
+@pytest.fixture(scope="module")
+def page(browser, url):
+    page = open_page(browser, url)
+    yield page
+    page.context.close()
 
 
 def screenshot_path(name: str, tmp_path: Path) -> Path:
@@ -172,3 +190,125 @@ def test_compare_from_the_page(page, tmp_path):
     shot = screenshot_path("screenshot-compare-cpu.png", tmp_path)
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 20_000
+
+
+# -- Analyse: untrusted names, and a 10⁵-event Gantt -----------------------------------------
+def analyse_upload(page, path: Path) -> float:
+    """Upload `path` in the Analyse tab and click Analyse; the time of the click."""
+    page.get_by_role("tab", name="Analyse").click()
+    page.wait_for_selector("#analyze-button")
+    page.set_input_files("#an-file input[type=file]", str(path))
+    sync_api.expect(page.locator("#an-file")).to_contain_text(path.name)
+    began = time.perf_counter()
+    page.click("#analyze-button")
+    return began
+
+
+BAR_OF = """(needle) => {
+  const gd = document.querySelector('#an-gantt .js-plotly-plot');
+  const bars = gd._fullData.filter(t => t.type === 'bar' && t.visible === true);
+  for (let b = 0; b < bars.length; b++) {
+    const hover = bars[b].hovertext || [];
+    for (let i = 0; i < hover.length; i++) {
+      if (String(hover[i]).includes(needle)) {
+        const trace = document.querySelectorAll('#an-gantt .barlayer .trace')[b];
+        const point = trace && trace.querySelectorAll('.point')[i];
+        if (!point) continue;
+        const box = point.getBoundingClientRect();
+        if (box.width > 0 && box.height > 0)
+          return {x: box.x + box.width / 2, y: box.y + box.height / 2};
+      }
+    }
+  }
+  return null;
+}"""
+
+
+def test_names_from_an_uploaded_trace_show_as_text(browser, url, tmp_path):
+    """Kernel and operator names `<img src=x onerror=alert(1)>` and `<script>…</script>`: the
+    tables show them literally, the Gantt's hover too, and nothing runs (no dialog, no global)."""
+    page = open_page(browser, url)
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    try:
+        analyse_upload(page, xss_trace(tmp_path))
+        page.wait_for_selector('#an-operators [data-testid="cell-0-0"]')
+        page.wait_for_selector('#an-kernels [data-testid="cell-0-0"]')
+        page.wait_for_selector('#an-gantt [data-testid="plotly"] .barlayer .point')
+        for table in ("#an-operators", "#an-kernels"):
+            for name in (IMG, SCRIPT):  # a cell holds the name as its text
+                cell = page.locator(f'{table} [data-testid^="cell-"]').filter(has_text=name).first
+                cell.scroll_into_view_if_needed()
+                sync_api.expect(cell).to_be_visible()
+                assert cell.inner_text().strip() == name
+        sync_api.expect(page.locator("#an-summary")).to_contain_text("xss.json.gz")
+        # hover the bar of the <img> operator: the hover box shows the name as text
+        page.locator("#an-gantt").scroll_into_view_if_needed()
+        spot = page.evaluate(BAR_OF, "&lt;img src=x onerror=alert(1)&gt;")
+        assert spot is not None, "no visible bar for the <img> span"
+        page.mouse.move(spot["x"], spot["y"])
+        hover = page.locator("#an-gantt .hoverlayer .hovertext")
+        sync_api.expect(hover.first).to_contain_text(IMG)
+        page.wait_for_timeout(300)
+        assert page.evaluate("() => typeof window.__xss") == "undefined"
+        assert page.locator("#an-operators img, #an-kernels img, #an-summary img").count() == 0
+        assert page.locator("#an-gantt img, #an-launch img").count() == 0
+        assert dialogs == []
+        page.get_by_role("tab", name="Analyse").scroll_into_view_if_needed()
+        page.mouse.move(0, 0)
+        page.wait_for_timeout(300)
+        page.locator("#an-operators").scroll_into_view_if_needed()
+        shot = screenshot_path("screenshot-analyze-xss.png", tmp_path)
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 20_000
+        assert dialogs == [] and page.evaluate("() => typeof window.__xss") == "undefined"
+    finally:
+        page.context.close()
+
+
+FRAMES = """() => new Promise(resolve => {
+  const t0 = performance.now();
+  requestAnimationFrame(() => requestAnimationFrame(() => resolve(performance.now() - t0)));
+})"""
+
+
+def test_the_gantt_of_a_1e5_event_trace_renders_and_stays_responsive(browser, url, tmp_path):
+    """Issue #7: the Gantt of a 10⁵-event trace through Analyse, timed from the click to the
+    first bars drawn; then the page must still answer (two animation frames, a hover)."""
+    path = tmp_path / "trace_1e5.json.gz"
+    gen_trace.write(100_000, path)
+    page = open_page(browser, url)
+    try:
+        began = analyse_upload(page, path)
+        page.wait_for_selector('#an-gantt [data-testid="plotly"] .barlayer .point')
+        first_render = time.perf_counter() - began
+        sync_api.expect(page.locator("#an-summary")).to_contain_text("100,169 events")
+        page.wait_for_selector('#an-operators [data-testid="cell-0-0"]')
+        everything = time.perf_counter() - began
+        bars = page.locator("#an-gantt .barlayer .point").count()
+
+        t0 = time.perf_counter()
+        assert page.evaluate("() => 1 + 1") == 2
+        evaluate_ms = (time.perf_counter() - t0) * 1000
+        frames_ms = max(page.evaluate(FRAMES) for _ in range(3))
+        bar = page.locator("#an-gantt .barlayer .point").nth(bars // 2)
+        bar.scroll_into_view_if_needed()
+        box = bar.bounding_box()
+        t0 = time.perf_counter()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.wait_for_selector("#an-gantt .hoverlayer .hovertext", timeout=10_000)
+        hover_ms = (time.perf_counter() - t0) * 1000
+    finally:
+        page.context.close()
+    numbers = dict(
+        events=100_000, gz_mib=round(path.stat().st_size / 1024**2, 2),
+        click_to_first_render_s=round(first_render, 2), click_to_tables_s=round(everything, 2),
+        bars_drawn=bars, evaluate_ms=round(evaluate_ms, 1),
+        two_frames_ms=round(frames_ms, 1), hover_ms=round(hover_ms, 1),
+    )  # fmt: skip
+    out = tmp_path / "browser-1e5-gantt.json"
+    out.write_text(json.dumps(numbers, indent=1))
+    print(f"\n10^5-event Gantt in the browser: {json.dumps(numbers)} ({out})")
+    assert first_render < 30 and everything < 40
+    assert evaluate_ms < 1000 and frames_ms < 1000 and hover_ms < 5000
+    assert 0 < bars < 20_000  # level of detail: the browser never gets 10⁵ bars
