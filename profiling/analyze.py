@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pandas as pd
 
 from profiling.kernels import KERNEL_COLUMNS, kernel_table
 from profiling.launch import LaunchStats, launch_rows, launch_stats
 from profiling.summary import ForwardStats, forward_spans, gpu_work, launched_within, per_forward
-from profiling.trace import Trace, TraceError, from_document, read_bytes
+from profiling.trace import Trace, TraceError, load
 
 MAX_UPLOAD_BYTES = 100 * 1024**2  # the file as uploaded (gzip or not)
 MAX_EXPANDED_BYTES = 1024**3  # the JSON once decompressed
@@ -63,13 +62,7 @@ def analyze(
         )
     if size == 0:
         raise TraceError("the file is empty")
-    data = read_bytes(source, max_bytes=max_expanded_bytes)
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise TraceError(f"not valid JSON ({exc})") from None
-    del data
-    trace = from_document(doc)
+    trace = load(source, max_bytes=max_expanded_bytes)
     label = name or (Path(source).name if not isinstance(source, bytes) else "uploaded trace")
     return from_trace(trace, label)
 

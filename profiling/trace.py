@@ -211,6 +211,13 @@ def _collector_paused() -> Iterator[None]:
 
 def _parse(data: bytes) -> Trace:
     try:
+        return _decode(data)
+    except RecursionError:  # msgspec's answer to JSON nested thousands of levels deep
+        raise TraceError("not valid JSON (nested too deeply)") from None
+
+
+def _decode(data: bytes) -> Trace:
+    try:
         if data.lstrip()[:1] == b"[":  # the Chrome format also allows a bare array of events
             top: dict[str, msgspec.Raw] = {"traceEvents": msgspec.Raw(data)}
         else:
@@ -224,7 +231,7 @@ def _parse(data: bytes) -> Trace:
         events = _EVENTS.decode(top["traceEvents"])
     except msgspec.ValidationError:  # an odd field type: same fields, no types
         try:
-            events = _LOOSE.decode(top["traceEvents"])
+            events = _tidy(_LOOSE.decode(top["traceEvents"]))
         except msgspec.ValidationError:  # entries that are not objects: the slowest path
             events = _lenient(_ARGS.decode(top["traceEvents"]))
         except msgspec.DecodeError as exc:
@@ -253,13 +260,30 @@ def from_document(doc: Any) -> Trace:
 
 def _lenient(items: Any) -> list[_LooseEvent]:
     if not isinstance(items, list):
-        raise TraceError("JSON is not a Chrome trace: `traceEvents` is not a list")
+        raise TraceError("JSON is not a Chrome trace: no `traceEvents` list")
     fields = [f for f in _LooseEvent.__struct_fields__ if f != "args"]
-    return [
-        _LooseEvent(**{k: e.get(k) for k in fields}, args=e.get("args"))
-        for e in items
-        if type(e) is dict
-    ]
+    return _tidy(
+        [
+            _LooseEvent(**{k: e.get(k) for k in fields}, args=e.get("args"))
+            for e in items
+            if type(e) is dict
+        ]
+    )
+
+
+def _tidy(events: list[_LooseEvent]) -> list[_LooseEvent]:
+    """Untyped events made safe to tabulate: text fields that are not text (a list, a number)
+    become their JSON-ish str, pids/tids that are neither int nor str likewise; `None` stays."""
+    for e in events:
+        for key in ("ph", "cat", "name"):
+            value = getattr(e, key)
+            if value is not None and type(value) is not str:
+                setattr(e, key, str(value))
+        for key in ("pid", "tid"):
+            value = getattr(e, key)
+            if value is not None and type(value) not in (int, str):
+                setattr(e, key, str(value))
+    return events
 
 
 def span_args(value: Any) -> dict[str, Any]:

@@ -107,7 +107,7 @@ def test_upload_size_is_checked_before_reading(tmp_path, monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("read the file although it is over the limit")
 
-    monkeypatch.setattr(analyze_module, "read_bytes", never)
+    monkeypatch.setattr(analyze_module, "load", never)
     with pytest.raises(TraceError, match="the limit is 1 KiB"):
         analyze(NAIVE, max_upload_bytes=1024)  # the fixture is a few KB: over 1 KiB
     with pytest.raises(TraceError, match="cannot open trace"):

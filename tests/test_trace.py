@@ -275,3 +275,21 @@ def test_a_gigabyte_gzip_bomb_is_refused_quickly_in_bounded_memory():
     assert time.perf_counter() - began < 5
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
     assert grown < 200  # MiB: the limit plus a chunk, not the gigabyte
+
+
+@pytest.mark.parametrize(
+    ("payload", "outcome"),
+    [
+        (b'{"traceEvents":[{"ph":"X","name":["a"],"cat":["x"],"ts":1,"dur":1,"pid":[1],"tid":{}}]}',
+         "['a']"),
+        (b"[" * 50_000 + b"]" * 50_000, "nested too deeply"),
+        (b'{"traceEvents": "nope"}', "no `traceEvents` list"),
+    ],
+)  # fmt: skip
+def test_hostile_shapes_become_text_or_a_trace_error(payload, outcome):
+    try:
+        names = list(trace.load(payload).spans["name"].astype(str))
+    except trace.TraceError as exc:
+        assert outcome in str(exc)
+    else:
+        assert names == [outcome]
