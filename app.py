@@ -343,18 +343,24 @@ def sweep(
     return shown.time, shown.memory, shown.table, zip_path
 
 
-def analyze(trace: str | None) -> tuple[Any, ...]:
+def analyze(
+    trace: str | None, window_start_us: float | None = None, window_end_us: float | None = None
+) -> tuple[Any, ...]:
     """Operator table, kernel table, Gantt and summary of any torch.profiler Chrome trace.
 
     Args:
         trace: a Chrome trace (.json or .json.gz) exported by torch.profiler, at most 25 MiB
             uploaded and 256 MiB once gunzipped.
+        window_start_us: optional start of the Gantt's window, µs from the first profiled step.
+        window_end_us: optional end of that window; with both set the slice is drawn one bar
+            per span (a large trace is otherwise drawn at reduced detail).
 
     Returns:
         summary (HTML), GPU idle & launch overhead (HTML), operator table (from cpu_op spans),
         kernel table, Gantt chart (plotly).
     """
-    shown = _guarded("analyze", vc.analyze_page, trace)
+    window = _guarded("analyze", vc.gantt_window, window_start_us, window_end_us)
+    shown = _guarded("analyze", vc.analyze_page, trace, window)
     return shown.summary, shown.launch, shown.operators, shown.kernels, shown.figure
 
 
@@ -620,6 +626,22 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             an_file = gr.File(
                 label="Trace (.json / .json.gz)", file_types=[".json", ".gz"], elem_id="an-file"
             )
+            with gr.Row():
+                an_from = gr.Number(
+                    None,
+                    label="Gantt window from (µs)",
+                    elem_id="an-from",
+                    precision=None,
+                    info="optional: µs from the first profiled step (0 and 0: whole trace)",
+                )
+                an_to = gr.Number(
+                    None,
+                    label="to (µs)",
+                    elem_id="an-to",
+                    precision=None,
+                    info="both set: that slice drawn one bar per span (large traces are "
+                    "otherwise drawn at reduced detail, aggregated spans in grey)",
+                )
             an_button = gr.Button("Analyse", variant="primary", elem_id="analyze-button")
             an_summary = gr.HTML("", elem_id="an-summary", css_template=ROWS_CSS)
             an_launch = gr.HTML("", elem_id="an-launch", css_template=ROWS_CSS)
@@ -719,7 +741,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
 
         an_button.click(
             analyze,
-            inputs=[an_file],
+            inputs=[an_file, an_from, an_to],
             outputs=[an_summary, an_launch, an_operators, an_kernels, an_gantt],
             api_name="analyze",
             concurrency_limit=vc.TRACE_CONCURRENCY,

@@ -687,10 +687,30 @@ def rows_html(rows: Sequence[tuple[str, str]], title: str) -> str:
     )
 
 
-def analyze_page(path: Any) -> AnalyzePage:
+def gantt_window(start: Any, end: Any) -> tuple[float, float] | None:
+    """The Gantt's time window from two optional numbers (µs).
+
+    Both empty, or both 0 (what the page's number boxes send untouched): the whole trace.
+    """
+    if all(v in (None, "") or (type(v) in (int, float) and v == 0) for v in (start, end)):
+        return None
+    values = []
+    for label, value in (("window start", start), ("window end", end)):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{label} must be a number of µs (or leave both empty)")
+        if not math.isfinite(value) or abs(value) > 1e15:
+            raise ConfigError(f"{label} must be a finite number of µs")
+        values.append(float(value))
+    if values[1] <= values[0]:
+        raise ConfigError("the window's end must be after its start")
+    return values[0], values[1]
+
+
+def analyze_page(path: Any, window: tuple[float, float] | None = None) -> AnalyzePage:
     """An uploaded trace → summary, launch block, operator and kernel tables, Gantt.
 
     Bounded like every upload: its size is checked before reading, its JSON once gunzipped.
+    `window` (µs from the first profiled step) draws that slice one bar per span.
     """
     upload_stat(path, "trace", "upload a trace (.json or .json.gz from torch.profiler) to analyse")
     name = Path(path).name
@@ -714,5 +734,5 @@ def analyze_page(path: Any) -> AnalyzePage:
         launch=views.launch_html(result.launch),
         operators=analyze_operator_view(result.operators),
         kernels=views.kernel_view(result.kernels),
-        figure=build_gantt(result.spans, result.lanes, title=title),
+        figure=build_gantt(result.spans, result.lanes, title=title, window=window),
     )

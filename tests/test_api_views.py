@@ -20,7 +20,7 @@ PARAMETERS = {
     "/compare": ["variants", "seq_len", "dtype", "batch", "heads", "head_dim", "causal"],
     "/diff": ["trace_a", "trace_b", "label_a", "label_b"],
     "/sweep": ["variants", "seq_lens", "dtype", "batch", "heads", "head_dim", "causal"],
-    "/analyze": ["trace"],
+    "/analyze": ["trace", "window_start_us", "window_end_us"],
 }
 RETURNS = {"/compare": 5, "/diff": 3, "/sweep": 4, "/analyze": 5}
 
@@ -154,3 +154,10 @@ def test_bad_uploads_come_back_as_errors(client, tmp_path):
 def test_private_diff_of_compare_runs_is_not_an_endpoint(client):
     with pytest.raises(ValueError):
         client.predict("naive", "naive", {"naive": str(Path("/etc/passwd"))}, api_name="/diff_runs")
+
+
+def test_analyze_window_parameters_are_optional(client):
+    endpoints = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    optional = {p["parameter_name"]: p["parameter_has_default"]
+                for p in endpoints["/analyze"]["parameters"]}  # fmt: skip
+    assert optional == {"trace": False, "window_start_us": True, "window_end_us": True}

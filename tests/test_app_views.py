@@ -490,4 +490,33 @@ def test_wiring_gpu_jobs_share_one_slot_and_trace_work_has_its_own():
     assert ids(deps["compare"]) == ["cmp-variants", "cmp-seq_len", *[f"cmp-{n}" for n in shape]]
     assert ids(deps["sweep"]) == ["sw-variants", "sw-lengths", *[f"sw-{n}" for n in shape]]
     assert ids(deps["diff"]) == ["diff-file-a", "diff-file-b", "label-a", "label-b"]
-    assert ids(deps["analyze"]) == ["an-file"]
+    assert ids(deps["analyze"]) == ["an-file", "an-from", "an-to"]
+
+
+def test_analyze_window_draws_the_slice_in_full_detail(tmp_path):
+    """Issue #7: a large trace is drawn at reduced detail; a chosen window gets one bar per span."""
+    import importlib.util
+    from pathlib import Path
+
+    from profiling import trace as trace_model
+    from profiling.gantt import AGGREGATED, bar_count, spans_drawn
+
+    spec = importlib.util.spec_from_file_location(
+        "gen_trace", Path(__file__).resolve().parents[1] / "benchmarks" / "gen_trace.py"
+    )
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    path = gen.write(40_000, tmp_path / "big.json.gz")
+    spans = trace_model.load(path).spans
+    whole = app.analyze(str(path))[4]
+    assert any(t.legendgroup == AGGREGATED for t in whole.data)
+    assert spans_drawn(whole) == len(spans)
+    hi = float(spans["end_us"].max()) / 40
+    sliced = app.analyze(str(path), 0.0, hi)[4]
+    inside = int(((spans["end_us"] >= 0) & (spans["start_us"] <= hi)).sum())
+    assert bar_count(sliced) == spans_drawn(sliced) == inside
+    assert not any(t.legendgroup == AGGREGATED for t in sliced.data)
+    assert app.analyze(str(path), 0, 0)[4].data == whole.data  # the page's untouched boxes
+    for bad in ((5.0, 1.0), (float("nan"), 1.0), ("a", 2.0), (1.0, None)):
+        with pytest.raises(gr.Error, match="window"):
+            app.analyze(str(path), *bad)
