@@ -190,6 +190,22 @@ def _report(progress: Any) -> Callable[[float, str], None] | None:
     return (lambda fraction, text: progress(fraction, desc=text)) if progress else None
 
 
+def _variant_picker(
+    elem_id: str, defaults: list[str], max_choices: int, info: str | None = None
+) -> gr.Dropdown:
+    """The multiselect of variants the Compare and Sweep tabs share."""
+    return gr.Dropdown(
+        choices=vc.variant_choices(DEVICE, START["dtype"]),
+        value=defaults,
+        multiselect=True,
+        max_choices=max_choices,
+        label="Variants",
+        info=info,
+        elem_id=elem_id,
+        filterable=False,
+    )
+
+
 def _guarded(what: str, fn: Callable[..., Any], *args: Any) -> Any:
     """Call a backend or view function; its errors become the gr.Error the user sees."""
     try:
@@ -502,16 +518,12 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             )
             with gr.Row(equal_height=False):
                 with gr.Column(scale=2, min_width=320):
-                    cmp_variants = gr.Dropdown(
-                        choices=vc.variant_choices(DEVICE, START["dtype"]),
-                        value=vc.compare_defaults(DEVICE, START["dtype"]),
-                        multiselect=True,
-                        max_choices=vc.MAX_COMPARE_VARIANTS[DEVICE],
-                        label="Variants",
+                    cmp_variants = _variant_picker(
+                        "cmp-variants",
+                        vc.compare_defaults(DEVICE, START["dtype"]),
+                        vc.MAX_COMPARE_VARIANTS[DEVICE],
                         info=f"at most {vc.MAX_COMPARE_VARIANTS[DEVICE]}; default: the post's six "
                         "(plus Hub kernels where they run)",
-                        elem_id="cmp-variants",
-                        filterable=False,
                     )
                 with gr.Column(scale=3, min_width=320):
                     cmp_shape = _shape_controls("cmp-")
@@ -587,14 +599,10 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             )
             with gr.Row(equal_height=False):
                 with gr.Column(scale=2, min_width=320):
-                    sw_variants = gr.Dropdown(
-                        choices=vc.variant_choices(DEVICE, START["dtype"]),
-                        value=vc.sweep_defaults(DEVICE, START["dtype"]),
-                        multiselect=True,
-                        max_choices=vc.MAX_SWEEP_VARIANTS[DEVICE],
-                        label="Variants",
-                        elem_id="sw-variants",
-                        filterable=False,
+                    sw_variants = _variant_picker(
+                        "sw-variants",
+                        vc.sweep_defaults(DEVICE, START["dtype"]),
+                        vc.MAX_SWEEP_VARIANTS[DEVICE],
                     )
                     sw_lengths = gr.CheckboxGroup(
                         vc.sweep_lengths(DEVICE),
