@@ -495,18 +495,11 @@ def test_wiring_gpu_jobs_share_one_slot_and_trace_work_has_its_own():
 
 def test_analyze_window_draws_the_slice_in_full_detail(tmp_path):
     """Issue #7: a large trace is drawn at reduced detail; a chosen window gets one bar per span."""
-    import importlib.util
-    from pathlib import Path
-
+    from benchmarks import gen_trace
     from profiling import trace as trace_model
     from profiling.gantt import AGGREGATED, bar_count, spans_drawn
 
-    spec = importlib.util.spec_from_file_location(
-        "gen_trace", Path(__file__).resolve().parents[1] / "benchmarks" / "gen_trace.py"
-    )
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
-    path = gen.write(40_000, tmp_path / "big.json.gz")
+    path = gen_trace.write(40_000, tmp_path / "big.json.gz")
     spans = trace_model.load(path).spans
     whole = app.analyze(str(path))[4]
     assert any(t.legendgroup == AGGREGATED for t in whole.data)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -31,12 +30,10 @@ if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium", allow_module_level=True)
 
 import app  # noqa: E402 - only once the skips above have passed
+from benchmarks import gen_trace  # noqa: E402
 from profiling import trace  # noqa: E402
 from profiling.summary import forward_spans  # noqa: E402
 from tests.test_hardening import IMG, SCRIPT, xss_trace  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import gen_trace  # noqa: E402
 
 
 def wait_for_http(url: str, seconds: float = 30) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import plotly.io as pio
@@ -240,13 +239,9 @@ def test_math_backend_h200_trace_stays_readable():
 
 # -- level of detail (issue #7) ------------------------------------------------------------
 def _synthetic(n_events: int):
-    import importlib.util
+    from benchmarks import gen_trace
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gen_trace.py"
-    spec = importlib.util.spec_from_file_location("gen_trace", path)
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
-    return trace.from_document(gen.generate(n_events, seed=3))
+    return trace.from_document(gen_trace.generate(n_events, seed=3))
 
 
 @pytest.fixture(scope="module")

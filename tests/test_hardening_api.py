@@ -20,7 +20,6 @@ import gzip
 import json
 import math
 import os
-import sys
 import tempfile
 import threading
 import time
@@ -38,6 +37,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import app
+from benchmarks import gen_trace
 from profiling import views
 from profiling import views_compare as vc
 from tests.test_hardening import (
@@ -55,9 +55,6 @@ from tests.test_hardening import (
     clear_message,
     no_progress,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import gen_trace
 
 MiB = 1024**2
 GENERIC = "upstream Gradio app has raised an exception"  # Gradio's text when it hides the cause

@@ -1,0 +1,1 @@
+"""Benchmark scripts; importable so tests can reuse the synthetic trace generator."""
