@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from attention.sdpa import BACKEND_OPS
-from profiling.kernels import classify, decode, short_name
+from profiling.kernels import decode, short_name
 from profiling.trace import Trace
 
 FORWARD = "attn_fwd"
@@ -156,10 +156,6 @@ def per_forward(
         dominant_decoded=dominant_decoded,
         backend=sdpa_backend(trace, windows),
     )
-
-
-def kernel_categories(work: pd.DataFrame) -> pd.Series:
-    return work["name"].map(classify)
 
 
 def _num(value: float | None, unit: str = "", digits: int = 1) -> str:

@@ -41,3 +41,19 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 # Relative-error bounds per dtype: far above rounding noise, far below a wrong result (~1).
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 2e-2}
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    """The app launched on localhost for one test module, and a gradio_client for it."""
+    from gradio_client import Client
+
+    import app
+
+    _, url, _ = app.demo.launch(
+        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.LAUNCH
+    )
+    try:
+        yield Client(url, verbose=False, download_files=str(tmp_path_factory.mktemp("dl")))
+    finally:
+        app.demo.close()

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from gradio_client import Client
 
 import app
 from profiling import trace
@@ -15,17 +14,6 @@ from profiling.summary import forward_spans
 SMALL = dict(variant="sdpa-math", seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32,
              causal=True)  # fmt: skip
 PARAMETERS = ["variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal"]
-
-
-@pytest.fixture(scope="module")
-def client(tmp_path_factory):
-    _, url, _ = app.demo.launch(
-        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.LAUNCH
-    )
-    try:
-        yield Client(url, verbose=False, download_files=str(tmp_path_factory.mktemp("dl")))
-    finally:
-        app.demo.close()
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from gradio_client import Client, handle_file
+from gradio_client import handle_file
 
 import app
 from profiling import views_compare as vc
@@ -23,17 +23,6 @@ PARAMETERS = {
     "/analyze": ["trace", "window_start_us", "window_end_us"],
 }
 RETURNS = {"/compare": 5, "/diff": 3, "/sweep": 4, "/analyze": 5}
-
-
-@pytest.fixture(scope="module")
-def client(tmp_path_factory):
-    _, url, _ = app.demo.launch(
-        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.LAUNCH
-    )
-    try:
-        yield Client(url, verbose=False, download_files=str(tmp_path_factory.mktemp("dl")))
-    finally:
-        app.demo.close()
 
 
 def plot(value: dict) -> dict:
