@@ -92,12 +92,29 @@ class CategoryArrays:
 
 def legend_group(spans: pd.DataFrame) -> pd.Series:
     """Legend group per span: the span's category, kernels refined by what they compute."""
-    group = spans["category"].astype(str).to_numpy(dtype=object).copy()
-    is_kernel = (spans["category"] == "kernel").to_numpy()
+    return pd.Series(_legend_groups(spans), index=spans.index)
+
+
+def _strings(column: pd.Series) -> np.ndarray:
+    """A column as an object array of str, read through a categorical's few categories."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        values = np.array([str(c) for c in column.cat.categories] + ["nan"], dtype=object)
+        return values[column.array.codes]  # code -1 (missing) reads "nan", as astype(str)
+    return column.astype(str).to_numpy(dtype=object)
+
+
+def _legend_groups(spans: pd.DataFrame) -> np.ndarray:
+    group = _strings(spans["category"])
+    is_kernel = group == "kernel"
     if is_kernel.any():
-        kinds = spans.loc[is_kernel, "name"].map(classify)  # categorical: once per distinct name
-        group[is_kernel] = "kernel · " + kinds.astype(str).to_numpy(dtype=object)
-    return pd.Series(group, index=spans.index)
+        names = spans["name"]
+        if isinstance(names.dtype, pd.CategoricalDtype):  # classify once per distinct name
+            kinds = np.array([classify(str(c)) for c in names.cat.categories] + [""], dtype=object)
+            kind = kinds[names.array.codes[is_kernel]]
+        else:
+            kind = np.array([classify(str(n)) for n in names.to_numpy()[is_kernel]], dtype=object)
+        group[is_kernel] = "kernel · " + kind
+    return group
 
 
 def row_label(lane: str, depth: int, stacked: bool) -> str:
@@ -121,22 +138,29 @@ def row_index(spans: pd.DataFrame, lanes: Sequence[str] | None = None) -> tuple[
     """Row number per span (into the returned row labels), computed without a per-span loop."""
     if spans.empty:
         return np.zeros(0, dtype=np.int64), []
-    lane_codes, lane_names = pd.factorize(spans["lane"].astype(str), sort=False)
+    lane = spans["lane"]
+    if isinstance(lane.dtype, pd.CategoricalDtype) and not lane.isna().any():
+        lane_codes = lane.array.codes.astype(np.int64)
+        lane_names = [str(c) for c in lane.cat.categories]
+    else:
+        lane_codes, uniques = pd.factorize(lane.astype(str), sort=False)
+        lane_names = [str(c) for c in uniques]
     depth = spans["depth"].to_numpy(dtype=np.int64)
-    deepest = pd.Series(depth).groupby(lane_codes).max().to_dict()
+    deepest = np.full(len(lane_names), -1, dtype=np.int64)
+    np.maximum.at(deepest, lane_codes, depth)
     order = [str(x) for x in lanes] if lanes else []
     order += [x for x in lane_names if x not in order]
     position = {name: i for i, name in enumerate(lane_names)}
     first_row = np.zeros(len(lane_names), dtype=np.int64)
     stacked = np.zeros(len(lane_names), dtype=bool)
     rows: list[str] = []
-    for lane in order:
-        code = position.get(lane)
-        if code is None or code not in deepest:
+    for name in order:
+        code = position.get(name)
+        if code is None or deepest[code] < 0:
             continue
         first_row[code] = len(rows)
         stacked[code] = deepest[code] > 0
-        rows += [row_label(lane, d, bool(stacked[code])) for d in range(int(deepest[code]) + 1)]
+        rows += [row_label(name, d, bool(stacked[code])) for d in range(int(deepest[code]) + 1)]
     index = first_row[lane_codes] + np.where(stacked[lane_codes], depth, 0)
     return index, rows
 
@@ -169,54 +193,68 @@ def _arg_text(args: Any) -> str:
 
 def hover_text(span: dict[str, Any], group: str) -> str:
     """Hover box for one span; every piece of trace text is HTML-escaped (names are untrusted)."""
-    name = str(span["name"])
-    gpu = span["kind"] == "gpu"
+    return _hover(
+        str(span["name"]), span["kind"] == "gpu", group, str(span["lane"]),
+        float(span["dur_us"]), float(span["start_us"]), span.get("step"), span.get("args"),
+    )  # fmt: skip
+
+
+def _hover(
+    name: str, gpu: bool, group: str, lane: str, dur: float, start: float, step: Any, args: Any
+) -> str:
     short = short_name(name) if gpu else name
-    head = f"<b>{_wrap(short[:MAX_HOVER_NAME])}</b>"
-    lines = [head]
+    lines = [f"<b>{_wrap(short[:MAX_HOVER_NAME])}</b>"]
     if gpu and short != name:
         clipped = name if len(name) <= MAX_HOVER_NAME else name[: MAX_HOVER_NAME - 1] + "…"
         lines.append(_wrap(clipped))
-    lines.append(
-        f"{html.escape(group, quote=False)} · {html.escape(str(span['lane']), quote=False)}"
-    )
-    lines.append(
-        f"duration {_fmt_us(float(span['dur_us']))} · start {_fmt_us(float(span['start_us']))}"
-    )
-    step = span.get("step")
+    lines.append(f"{html.escape(group, quote=False)} · {html.escape(lane, quote=False)}")
+    lines.append(f"duration {_fmt_us(dur)} · start {_fmt_us(start)}")
     if isinstance(step, (int, np.integer)) and step >= 0:
         lines.append(f"profiler step {int(step)}")
-    args = _arg_text(span_args(span.get("args"))) if gpu else ""
-    if args:
-        lines.append(args)
+    detail = _arg_text(span_args(args)) if gpu else ""
+    if detail:
+        lines.append(detail)
     return "<br>".join(lines)
 
 
 def bar_text(span: dict[str, Any]) -> str:
-    name = str(span["name"])
-    label = short_name(name) if span["kind"] == "gpu" else name
-    return html.escape(label, quote=False)
+    return _label(str(span["name"]), span["kind"] == "gpu")
+
+
+def _label(name: str, gpu: bool) -> str:
+    return html.escape(short_name(name) if gpu else name, quote=False)
 
 
 def category_arrays(spans: pd.DataFrame, rows_of_span: Sequence[str]) -> dict[str, CategoryArrays]:
-    """Spans grouped into per-legend-group arrays, in a stable, readable legend order."""
+    """Spans grouped into per-legend-group arrays, in a stable, readable legend order.
+
+    Columns are read once as arrays and each bar's text built from them: pandas'
+    to_dict("records") alone cost more than the rest of a run's figure.
+    """
     if spans.empty:
         return {}
-    groups = legend_group(spans).to_numpy(dtype=object)
-    cols = ["name", "kind", "lane", "start_us", "dur_us", "step", "args"]
-    records = spans.reindex(columns=cols).to_dict("records")
+    n = len(spans)
+    groups = _legend_groups(spans)
+    name, lane = _strings(spans["name"]), _strings(spans["lane"])
+    gpu = _strings(spans["kind"]) == "gpu"
+    start = spans["start_us"].to_numpy(dtype=float)
+    dur = spans["dur_us"].to_numpy(dtype=float)
+    step = spans["step"].to_numpy() if "step" in spans else np.full(n, None, dtype=object)
+    args = spans["args"].to_numpy(dtype=object) if "args" in spans else np.full(n, None)
     rows = np.asarray(rows_of_span, dtype=object)
     out: dict[str, CategoryArrays] = {}
     for group in _group_order(groups):
         idx = np.flatnonzero(groups == group)
-        recs = [records[i] for i in idx]
         out[group] = CategoryArrays(
             name=group,
-            base=spans["start_us"].to_numpy(dtype=float)[idx],
-            dur=spans["dur_us"].to_numpy(dtype=float)[idx],
+            base=start[idx],
+            dur=dur[idx],
             row=list(rows[idx]),
-            hover=[hover_text(r, group) for r in recs],
-            text=[bar_text(r) for r in recs],
+            hover=[
+                _hover(name[i], gpu[i], group, lane[i], dur[i], start[i], step[i], args[i])
+                for i in idx.tolist()
+            ],
+            text=[_label(name[i], gpu[i]) for i in idx.tolist()],
             index=idx,
         )
     return out
@@ -242,11 +280,10 @@ def link_segments(
     if spans.empty or "link" not in spans:
         return [], []
     link = spans["link"].to_numpy(dtype=np.int64)
-    gpu = np.flatnonzero((spans["kind"] == "gpu").to_numpy() & (link >= 0))
-    position = pd.Series(np.arange(len(spans)), index=spans.index)
-    launch = position.reindex(link[gpu]).to_numpy()
-    ok = ~np.isnan(launch)
-    gpu, launch = gpu[ok][:limit], launch[ok].astype(np.int64)[:limit]
+    gpu = np.flatnonzero((_strings(spans["kind"]) == "gpu") & (link >= 0))
+    launch = spans.index.get_indexer(link[gpu])
+    ok = launch >= 0
+    gpu, launch = gpu[ok][:limit], launch[ok][:limit]
     if not len(gpu):
         return [], []
     starts = spans["start_us"].to_numpy(dtype=float)
@@ -272,6 +309,11 @@ class Detail:
     threshold_us: float  # spans shorter than this were aggregated (0: none were)
 
 
+_NO_AGGREGATES = pd.DataFrame(
+    columns=["row", "start_us", "width_us", "count", "busy_us", "top", "top_count", "kind"]
+)  # shared, read-only: what Detail.aggregates is when nothing was merged
+
+
 def level_of_detail(
     spans: pd.DataFrame,
     row_labels: np.ndarray,
@@ -288,11 +330,11 @@ def level_of_detail(
         hi = lo + 1.0
     inside = (end >= lo) & (start <= hi)
     n_in = int(inside.sum())
-    empty = pd.DataFrame(columns=["row", "start_us", "width_us", "count", "busy_us", "top",
-                                  "top_count", "kind"])  # fmt: skip
     if n_in <= limit:
+        if n_in == len(spans):  # everything drawn: no copy of the table
+            return Detail(spans, row_labels, _NO_AGGREGATES, (lo, hi), n_in, 0, 0.0)
         keep = np.flatnonzero(inside)
-        return Detail(spans.iloc[keep], row_labels[keep], empty, (lo, hi), n_in,
+        return Detail(spans.iloc[keep], row_labels[keep], _NO_AGGREGATES, (lo, hi), n_in,
                       len(spans) - n_in, 0.0)  # fmt: skip
     width = (hi - lo) / bins
     dur = spans["dur_us"].to_numpy(dtype=float)
@@ -378,11 +420,29 @@ def aggregate_hover(agg: pd.DataFrame) -> list[str]:
 
 def boundaries(spans: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """ProfilerStep spans and CPU `attn_fwd` spans (the regions the chart marks)."""
-    cpu = spans[spans["kind"] == "cpu"]
-    name = cpu["name"].astype(str)
-    steps = cpu[name.str.startswith(_STEP_PREFIX)].sort_values("start_us")
-    forwards = cpu[name == FORWARD].sort_values("start_us")
-    return steps.head(MAX_MARKERS), forwards.head(MAX_MARKERS)
+    steps, forwards = _boundary_rows(spans)
+    return spans.iloc[steps], spans.iloc[forwards]
+
+
+def _boundary_rows(spans: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the first MAX_MARKERS ProfilerStep and `attn_fwd` CPU spans, by start."""
+    cpu = _strings(spans["kind"]) == "cpu"
+    names = spans["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):  # test each distinct name once
+        cats = [str(c) for c in names.cat.categories] + ["nan"]
+        is_step = np.array([c.startswith(_STEP_PREFIX) for c in cats])[names.array.codes]
+        is_forward = np.array([c == FORWARD for c in cats])[names.array.codes]
+    else:
+        text = names.astype(str)
+        is_step = text.str.startswith(_STEP_PREFIX).to_numpy(dtype=bool)
+        is_forward = (text == FORWARD).to_numpy(dtype=bool)
+    start = spans["start_us"].to_numpy(dtype=float)
+
+    def first(mask: np.ndarray) -> np.ndarray:
+        rows = np.flatnonzero(mask & cpu)
+        return rows[np.argsort(start[rows], kind="stable")][:MAX_MARKERS]
+
+    return first(is_step), first(is_forward)
 
 
 def build_gantt(
@@ -524,28 +584,31 @@ def build_gantt(
 
 def _marks(spans: pd.DataFrame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Shade each attn_fwd, draw a dashed line at each ProfilerStep start (labelled on top)."""
-    steps, forwards = boundaries(spans)
+    steps, forwards = _boundary_rows(spans)
+    start = spans["start_us"].to_numpy(dtype=float)
+    end = spans["end_us"].to_numpy(dtype=float)
+    names = _strings(spans["name"])
     shapes: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
-    for start, end in zip(forwards["start_us"], forwards["end_us"], strict=True):
+    for i in forwards.tolist():
         shapes.append(
-            dict(type="rect", xref="x", yref="paper", x0=start, x1=end, y0=0, y1=1,
+            dict(type="rect", xref="x", yref="paper", x0=start[i], x1=end[i], y0=0, y1=1,
                  fillcolor="rgba(214,51,108,0.07)", line=dict(width=0), layer="below")
         )  # fmt: skip
-    for name, start in zip(steps["name"], steps["start_us"], strict=True):
+    for i in steps.tolist():
         shapes.append(
-            dict(type="line", xref="x", yref="paper", x0=start, x1=start, y0=0, y1=1,
+            dict(type="line", xref="x", yref="paper", x0=start[i], x1=start[i], y0=0, y1=1,
                  line=dict(color="rgba(80,80,80,0.6)", width=1, dash="dash"))
         )  # fmt: skip
         notes.append(
-            dict(x=start, y=1, xref="x", yref="paper", yanchor="bottom", xanchor="left",
-                 text=html.escape(str(name).replace(_STEP_PREFIX, "step "), quote=False),
+            dict(x=start[i], y=1, xref="x", yref="paper", yanchor="bottom", xanchor="left",
+                 text=html.escape(names[i].replace(_STEP_PREFIX, "step "), quote=False),
                  showarrow=False, font=dict(size=10, color="#555"))
         )  # fmt: skip
-    if not steps.empty:
-        end = float(steps["end_us"].max())
+    if len(steps):
+        last = float(end[steps].max())
         shapes.append(
-            dict(type="line", xref="x", yref="paper", x0=end, x1=end, y0=0, y1=1,
+            dict(type="line", xref="x", yref="paper", x0=last, x1=last, y0=0, y1=1,
                  line=dict(color="rgba(80,80,80,0.6)", width=1, dash="dash"))
         )  # fmt: skip
     return shapes, notes
