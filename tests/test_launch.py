@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from profiling import trace
-from profiling.launch import launch_rows, launch_stats, merge_intervals
+from profiling.kernels import short_name
+from profiling.launch import (
+    LAUNCH_COLUMNS,
+    PER_KERNEL_COLUMNS,
+    launch_rows,
+    launch_stats,
+    merge_intervals,
+    per_kernel_table,
+)
 from tests.conftest import FIXTURES
 
 H200 = {
@@ -142,3 +152,110 @@ def test_merge_intervals_is_vectorised_for_a_million_events():
     began = time.perf_counter()
     merge_intervals(starts, starts + rng.random(1_000_000) * 20)
     assert time.perf_counter() - began < 2.0
+
+
+# The fast version (numpy over row positions) against the obvious pandas one: masks, a join on
+# the launch link, a groupby per name. Means must match to the bit: pandas' groupby sums each
+# name's launches its own way (reduceat when they are contiguous, Kahan sums otherwise).
+
+
+def _reference_per_kernel(per_launch):
+    g = per_launch.groupby("name", sort=False)
+    table = pd.DataFrame(
+        {
+            "kernel": g["kernel"].first(),
+            "category": g["category"].first(),
+            "launch_api": g["launch_api"].agg(lambda s: ", ".join(dict.fromkeys(s))),
+            "count": g.size(),
+            **{f"{c}_mean_us": g[f"{c}_us"].mean() for c in ("cpu_launch", "launch_delay")},
+            **{f"{c}_max_us": g[f"{c}_us"].max() for c in ("cpu_launch", "launch_delay")},
+            "launch_to_start_mean_us": g["launch_to_start_us"].mean(),
+            "launch_to_start_max_us": g["launch_to_start_us"].max(),
+            "gpu_mean_us": g["gpu_us"].mean(),
+        }
+    )
+    table["name"] = table.index.to_numpy()
+    return table.reset_index(drop=True)[PER_KERNEL_COLUMNS]
+
+
+def _reference_per_launch(tr):
+    s = tr.spans
+    work = s[(s["kind"] == "gpu") & s["category"].isin(["kernel", "memcpy", "memset"])]
+    work = work[work["link"] >= 0]
+    launch = s.iloc[work["link"].to_numpy()]
+    steps = tr.steps()
+    inside = [
+        bool(((steps["pid"] == pid) & (steps["tid"] == tid) & (steps["start_us"] <= t)
+              & (steps["end_us"] >= t)).any())
+        for pid, tid, t in zip(launch["pid"], launch["tid"], launch["start_us"], strict=True)
+    ]  # fmt: skip
+    work, launch = work[inside], launch[inside]
+    g_start, l_start = work["start_us"].to_numpy(), launch["start_us"].to_numpy()
+    table = pd.DataFrame(
+        {
+            "kernel": [short_name(n) for n in work["name"]],
+            "category": work["category"].to_numpy(),
+            "launch_api": launch["name"].to_numpy(),
+            "correlation": work["correlation"].to_numpy(),
+            "step": work["step"].to_numpy(),
+            "launch_start_us": l_start,
+            "cpu_launch_us": launch["dur_us"].to_numpy(),
+            "gpu_start_us": g_start,
+            "gpu_us": work["dur_us"].to_numpy(),
+            "launch_delay_us": np.clip(g_start - launch["end_us"].to_numpy(), 0.0, None),
+            "launch_to_start_us": g_start - l_start,
+            "name": work["name"].astype(str).to_numpy(),
+        }
+    )
+    return work, table.sort_values("launch_start_us", kind="stable").reset_index(drop=True)
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json.gz")), ids=lambda p: p.name)
+def test_launch_stats_equals_the_plain_pandas_computation(path):
+    tr = trace.load(path)
+    stats = launch_stats(tr)
+    work, per_launch = _reference_per_launch(tr)
+    pd.testing.assert_frame_equal(stats.per_launch, per_launch, check_exact=True)
+    pd.testing.assert_frame_equal(stats.per_kernel, _reference_per_kernel(per_launch),
+                                  check_exact=True)  # fmt: skip
+    assert stats.cpu_launch_mean_us == per_launch["cpu_launch_us"].mean()
+    assert stats.launch_to_start_max_us == per_launch["launch_to_start_us"].max()
+    for row in stats.devices.itertuples():  # the union of intervals, one interval at a time
+        mine = work[work["pid"] == row.device].sort_values("start_us")
+        merged: list[list[float]] = []
+        for a, b in zip(mine["start_us"], mine["end_us"], strict=True):
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        gaps = [b[0] - a[1] for a, b in itertools.pairwise(merged)]
+        assert row.busy_us == pytest.approx(sum(b - a for a, b in merged), abs=1e-6)
+        assert row.window_us == merged[-1][1] - merged[0][0] and row.gaps == len(gaps)
+        assert row.largest_gap_us == pytest.approx(max(gaps, default=0.0))
+        table = stats.gap_table[stats.gap_table["device"] == row.device]
+        assert sorted(table["dur_us"], reverse=True) == pytest.approx(sorted(gaps, reverse=True))
+
+
+@pytest.mark.parametrize("contiguous, per_name", [(True, 5), (False, 5), (False, 200)])
+def test_per_kernel_means_match_pandas_to_the_bit(contiguous, per_name):
+    """All three ways pandas sums a group: names launched in runs, interleaved, interleaved
+    and long."""
+    rng = np.random.default_rng(per_name)
+    names = np.repeat([f"k{i}" for i in range(4)], per_name)
+    if not contiguous:
+        names = rng.permutation(names)
+    n = len(names)
+    values = {c: rng.random(n) * 10.0 ** rng.integers(-3, 6, n) for c in LAUNCH_COLUMNS[5:11]}
+    per_launch = pd.DataFrame(
+        {
+            "kernel": names,
+            "category": "kernel",
+            "launch_api": rng.choice(["cudaLaunchKernel", "cuLaunchKernel"], n),
+            "correlation": np.arange(n),
+            "step": np.zeros(n, dtype=np.int64),
+            **values,
+            "name": names,
+        }
+    )
+    pd.testing.assert_frame_equal(per_kernel_table(per_launch),
+                                  _reference_per_kernel(per_launch), check_exact=True)  # fmt: skip
