@@ -11,7 +11,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 steps=${*:-tests fidelity overhead}
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+  python3 -c "import torch, triton, pandas, numpy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'pandas', pandas.__version__, 'numpy', numpy.__version__)"
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 for step in $steps; do
@@ -23,9 +23,8 @@ for step in $steps; do
       python3 benchmarks/results_h200.py --from "$OUT/res" > /dev/null ;;
     fidelity) timeout 240 python3 benchmarks/fidelity.py --out "$OUT/fidelity" 2>&1 | tail -30 ;;
     overhead)
-      for v in sdpa-flash sdpa-math; do
-        timeout 90 python3 benchmarks/overhead.py --variant "$v" --out "$OUT/overhead-$v" 2>&1 | tail -2
-      done ;;
+      timeout 420 python3 benchmarks/overhead.py --variant "${OVERHEAD_VARIANTS:-all}" \
+        --out "$OUT/overhead" 2>&1 | grep -v USDT | tail -20 ;;
     views) timeout 300 python3 benchmarks/gpu_views.py --out "$OUT/views" 2>&1 | tail -40 ;;
     triton) timeout 240 python3 benchmarks/bench_flash_triton.py 2>&1 | tail -30 ;;
   esac

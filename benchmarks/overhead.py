@@ -1,14 +1,22 @@
 """What the app adds on top of the post's bare script, for one warm run (issue #7).
 
-    python benchmarks/overhead.py --variant sdpa-flash --out "$OUT"
+    python benchmarks/overhead.py --variant all --out "$OUT"
 
-Bare: what 04_c does — inputs, 3 warm-up calls, profile 5 steps (wait=1, warmup=1, active=3)
-with record_function("attn_fwd"), export the Chrome trace as .json.gz and the key_averages
-table as .txt. Also timed: the same bare script as a fresh process (`python -c ...`), which is
-what a user of the post's scripts waits for. App: profiling.runner.run (validation,
-memory check, warm-up, profile, export .json/.json.gz/.txt, float64 reference, trace parse,
-tables, summary) plus the Gantt figure. Both warm (one untimed run first), median of N runs.
-With pyinstrument importable, the app's run is also profiled and its top frames written out.
+Bare: what the post's 04_c does — inputs, 3 warm-up calls, profile 5 steps (wait=1, warmup=1,
+active=3) with record_function("attn_fwd"), export the Chrome trace as .json.gz and write the
+key_averages table as .txt — around the same forward the app runs (the registry's, so every
+variant is covered; for SDPA it is F.scaled_dot_product_attention under sdpa_kernel, as in
+the post). Also timed once per variant: the bare script as a fresh process, which is what a
+user of the post's scripts waits for.
+
+App: everything a Profile click computes before Gradio serialises it — profiling.runner.run
+(validation, memory check, warm-up, profile, export .json/.json.gz/.txt, float64 reference,
+trace parse, operator and kernel tables, summary) plus views.page (launch/idle statistics,
+table views, Gantt) and the Gantt's JSON as gr.Plot sends it.
+
+Both warm (untimed runs first), then bare and app alternate, `--repeats` times each, so drift
+of the machine hits both alike; medians and minimums are reported. With pyinstrument
+importable, one app run per variant is profiled and its top frames written out.
 """
 
 from __future__ import annotations
@@ -25,35 +33,35 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+from attention import VARIANTS, Problem
+from profiling import views
 from profiling.config import RunConfig, resolve_device
-from profiling.gantt import build_gantt
 from profiling.runner import run
-
-BACKENDS = {
-    "sdpa-flash": SDPBackend.FLASH_ATTENTION,
-    "sdpa-cudnn": SDPBackend.CUDNN_ATTENTION,
-    "sdpa-efficient": SDPBackend.EFFICIENT_ATTENTION,
-    "sdpa-math": SDPBackend.MATH,
-}
 
 
 def bare(config: RunConfig, device: str, out: Path) -> float:
-    """The post's script, timed from input creation to the exported trace."""
+    """The post's script, timed from input creation to the written .txt."""
     began = time.perf_counter()
+    variant = config.spec
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+    if variant.layout == "bshd":
+        shape = (config.batch, config.seq_len, config.heads, config.head_dim)
+    problem = Problem(
+        config.batch, config.heads, config.seq_len, config.head_dim, config.causal,
+        config.torch_dtype, device,
+    )  # fmt: skip
+    forward = variant.build(problem).forward
     q, k, v = (torch.randn(shape, device=device, dtype=config.torch_dtype) for _ in range(3))
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with torch.no_grad(), sdpa_kernel(BACKENDS[config.variant]):
+    with torch.no_grad(), variant.context():
         for _ in range(3):
-            F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            forward(q, k, v)
         with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3)) as p:
             for _ in range(5):
                 with record_function("attn_fwd"):
-                    F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                    forward(q, k, v)
                 p.step()
             if device == "cuda":
                 torch.cuda.synchronize()
@@ -76,63 +84,90 @@ def bare_process(config: RunConfig, device: str, out: Path) -> float:
     return time.perf_counter() - began
 
 
-def app(config: RunConfig) -> tuple[float, float]:
-    """profiling.run end to end plus the figure; returns (total s, of which figure s)."""
+def app(config: RunConfig) -> dict[str, float]:
+    """A Profile click's computation; seconds in total and for its parts."""
     began = time.perf_counter()
     result = run(config, out_dir=tempfile.mkdtemp(prefix="overhead-"))
-    fig_began = time.perf_counter()
-    build_gantt(result.spans, result.lanes).to_json()
+    ran = time.perf_counter()
+    page = views.page(result)
+    paged = time.perf_counter()
+    page.figure.to_json()
     end = time.perf_counter()
-    return end - began, end - fig_began
+    return {"total": end - began, "run": ran - began, "page": paged - ran, "json": end - paged}
+
+
+def measure(config: RunConfig, device: str, out: Path, repeats: int) -> dict:
+    for _ in range(2):  # warm both paths (autotuners, compilers, allocator, imports)
+        bare(config, device, out), app(config)
+    bare_s: list[float] = []
+    app_runs: list[dict[str, float]] = []
+    for _ in range(repeats):
+        bare_s.append(bare(config, device, out))
+        app_runs.append(app(config))
+    app_s = [a["total"] for a in app_runs]
+    part = lambda key: statistics.median(a[key] for a in app_runs)  # noqa: E731
+    process_s = bare_process(config, device, out)
+    result = {
+        "variant": config.variant, "shape": config.shape_text(), "device": device,
+        "bare_s_median": statistics.median(bare_s), "bare_s_min": min(bare_s),
+        "app_s_median": statistics.median(app_s), "app_s_min": min(app_s),
+        "run_s_median": part("run"), "page_s_median": part("page"), "json_s_median": part("json"),
+        "ratio": statistics.median(app_s) / statistics.median(bare_s),
+        "ratio_of_minimums": min(app_s) / min(bare_s),
+        "bare_process_s": process_s,
+        "bare_s": bare_s, "app_s": app_s,
+    }  # fmt: skip
+    try:
+        from pyinstrument import Profiler
+
+        prof = Profiler(interval=0.0002)
+        prof.start()
+        app(config)
+        prof.stop()
+        text = prof.output_text(unicode=True, color=False, show_all=False)
+        name = f"pyinstrument-{config.variant}.txt"
+        (out / name).write_text(text)
+        result["pyinstrument"] = name
+    except ImportError:
+        result["pyinstrument"] = "not installed"
+    return result
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("--variant", default="sdpa-flash", choices=list(BACKENDS))
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--variant", default="all", help="a variant id, a comma list, or all")
+    p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--device", default="auto")
     p.add_argument("--out", default="overhead-out")
     p.add_argument("--tiny", action="store_true", help="small CPU shape, for a check")
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    device = resolve_device(args.device)
     shape = {"batch": 1, "heads": 2, "seq_len": 128, "head_dim": 32, "dtype": "float32"} \
         if args.tiny else {}  # fmt: skip
-    config = RunConfig.from_user(variant=args.variant, device=args.device, **shape)
-    device = resolve_device(args.device)
-    bare(config, device, out), app(config)  # warm both paths
-    bare_s = [bare(config, device, out) for _ in range(args.repeats)]
-    process_s = [bare_process(config, device, out) for _ in range(2)]
-    app_runs = [app(config) for _ in range(args.repeats)]
-    app_s = [a for a, _ in app_runs]
-    fig_s = [f for _, f in app_runs]
-    result = {
-        "variant": args.variant, "shape": config.shape_text(), "device": device,
-        "bare_s_median": statistics.median(bare_s), "app_s_median": statistics.median(app_s),
-        "figure_s_median": statistics.median(fig_s),
-        "ratio": statistics.median(app_s) / statistics.median(bare_s),
-        "bare_process_s": process_s,
-        "ratio_vs_process": statistics.median(app_s) / min(process_s),
-        "bare_s": bare_s, "app_s": app_s,
-    }  # fmt: skip
-    try:
-        from pyinstrument import Profiler
-
-        prof = Profiler(interval=0.0005)
-        prof.start()
-        app(config)
-        prof.stop()
-        text = prof.output_text(unicode=True, color=False, show_all=False)
-        (out / "overhead-pyinstrument.txt").write_text(text)
-        result["pyinstrument"] = "overhead-pyinstrument.txt"
-    except ImportError:
-        result["pyinstrument"] = "not installed"
-    (out / "overhead.json").write_text(json.dumps(result, indent=1))
-    print(
-        f"{args.variant} {config.shape_text()} on {device}: bare {result['bare_s_median']:.3f} s, "
-        f"app {result['app_s_median']:.3f} s (figure {result['figure_s_median']:.3f} s), "
-        f"ratio {result['ratio']:.2f}×; bare script as a fresh process {min(process_s):.2f} s"
-    )
+    wanted = list(VARIANTS) if args.variant == "all" else args.variant.split(",")
+    results = []
+    print("| variant | bare ms (median / min) | app ms (median / min) | app / bare | "
+          "of which run / page / JSON ms | bare as a fresh process s |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for variant in wanted:
+        config = RunConfig.from_user(variant=variant, device=args.device, **shape)
+        reason = config.spec.unavailable(device, config.torch_dtype)
+        if reason:
+            print(f"| {variant} | unavailable: {reason} | | | | |")
+            continue
+        r = measure(config, device, out, args.repeats)
+        results.append(r)
+        ms = {k: v * 1e3 for k, v in r.items() if k.endswith(("_median", "_min"))}
+        print(
+            f"| {variant} | {ms['bare_s_median']:.1f} / {ms['bare_s_min']:.1f} | "
+            f"{ms['app_s_median']:.1f} / {ms['app_s_min']:.1f} | {r['ratio']:.2f}× | "
+            f"{ms['run_s_median']:.1f} / {ms['page_s_median']:.1f} / {ms['json_s_median']:.2f} | "
+            f"{r['bare_process_s']:.1f} |",
+            flush=True,
+        )
+    (out / "overhead.json").write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from profiling.trace import span_args
+from profiling.trace import is_in, span_args
 
 CATEGORIES = (
     "fused attention", "gemm", "softmax", "reduction", "elementwise", "triton", "memcpy",
@@ -134,10 +134,11 @@ def kernel_table(gpu: pd.DataFrame, per: int = 1) -> pd.DataFrame:
     Aggregated with numpy over interned name codes and built as one frame at the end: the
     pandas groupby version cost ~30 ms per run for a handful of kernels.
     """
-    work = gpu[gpu["cat"] != "gpu_user_annotation"]
+    annotation = is_in(gpu["cat"], "gpu_user_annotation")
+    work = gpu[~annotation] if annotation.any() else gpu  # a run's slice has none: no copy
     if work.empty:
         return pd.DataFrame(columns=KERNEL_COLUMNS)
-    codes, names = pd.factorize(work["name"].astype(str).to_numpy(dtype=object), sort=False)
+    codes, names = _name_codes(work["name"])
     dur = work["dur_us"].to_numpy(dtype=float)
     k = len(names)
     count = np.bincount(codes, minlength=k).astype(float)
@@ -151,26 +152,45 @@ def kernel_table(gpu: pd.DataFrame, per: int = 1) -> pd.DataFrame:
     args = [span_args(a) for a in work["args"].to_numpy(dtype=object)[first]]
     grand = total.sum()
     get = lambda key: [a.get(key) if isinstance(a, dict) else None for a in args]  # noqa: E731
-    table = pd.DataFrame(
+    columns = {
+        "kernel": [short_name(n) for n in names],
+        "category": [classify(n) for n in names],
+        "count": count / per,
+        "total_us": total / per,
+        "mean_us": total / count,
+        "min_us": low,
+        "max_us": high,
+        "pct_gpu": 100 * total / grand if grand > 0 else np.zeros(k),
+        "registers_per_thread": get("registers per thread"),
+        "shared_memory": get("shared memory"),
+        "grid": [_dims(v) for v in get("grid")],
+        "block": [_dims(v) for v in get("block")],
+        "occupancy_pct": get("est. achieved occupancy %"),
+        "decoded": [decode(n) for n in names],
+        "name": list(names),
+    }
+    order = np.argsort(-total, kind="stable")  # longest total first, ties in first-seen order
+    rows = order.tolist()
+    return pd.DataFrame(
         {
-            "kernel": [short_name(n) for n in names],
-            "category": [classify(n) for n in names],
-            "count": count / per,
-            "total_us": total / per,
-            "mean_us": total / count,
-            "min_us": low,
-            "max_us": high,
-            "pct_gpu": 100 * total / grand if grand > 0 else np.zeros(k),
-            "registers_per_thread": get("registers per thread"),
-            "shared_memory": get("shared memory"),
-            "grid": [_dims(v) for v in get("grid")],
-            "block": [_dims(v) for v in get("block")],
-            "occupancy_pct": get("est. achieved occupancy %"),
-            "decoded": [decode(n) for n in names],
-            "name": list(names),
+            key: col[order] if isinstance(col, np.ndarray) else [col[i] for i in rows]
+            for key, col in columns.items()
         }
     )
-    return table.sort_values("total_us", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _name_codes(names: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Codes per row into the distinct names, in order of first appearance (as pd.factorize)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        raw = names.array.codes
+        used, first = np.unique(raw, return_index=True)
+        used = used[np.argsort(first, kind="stable")]  # order of first appearance
+        remap = np.full(len(names.cat.categories) + 1, -1, dtype=np.int64)
+        remap[used] = np.arange(len(used))
+        values = np.array([str(c) for c in names.cat.categories] + ["nan"], dtype=object)
+        return remap[raw], list(values[used])
+    codes, uniques = pd.factorize(names.astype(str).to_numpy(dtype=object), sort=False)
+    return codes, list(uniques)
 
 
 def _dims(v: object) -> str | None:

@@ -61,10 +61,6 @@ PER_KERNEL_COLUMNS = [
     "launch_delay_mean_us", "launch_delay_max_us", "launch_to_start_mean_us",
     "launch_to_start_max_us", "gpu_mean_us", "name",
 ]  # fmt: skip
-# Column labels built once (building an Index costs more than copying one).
-_DEVICE_LABELS, _GAP_LABELS, _LAUNCH_LABELS, _PER_KERNEL_LABELS = (
-    pd.Index(c) for c in (DEVICE_COLUMNS, GAP_COLUMNS, LAUNCH_COLUMNS, PER_KERNEL_COLUMNS)
-)
 
 
 @dataclass
@@ -101,24 +97,24 @@ class LaunchStats:
 
 def active_windows(trace: Trace) -> tuple[pd.DataFrame, str]:
     """The CPU windows whose launches are in scope: active steps, else forwards, else none."""
-    rows, scope = _active_rows(_Columns(trace.spans))
+    rows, scope = _active_rows(trace.spans)
     return trace.spans.iloc[rows], scope
 
 
 def forward_count(trace: Trace) -> int:
     """attn_fwd spans, else ProfilerSteps, else 1: what 'per forward' divides by."""
-    return _forward_count(_Columns(trace.spans))
+    return _forward_count(trace.spans)
 
 
 def scoped_work(trace: Trace, windows: pd.DataFrame | None = None) -> tuple[pd.DataFrame, str]:
     """GPU work in scope and the words for it (see the module docstring)."""
-    rows, scope = _scoped_rows(_Columns(trace.spans), windows)
+    rows, scope = _scoped_rows(trace.spans, windows)
     return trace.spans.iloc[rows], scope
 
 
 def launch_stats(trace: Trace, windows: pd.DataFrame | None = None) -> LaunchStats:
     """Busy/idle per device and launch figures per GPU work item, kernel name and overall."""
-    spans = _Columns(trace.spans)
+    spans = trace.spans
     rows, scope = _scoped_rows(spans, windows)
     forwards = _forward_count(spans)
     device_rows, gaps = _busy(spans, rows)
@@ -179,13 +175,13 @@ def merge_intervals(
 
 def busy_table(work: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per device (pid): window, busy, compute, idle, gaps; and the table of gaps."""
-    device_rows, gaps = _busy(_Columns(work), np.arange(len(work)))
+    device_rows, gaps = _busy(work, np.arange(len(work)))
     return _devices_frame(device_rows), gaps
 
 
 def launch_table(trace: Trace, work: pd.DataFrame) -> pd.DataFrame:
     """One row per GPU work item that has a linked launch span, in launch order."""
-    launches = _launch_columns(_Columns(trace.spans), _Columns(work), np.arange(len(work)))
+    launches = _launch_columns(trace.spans, work, np.arange(len(work)))
     return _launch_frame(launches)
 
 
@@ -200,30 +196,7 @@ def per_kernel_table(per_launch: pd.DataFrame) -> pd.DataFrame:
 # The helpers below work on row positions (`rows`) into the frame they are given.
 
 
-class _Columns:
-    """Stands in for a spans frame, looking each column up once: a lookup costs ~10 µs and the
-    figures read a dozen columns, most of them more than once (here and in the row helpers of
-    profiling.summary). Anything but a column lookup is the frame's own."""
-
-    def __init__(self, frame: pd.DataFrame) -> None:
-        self.frame = frame
-        self._columns: dict[str, pd.Series] = {}
-
-    def __getitem__(self, key: Any) -> Any:
-        if not isinstance(key, str):
-            return self.frame[key]
-        if key not in self._columns:
-            self._columns[key] = self.frame[key]
-        return self._columns[key]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.frame, name)
-
-    def __len__(self) -> int:
-        return len(self.frame)
-
-
-def _step_rows(spans: _Columns) -> np.ndarray:
+def _step_rows(spans: pd.DataFrame) -> np.ndarray:
     """Positions of `Trace.steps()`: the name test runs once per category, not per row."""
     names = spans["name"]
     if isinstance(names.dtype, pd.CategoricalDtype):
@@ -235,11 +208,11 @@ def _step_rows(spans: _Columns) -> np.ndarray:
     return np.flatnonzero(is_in(spans["category"], "annotation") & named)
 
 
-def _forward_count(spans: _Columns) -> int:
+def _forward_count(spans: pd.DataFrame) -> int:
     return len(_forward_rows(spans, FORWARD)) or len(_step_rows(spans)) or 1
 
 
-def _active_rows(spans: _Columns) -> tuple[np.ndarray, str]:
+def _active_rows(spans: pd.DataFrame) -> tuple[np.ndarray, str]:
     """Positions of `active_windows`, and its words."""
     rows = _step_rows(spans)
     if len(rows):
@@ -250,7 +223,7 @@ def _active_rows(spans: _Columns) -> tuple[np.ndarray, str]:
     return rows, "all GPU work (no ProfilerStep or attn_fwd spans in the trace)"
 
 
-def _scoped_rows(spans: _Columns, windows: pd.DataFrame | None) -> tuple[np.ndarray, str]:
+def _scoped_rows(spans: pd.DataFrame, windows: pd.DataFrame | None) -> tuple[np.ndarray, str]:
     """Positions of `scoped_work`, and its words."""
     work = _work_rows(spans)
     if windows is None:
@@ -259,7 +232,7 @@ def _scoped_rows(spans: _Columns, windows: pd.DataFrame | None) -> tuple[np.ndar
         scope = "GPU work launched in the given windows"
         if windows.empty:
             return work, scope
-        inside = spans.frame.index.get_indexer(windows.index)
+        inside = spans.index.get_indexer(windows.index)
     if not len(inside):
         return work, scope
     launched = _launched_rows(spans, work, inside)
@@ -268,7 +241,7 @@ def _scoped_rows(spans: _Columns, windows: pd.DataFrame | None) -> tuple[np.ndar
     return launched, scope
 
 
-def _busy(work: _Columns, rows: np.ndarray) -> tuple[list[dict], pd.DataFrame]:
+def _busy(work: pd.DataFrame, rows: np.ndarray) -> tuple[list[dict], pd.DataFrame]:
     """busy_table for `rows` of `work`: the device rows as dicts (the headline reads one) and
     the gap table, longest first."""
     device, labels = _codes(work["pid"], rows)
@@ -314,28 +287,27 @@ def _busy(work: _Columns, rows: np.ndarray) -> tuple[list[dict], pd.DataFrame]:
     label, g_start, g_end, dur, nxt = (np.concatenate(c) for c in zip(*parts, strict=True))
     order = _descending(dur, "stable")
     gaps = {
-        "device": _text(label[order]),
+        "device": label[order],
         "start_us": g_start[order],
         "end_us": g_end[order],
         "dur_us": dur[order],
-        "next": _text(nxt[order]),
+        "next": nxt[order],
     }
-    return out, _frame(gaps, _GAP_LABELS)
+    return out, pd.DataFrame(gaps)
 
 
 def _devices_frame(device_rows: list[dict]) -> pd.DataFrame:
     if not device_rows:
         return pd.DataFrame(device_rows, columns=DEVICE_COLUMNS)
     columns = {c: np.array([r[c] for r in device_rows]) for c in DEVICE_COLUMNS}
-    columns["device"] = _text(columns["device"])
     for c in ("busy_pct", "idle_pct"):  # None where the window is empty: NaN, or all None
         if columns[c].dtype == object and any(v is not None for v in columns[c]):
             columns[c] = columns[c].astype(float)
-    return _frame(columns, _DEVICE_LABELS)
+    return pd.DataFrame(columns)
 
 
 def _launch_columns(
-    spans: _Columns, work: _Columns, rows: np.ndarray
+    spans: pd.DataFrame, work: pd.DataFrame, rows: np.ndarray
 ) -> dict[str, np.ndarray] | None:
     """launch_table's columns for `rows` of `work` (their launches are rows of `spans`), in
     launch order; None when none of them has a linked launch."""
@@ -368,8 +340,7 @@ def _launch_columns(
 def _launch_frame(launches: dict[str, np.ndarray] | None) -> pd.DataFrame:
     if launches is None:
         return pd.DataFrame(columns=LAUNCH_COLUMNS)
-    text = ("kernel", "category", "launch_api", "name")
-    return _frame({c: _text(v) if c in text else v for c, v in launches.items()}, _LAUNCH_LABELS)
+    return pd.DataFrame(launches)
 
 
 def _per_kernel(launches: dict[str, np.ndarray] | None) -> pd.DataFrame:
@@ -386,12 +357,13 @@ def _per_kernel(launches: dict[str, np.ndarray] | None) -> pd.DataFrame:
     pairs = zip(group.tolist(), launches["launch_api"].tolist(), strict=True)
     for g, api in dict.fromkeys(pairs):  # each (name, API) pair once, in order of first launch
         apis[g].append(api)
-    means = _group_means([launches[c] for c in _MEANS], group, count)
+    means = [np.bincount(group, weights=launches[c], minlength=len(names)) / count
+             for c in _MEANS]  # fmt: skip
     high = [np.maximum.reduceat(launches[c][order], starts) for c in _MEANS[:3]]
     table = {
-        "kernel": _text(launches["kernel"][first]),
-        "category": _text(launches["category"][first]),
-        "launch_api": _text([", ".join(a) for a in apis]),
+        "kernel": launches["kernel"][first],
+        "category": launches["category"][first],
+        "launch_api": [", ".join(a) for a in apis],
         "count": count,
         "cpu_launch_mean_us": means[0],
         "cpu_launch_max_us": high[0],
@@ -400,45 +372,12 @@ def _per_kernel(launches: dict[str, np.ndarray] | None) -> pd.DataFrame:
         "launch_to_start_mean_us": means[2],
         "launch_to_start_max_us": high[2],
         "gpu_mean_us": means[3],
-        "name": _text(names),
+        "name": names,
     }
-    return _frame(table, _PER_KERNEL_LABELS)
+    return pd.DataFrame(table)
 
 
 _MEANS = ["cpu_launch_us", "launch_delay_us", "launch_to_start_us", "gpu_us"]
-_KAHAN_STEPS = 32  # longest group summed here; longer ones go to pandas (cheaper by then)
-
-
-def _group_means(
-    columns: list[np.ndarray], group: np.ndarray, count: np.ndarray
-) -> list[np.ndarray]:
-    """Per-group means of each column, bit for bit as pandas 3.1's `groupby(sort=False).mean()`
-    computes them: `np.add.reduceat` when each group's rows are contiguous (its fast path),
-    else Kahan sums in row order (its Cython kernel; its reset of a NaN compensation only
-    matters for infinities, and durations are finite), here one step per row rank across all
-    groups and columns."""
-    starts = np.cumsum(count) - count
-    if (group[1:] >= group[:-1]).all():
-        return [np.add.reduceat(c, starts) / count for c in columns]
-    values = np.column_stack(columns)
-    if count.max() > _KAHAN_STEPS:
-        return list(pd.DataFrame(values).groupby(group, sort=False).mean().to_numpy().T)
-    order = np.argsort(group, kind="stable")
-    rank = np.empty(len(group), dtype=np.intp)
-    rank[order] = np.arange(len(group)) - starts[group[order]]
-    by_rank = np.argsort(rank, kind="stable")
-    total = np.zeros((len(count), len(columns)))
-    compensation = np.zeros_like(total)
-    done = 0
-    for upto in np.cumsum(np.bincount(rank)):
-        rows = by_rank[done:upto]  # the next row of every group that has one
-        done = upto
-        g = group[rows]
-        y = values[rows] - compensation[g]
-        t = total[g] + y
-        compensation[g] = t - total[g] - y
-        total[g] = t
-    return list((total / count[:, None]).T)
 
 
 def _codes(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, Any]:
@@ -456,25 +395,6 @@ def _at(column: pd.Series, rows: np.ndarray) -> np.ndarray:
         values = np.append(np.asarray(column.dtype.categories, dtype=object), np.nan)
         return values[column.array.codes[rows]]  # code -1 reads the NaN
     return column.to_numpy()[rows]
-
-
-def _frame(columns: dict[str, Any], labels: pd.Index) -> pd.DataFrame:
-    """A frame of finished columns (1-D arrays of one length, typed as the constructor would
-    infer them), labelled `labels`. pandas' `_from_arrays` skips the dict constructor's
-    per-column checks, which cost ~0.1 ms a frame, more than the figures in it."""
-    arrays = list(columns.values())
-    index = pd.RangeIndex(len(arrays[0]))
-    return pd.DataFrame._from_arrays(arrays, labels.copy(), index, verify_integrity=False)
-
-
-_STR = pd.StringDtype(na_value=np.nan)  # pandas 3's default `str` dtype
-_STR_ARRAY = _STR.construct_array_type()
-
-
-def _text(values: Any) -> Any:
-    """A text column typed up front as `str`, the dtype the frame constructor would infer
-    (through the extension-array constructor: `pd.array` costs three times as much)."""
-    return _STR_ARRAY._from_sequence(values, dtype=_STR)
 
 
 def _descending(values: np.ndarray, kind: str) -> np.ndarray:

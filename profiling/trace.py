@@ -486,6 +486,8 @@ def _lane_metadata(events: list[Any]) -> dict[tuple[str, str], str]:
     """Readable names from `ph: M` events: (pid, "") → process label, (pid, tid) → thread name."""
     names: dict[tuple[str, str], str] = {}
     for e in events:
+        if e.name not in ("process_labels", "thread_name"):
+            continue  # most are process_name / sort_index: no dict built for them
         a = span_args(e.args)
         pid, tid = str(e.pid if e.pid is not None else ""), str(e.tid if e.tid is not None else "")
         if e.name == "process_labels" and a.get("labels"):

@@ -40,7 +40,7 @@ from profiling.compare_figures import (
 )
 from profiling.config import ConfigError, RunConfig
 from profiling.diff import diff, labelled
-from profiling.gantt import build_gantt
+from profiling.gantt import FigureSpec, gantt_spec
 from profiling.launch import launch_rows
 from profiling.summary import attention_flops
 from profiling.sweep import SWEEP_COLUMNS, SweepResult, doubling
@@ -667,7 +667,7 @@ class AnalyzePage:
     launch: str  # HTML: the GPU idle & launch block
     operators: pd.DataFrame
     kernels: pd.DataFrame
-    figure: go.Figure
+    figure: FigureSpec  # gr.Plot serialises it with .to_json()
 
 
 def analyze_operator_view(operators: pd.DataFrame) -> pd.DataFrame:
@@ -734,5 +734,5 @@ def analyze_page(path: Any, window: tuple[float, float] | None = None) -> Analyz
         launch=views.launch_html(result.launch),
         operators=analyze_operator_view(result.operators),
         kernels=views.kernel_view(result.kernels),
-        figure=build_gantt(result.spans, result.lanes, title=title, window=window),
+        figure=gantt_spec(result.spans, result.lanes, title=title, window=window),
     )

@@ -7,12 +7,11 @@ import math
 from pathlib import Path
 
 import gradio as gr
-import plotly.graph_objects as go
 import pytest
 
 import app
 from profiling import trace, views
-from profiling.gantt import bar_count
+from profiling.gantt import FigureSpec, bar_count
 from profiling.runner import RunError, VariantUnavailable
 from profiling.trace import TraceError
 
@@ -33,6 +32,12 @@ def outputs():
     return call()
 
 
+def test_the_gantt_reaches_gr_plot_as_plotly_json(outputs):
+    figure = outputs[5]
+    data = gr.Plot().postprocess(figure)
+    assert data.type == "plotly" and data.plot == figure.to_json()
+
+
 def test_valid_cpu_run_returns_every_output(outputs):
     strip, summary, operators, kernels, note, figure, json_btn, gz_btn, txt_btn = outputs
     assert len(outputs) == 9
@@ -45,7 +50,7 @@ def test_valid_cpu_run_returns_every_output(outputs):
     assert list(kernels.columns) == views.kernel_headers()
     if app.DEVICE == "cpu":
         assert kernels.empty and "CPU run" in note  # no GPU kernels on a CPU
-    assert isinstance(figure, go.Figure) and bar_count(figure) > 0
+    assert isinstance(figure, FigureSpec) and bar_count(figure) > 0
     paths = [Path(p) for p in (json_btn, gz_btn, txt_btn)]
     assert [p.name.split(".", 1)[1] for p in paths] == ["json", "json.gz", "txt"]
     assert all(p.exists() for p in paths)

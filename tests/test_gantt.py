@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import numpy as np
@@ -17,6 +18,7 @@ from profiling.gantt import (
     bar_count,
     build_gantt,
     category_arrays,
+    gantt_spec,
     legend_group,
     span_rows,
 )
@@ -194,6 +196,35 @@ def test_category_arrays_are_plain_arrays_for_a_later_level_of_detail():
         assert len(a.base) == len(a.dur) == len(a.row) == len(a.hover) == len(a.text)
         assert (a.dur >= 0).all()
     assert set(arrays) == set(legend_group(t.spans))
+
+
+def _plain(value):
+    """Plotly's JSON with its base64 typed arrays (`bdata`) decoded to lists, to compare."""
+    if isinstance(value, dict):
+        if {"dtype", "bdata"} <= set(value):
+            flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+            return flat.tolist()
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("window", [None, (100.0, 3000.0)])
+def test_spec_json_is_what_plotly_would_send(fixture_trace, window):
+    """gr.Plot sends FigureSpec.to_json(); it must equal plotly's own JSON of the same figure
+    (template included), value for value."""
+    spec = gantt_spec(fixture_trace.spans, fixture_trace.lanes, title="<b>x</b>", window=window)
+    sent = spec.to_json()
+    ours = json.loads(sent)
+    assert ours == _plain(json.loads(spec.figure().to_json()))
+    assert spec.to_json() == sent  # building the plotly Figure left the spec as it was
+    assert ours["layout"]["template"]["layout"]  # plotly's default look, not a bare chart
+
+
+def test_spec_json_with_level_of_detail_equals_plotly(big_trace):
+    spec = gantt_spec(big_trace.spans, big_trace.lanes)
+    assert json.loads(spec.to_json()) == _plain(json.loads(spec.figure().to_json()))
 
 
 def test_plot_json_round_trips():

@@ -655,8 +655,11 @@ def test_names_from_an_uploaded_trace_are_text_everywhere(tmp_path):
         assert "<img" not in html_out and "<script" not in html_out
     assert "&lt;img src=x onerror=alert(1)&gt;" in launch
     # the Gantt's hover text and bar labels are escaped (plotly renders them as HTML)
-    hover = [h for t in figure.data for h in (t.hovertext or ()) if h]
-    text = [x for t in figure.data if t.text is not None for x in t.text if x]
+    fig = figure.figure()
+    hover = [h for t in fig.data for h in (t.hovertext or ()) if h]
+    text = [x for t in fig.data if t.text is not None for x in t.text if x]
+    sent = figure.to_json()  # what gr.Plot sends to the browser
+    assert "<img" not in sent and "<script" not in sent and "&lt;script&gt;" in sent
     assert any("&lt;img src=x onerror=alert(1)&gt;" in h for h in hover)
     assert any("&lt;script&gt;" in h for h in hover)
     assert not any("<img" in h or "<script" in h for h in hover + text)

@@ -155,7 +155,7 @@ def test_page_from_a_real_cpu_run(cpu_result):
     assert "attn_fwd" in set(page.operators["Operator"])
     assert page.kernels.empty and "CPU run" in page.kernel_note
     assert page.summary["forwards"] == 3 and page.summary["device"] == "cpu"
-    assert "naive" in page.figure.layout.title.text
+    assert "naive" in page.figure.layout["title"]["text"]
 
 
 def test_run_dirs_keeps_the_newest_and_never_touches_other_dirs(tmp_path):
