@@ -19,6 +19,7 @@ import copy
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -209,12 +210,7 @@ def hover_text(span: dict[str, Any], group: str) -> str:
 def _hover(
     name: str, gpu: bool, group: str, lane: str, dur: float, start: float, step: Any, args: Any
 ) -> str:
-    short = short_name(name) if gpu else name
-    lines = [f"<b>{_wrap(short[:MAX_HOVER_NAME])}</b>"]
-    if gpu and short != name:
-        clipped = name if len(name) <= MAX_HOVER_NAME else name[: MAX_HOVER_NAME - 1] + "…"
-        lines.append(_wrap(clipped))
-    lines.append(f"{html.escape(group, quote=False)} · {html.escape(lane, quote=False)}")
+    lines = [_hover_head(name, gpu, group, lane)]
     lines.append(f"duration {_fmt_us(dur)} · start {_fmt_us(start)}")
     if isinstance(step, (int, np.integer)) and step >= 0:
         lines.append(f"profiler step {int(step)}")
@@ -224,10 +220,23 @@ def _hover(
     return "<br>".join(lines)
 
 
+@lru_cache(maxsize=65536)
+def _hover_head(name: str, gpu: bool, group: str, lane: str) -> str:
+    """The name, group and lane lines: the same for every span of one name in one lane."""
+    short = short_name(name) if gpu else name
+    lines = [f"<b>{_wrap(short[:MAX_HOVER_NAME])}</b>"]
+    if gpu and short != name:
+        clipped = name if len(name) <= MAX_HOVER_NAME else name[: MAX_HOVER_NAME - 1] + "…"
+        lines.append(_wrap(clipped))
+    lines.append(f"{html.escape(group, quote=False)} · {html.escape(lane, quote=False)}")
+    return "<br>".join(lines)
+
+
 def bar_text(span: dict[str, Any]) -> str:
     return _label(str(span["name"]), span["kind"] == "gpu")
 
 
+@lru_cache(maxsize=65536)
 def _label(name: str, gpu: bool) -> str:
     return html.escape(short_name(name) if gpu else name, quote=False)
 

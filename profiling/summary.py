@@ -153,7 +153,8 @@ def forward_work(trace: Trace, name: str = FORWARD) -> tuple[pd.DataFrame, pd.Da
     work = _work_rows(s)
     if len(windows):
         work = _launched_rows(s, work, windows)
-    return s.iloc[windows], s.iloc[work]
+    both = s.iloc[np.concatenate([windows, work])]  # one take, two slices (views)
+    return both.iloc[: len(windows)], both.iloc[len(windows) :]
 
 
 def _top(names: pd.Series, weights: np.ndarray) -> Any:

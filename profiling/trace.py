@@ -465,7 +465,7 @@ def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
 
 def _from_codes(codes: np.ndarray, categories: Any, ordered: bool = False) -> pd.Categorical:
     """Codes are valid by construction, so pandas' validation pass is skipped."""
-    dtype = pd.CategoricalDtype(categories, ordered=ordered)
+    dtype = pd.CategoricalDtype(pd.Index(categories, dtype=object), ordered=ordered)
     return pd.Categorical.from_codes(codes, dtype=dtype, validate=False)
 
 

@@ -241,12 +241,15 @@ def launch_html(stats: LaunchStats) -> str:
     if not per.empty:
         head = ("kernel", "launch API", "launches", "CPU launch µs (mean)",
                 "launch delay µs (mean)", "launch → start µs (mean)", "GPU µs (mean)")  # fmt: skip
+        cols = ("name", "kernel", "launch_api", "count", "cpu_launch_mean_us",
+                "launch_delay_mean_us", "launch_to_start_mean_us", "gpu_mean_us")  # fmt: skip
         body = "".join(
-            f"<tr><td title='{e(r.name)}'>{e(_clip(r.kernel, 60))}</td><td>{e(r.launch_api)}</td>"
-            f"<td>{r.count:,}</td><td>{r.cpu_launch_mean_us:,.1f}</td>"
-            f"<td>{r.launch_delay_mean_us:,.1f}</td><td>{r.launch_to_start_mean_us:,.1f}</td>"
-            f"<td>{r.gpu_mean_us:,.1f}</td></tr>"
-            for r in per.itertuples()
+            f"<tr><td title='{e(name)}'>{e(_clip(kernel, 60))}</td><td>{e(api)}</td>"
+            f"<td>{count:,}</td><td>{cpu:,.1f}</td><td>{delay:,.1f}</td><td>{to_start:,.1f}</td>"
+            f"<td>{gpu:,.1f}</td></tr>"
+            for name, kernel, api, count, cpu, delay, to_start, gpu in zip(
+                *(per[c].tolist() for c in cols), strict=True
+            )
         )
         cells = "".join(f"<th>{e(h)}</th>" for h in head)
         table = f'<table class="ap-launch-table"><tr>{cells}</tr>{body}</table>'

@@ -136,8 +136,8 @@ def test_chunked_reference_matches_a_direct_one(monkeypatch, causal):
     t = {"out": out, "q": q, "k": k, "v": v}
     config = small("naive", causal=causal)
     direct = rel_err(out, reference_attention(q, k, v, causal))
-    value, note = runner._relative_error(t, config, "bhsd", "cpu")
+    value, note = runner._relative_error(t, config, "bhsd", "cpu")()
     assert value == pytest.approx(direct, rel=1e-9) and note == "all heads"
     monkeypatch.setitem(runner.REFERENCE_FLOPS, "cpu", 4.0 * 100 * 100 * 16 * 2)  # two pairs
-    value, note = runner._relative_error(t, config, "bhsd", "cpu")
+    value, note = runner._relative_error(t, config, "bhsd", "cpu")()
     assert note.startswith("2 of 6") and value == pytest.approx(direct, rel=0.5)
