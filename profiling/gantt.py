@@ -505,19 +505,10 @@ _TEMPLATES: dict[str, orjson.Fragment] = {}
 
 
 def build_gantt(
-    spans: pd.DataFrame,
-    lanes: Sequence[str] | None = None,
-    *,
-    title: str | None = None,
-    links: bool = True,
-    marks: bool = True,
-    window: tuple[float, float] | None = None,
-    limit: int = DETAIL_LIMIT,
+    spans: pd.DataFrame, lanes: Sequence[str] | None = None, **options: Any
 ) -> go.Figure:
-    """`gantt_spec` as a plotly Figure."""
-    return gantt_spec(
-        spans, lanes, title=title, links=links, marks=marks, window=window, limit=limit
-    ).figure()
+    """`gantt_spec` (same options) as a plotly Figure."""
+    return gantt_spec(spans, lanes, **options).figure()
 
 
 def gantt_spec(
