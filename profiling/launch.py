@@ -45,7 +45,7 @@ import pandas as pd
 
 from profiling.kernels import short_name
 from profiling.summary import FORWARD, _forward_rows, _launched_rows, _work_rows
-from profiling.trace import _STEP, Trace, is_in
+from profiling.trace import Trace, is_in, step_rows
 
 DEVICE_COLUMNS = [
     "device", "window_start_us", "window_end_us", "window_us", "busy_us", "compute_us",
@@ -196,25 +196,13 @@ def per_kernel_table(per_launch: pd.DataFrame) -> pd.DataFrame:
 # The helpers below work on row positions (`rows`) into the frame they are given.
 
 
-def _step_rows(spans: pd.DataFrame) -> np.ndarray:
-    """Positions of `Trace.steps()`: the name test runs once per category, not per row."""
-    names = spans["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        categories = np.asarray(names.dtype.categories, dtype=object)
-        is_step = [isinstance(c, str) and bool(_STEP.match(c)) for c in categories]
-        named = np.array([*is_step, False])[names.array.codes]  # code -1 (missing): no
-    else:
-        named = names.astype(str).str.match(_STEP.pattern).to_numpy(dtype=bool)
-    return np.flatnonzero(is_in(spans["category"], "annotation") & named)
-
-
 def _forward_count(spans: pd.DataFrame) -> int:
-    return len(_forward_rows(spans, FORWARD)) or len(_step_rows(spans)) or 1
+    return len(_forward_rows(spans, FORWARD)) or len(step_rows(spans)) or 1
 
 
 def _active_rows(spans: pd.DataFrame) -> tuple[np.ndarray, str]:
     """Positions of `active_windows`, and its words."""
-    rows = _step_rows(spans)
+    rows = step_rows(spans)
     if len(rows):
         return rows, f"GPU work launched in the {len(rows)} active ProfilerSteps"
     rows = _forward_rows(spans, FORWARD)

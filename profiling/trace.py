@@ -81,15 +81,18 @@ class Trace:
 
     def steps(self) -> pd.DataFrame:
         """ProfilerStep spans (the active steps of a scheduled run), in order."""
-        s = self.spans
-        names = s["name"]
-        if isinstance(names.dtype, pd.CategoricalDtype):
-            cats = names.cat.categories
-            step_names = [c for c in cats if isinstance(c, str) and _STEP.match(c)]
-            named = is_in(names, *step_names)
-        else:
-            named = names.astype(str).str.match(_STEP.pattern).to_numpy(dtype=bool)
-        return s[is_in(s["category"], "annotation") & named]
+        return self.spans.iloc[step_rows(self.spans)]
+
+
+def step_rows(spans: pd.DataFrame) -> np.ndarray:
+    """Positions of the ProfilerStep annotations: the name test runs once per category."""
+    names = spans["name"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        is_step = [isinstance(c, str) and bool(_STEP.match(c)) for c in names.cat.categories]
+        named = np.array([*is_step, False])[names.array.codes]  # code -1 (missing): no
+    else:
+        named = names.astype(str).str.match(_STEP.pattern).to_numpy(dtype=bool)
+    return np.flatnonzero(is_in(spans["category"], "annotation") & named)
 
 
 def is_in(column: pd.Series, *values: Any) -> np.ndarray:
