@@ -10,6 +10,11 @@ import pytest
 import torch
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# The three H200 traces of h200-baseline.md (the post's shape), shared by the test modules.
+NAIVE, FLASH, CUDNN = (
+    FIXTURES / f"{name}_8_16_1024_64_bf16.json.gz" for name in ("naive", "sdpa_flash", "sdpa_cudnn")
+)
+H200 = {"naive": NAIVE, "flash": FLASH, "cudnn": CUDNN}
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="attnprof-gradio-"))
 

@@ -11,10 +11,8 @@ import pytest
 from profiling.analyze import CPU_ONLY, OPERATOR_COLUMNS, analyze
 from profiling.kernels import KERNEL_COLUMNS
 from profiling.trace import TraceError
-from tests.conftest import FIXTURES
+from tests.conftest import CUDNN, NAIVE
 
-NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
-CUDNN = FIXTURES / "sdpa_cudnn_8_16_1024_64_bf16.json.gz"
 MiB = 1024**2
 
 

@@ -11,10 +11,9 @@ from gradio_client import handle_file
 
 import app
 from profiling import views_compare as vc
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, NAIVE
 
 SHAPE = dict(dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
-NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
 INPLACE = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
 PARAMETERS = {
     "/compare": ["variants", "seq_len", "dtype", "batch", "heads", "head_dim", "causal"],

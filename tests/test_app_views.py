@@ -35,12 +35,10 @@ from profiling.gantt import FigureSpec, bar_count
 from profiling.launch import launch_stats
 from profiling.summary import CAUSAL_CONVENTION, Summary, attention_flops, per_forward
 from profiling.trace import load
-from tests.conftest import FIXTURES
+from tests.conftest import CUDNN, FIXTURES, NAIVE
 
 SMALL = dict(seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
-NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
 INPLACE = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
-CUDNN = FIXTURES / "sdpa_cudnn_8_16_1024_64_bf16.json.gz"
 MiB = 1024**2
 CPU_ONLY = pytest.mark.skipif(app.DEVICE != "cpu", reason="needs a machine without CUDA")
 

@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from profiling.__main__ import main
-from tests.conftest import FIXTURES
+from tests import conftest
 
 ROOT = Path(__file__).resolve().parents[1]
-NAIVE = str(FIXTURES / "naive_8_16_1024_64_bf16.json.gz")
-FLASH = str(FIXTURES / "sdpa_flash_8_16_1024_64_bf16.json.gz")
+NAIVE, FLASH = str(conftest.NAIVE), str(conftest.FLASH)
 SMALL = ["--batch", "1", "--heads", "2", "--head-dim", "32", "--dtype", "float32"]
 
 

@@ -9,11 +9,7 @@ from profiling.config import RunConfig
 from profiling.diff import KERNEL_DIFF_COLUMNS, OPERATOR_DIFF_COLUMNS, diff, labelled
 from profiling.runner import run
 from profiling.summary import per_forward
-from tests.conftest import FIXTURES
-
-NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
-FLASH = FIXTURES / "sdpa_flash_8_16_1024_64_bf16.json.gz"
-CUDNN = FIXTURES / "sdpa_cudnn_8_16_1024_64_bf16.json.gz"
+from tests.conftest import CUDNN, FIXTURES, FLASH, NAIVE
 
 
 def test_naive_vs_flash_per_forward():

@@ -40,10 +40,9 @@ from profiling import files, views
 from profiling import views_compare as vc
 from profiling.config import DTYPES
 from profiling.gantt import bar_count
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, NAIVE
 
 ROOT = Path(__file__).resolve().parents[1]
-NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
 INPLACE = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
 DEVICE = app.DEVICE
 RANGES = views.slider_ranges(DEVICE)

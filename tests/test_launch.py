@@ -19,13 +19,7 @@ from profiling.launch import (
     merge_intervals,
     per_kernel_table,
 )
-from tests.conftest import FIXTURES
-
-H200 = {
-    "naive": FIXTURES / "naive_8_16_1024_64_bf16.json.gz",
-    "flash": FIXTURES / "sdpa_flash_8_16_1024_64_bf16.json.gz",
-    "cudnn": FIXTURES / "sdpa_cudnn_8_16_1024_64_bf16.json.gz",
-}
+from tests.conftest import FIXTURES, H200
 
 
 def test_naive_launch_figures_for_every_kernel_memcpy_and_memset():

@@ -10,13 +10,7 @@ import pytest
 from profiling import trace
 from profiling.kernels import classify, decode, kernel_table, short_name
 from profiling.summary import forward_spans, launched_within, per_forward
-from tests.conftest import FIXTURES
-
-H200 = {
-    "naive": FIXTURES / "naive_8_16_1024_64_bf16.json.gz",
-    "flash": FIXTURES / "sdpa_flash_8_16_1024_64_bf16.json.gz",
-    "cudnn": FIXTURES / "sdpa_cudnn_8_16_1024_64_bf16.json.gz",
-}
+from tests.conftest import FIXTURES, H200
 
 
 def test_h200_naive_per_forward():
