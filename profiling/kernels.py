@@ -180,15 +180,12 @@ def kernel_table(gpu: pd.DataFrame, per: int = 1) -> pd.DataFrame:
 
 
 def _name_codes(names: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """Codes per row into the distinct names, in order of first appearance (as pd.factorize)."""
+    """Codes per row into the distinct names, in order of first appearance (as pd.factorize);
+    a categorical is factorised on its integer codes, not its strings."""
     if isinstance(names.dtype, pd.CategoricalDtype):
-        raw = names.array.codes
-        used, first = np.unique(raw, return_index=True)
-        used = used[np.argsort(first, kind="stable")]  # order of first appearance
-        remap = np.full(len(names.cat.categories) + 1, -1, dtype=np.int64)
-        remap[used] = np.arange(len(used))
+        codes, used = pd.factorize(names.array.codes)
         values = np.array([str(c) for c in names.cat.categories] + ["nan"], dtype=object)
-        return remap[raw], list(values[used])
+        return codes, list(values[used])  # code -1 (missing) reads "nan", as astype(str)
     codes, uniques = pd.factorize(names.astype(str).to_numpy(dtype=object), sort=False)
     return codes, list(uniques)
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from attention.sdpa import BACKEND_OPS
 from profiling.kernels import decode, short_name
-from profiling.trace import Trace, is_in
+from profiling.trace import Trace, is_in, step_rows
 
 FORWARD = "attn_fwd"
 GPU_WORK = ("kernel", "memcpy", "memset")
@@ -149,7 +149,7 @@ def forward_work(trace: Trace, name: str = FORWARD) -> tuple[pd.DataFrame, pd.Da
     s = trace.spans
     windows = _forward_rows(s, name)
     if not len(windows):
-        windows = s.index.get_indexer(trace.steps().index)
+        windows = step_rows(s)
     work = _work_rows(s)
     if len(windows):
         work = _launched_rows(s, work, windows)

@@ -409,8 +409,9 @@ def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
         if g:
             args[i] = a  # an _Args struct (or a dict): read it with span_args
 
-    step_name = np.array([bool(_STEP.match(n)) for n in names])[name_codes]
-    steps = step_name & ~gpu
+    # ProfilerStep number per distinct name (-1: not a step), matched once per name
+    step_of_name = np.array([int(m.group(1)) if (m := _STEP.match(n)) else -1 for n in names])
+    steps = (step_of_name[name_codes] >= 0) & ~gpu
     t0 = float(ts[steps].min()) if steps.any() else float(ts.min())
     start = ts - t0
 
@@ -429,8 +430,7 @@ def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
     correlation, external = correlation[o], external[o]
     launch = np.isin(cats, list(LAUNCH_CATS))[cat_codes[o]]
     link = _links(correlation, gpu & ~is_ann[o], launch)
-    step_numbers = np.array([int(m.group(1)) if (m := _STEP.match(n)) else -1 for n in names])
-    step = _steps(start, end, steps, step_numbers[name_codes[o]], gpu, link)
+    step = _steps(start, end, steps, step_of_name[name_codes[o]], gpu, link)
     df = pd.DataFrame(
         {
             "lane": _from_codes(lane, lanes, ordered=True),
