@@ -29,7 +29,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from profiling.kernels import classify, short_name
-from profiling.trace import span_args
+from profiling.trace import per_value, span_args
 
 X_TITLE = "µs from first profiled step"
 LINKS_NAME = "launch → kernel"
@@ -100,23 +100,15 @@ def legend_group(spans: pd.DataFrame) -> pd.Series:
 
 
 def _strings(column: pd.Series) -> np.ndarray:
-    """A column as an object array of str, read through a categorical's few categories."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        values = np.array([str(c) for c in column.cat.categories] + ["nan"], dtype=object)
-        return values[column.array.codes]  # code -1 (missing) reads "nan", as astype(str)
-    return column.astype(str).to_numpy(dtype=object)
+    """A column as an object array of str (missing reads "nan", as astype(str))."""
+    return per_value(column, str, "nan")
 
 
 def _legend_groups(spans: pd.DataFrame) -> np.ndarray:
     group = _strings(spans["category"])
     is_kernel = group == "kernel"
     if is_kernel.any():
-        names = spans["name"]
-        if isinstance(names.dtype, pd.CategoricalDtype):  # classify once per distinct name
-            kinds = np.array([classify(str(c)) for c in names.cat.categories] + [""], dtype=object)
-            kind = kinds[names.array.codes[is_kernel]]
-        else:
-            kind = np.array([classify(str(n)) for n in names.to_numpy()[is_kernel]], dtype=object)
+        kind = per_value(spans["name"], lambda n: classify(str(n)), "")[is_kernel]
         group[is_kernel] = "kernel · " + kind
     return group
 
@@ -443,15 +435,9 @@ def boundaries(spans: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _boundary_rows(spans: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the first MAX_MARKERS ProfilerStep and `attn_fwd` CPU spans, by start."""
     cpu = _strings(spans["kind"]) == "cpu"
-    names = spans["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype):  # test each distinct name once
-        cats = [str(c) for c in names.cat.categories] + ["nan"]
-        is_step = np.array([c.startswith(_STEP_PREFIX) for c in cats])[names.array.codes]
-        is_forward = np.array([c == FORWARD for c in cats])[names.array.codes]
-    else:
-        text = names.astype(str)
-        is_step = text.str.startswith(_STEP_PREFIX).to_numpy(dtype=bool)
-        is_forward = (text == FORWARD).to_numpy(dtype=bool)
+    is_step = per_value(spans["name"], lambda n: str(n).startswith(_STEP_PREFIX), False)
+    is_forward = per_value(spans["name"], lambda n: str(n) == FORWARD, False)
+    is_step, is_forward = is_step.astype(bool), is_forward.astype(bool)
     start = spans["start_us"].to_numpy(dtype=float)
 
     def first(mask: np.ndarray) -> np.ndarray:

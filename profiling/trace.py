@@ -15,7 +15,7 @@ import gc
 import gzip
 import io
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import compress
@@ -85,14 +85,18 @@ class Trace:
 
 
 def step_rows(spans: pd.DataFrame) -> np.ndarray:
-    """Positions of the ProfilerStep annotations: the name test runs once per category."""
-    names = spans["name"]
-    if isinstance(names.dtype, pd.CategoricalDtype):
-        is_step = [isinstance(c, str) and bool(_STEP.match(c)) for c in names.cat.categories]
-        named = np.array([*is_step, False])[names.array.codes]  # code -1 (missing): no
-    else:
-        named = names.astype(str).str.match(_STEP.pattern).to_numpy(dtype=bool)
-    return np.flatnonzero(is_in(spans["category"], "annotation") & named)
+    """Positions of the ProfilerStep annotations."""
+    named = per_value(spans["name"], lambda n: isinstance(n, str) and bool(_STEP.match(n)), False)
+    return np.flatnonzero(is_in(spans["category"], "annotation") & named.astype(bool))
+
+
+def per_value(column: pd.Series, fn: Callable[[Any], Any], missing: Any) -> np.ndarray:
+    """`fn` of every row's value, called once per distinct value of a categorical (a trace's
+    names repeat thousands of times); a missing value (code -1) gives `missing`."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        values = [fn(c) for c in column.cat.categories]
+        return np.array([*values, missing], dtype=object)[column.array.codes]
+    return np.array([fn(v) for v in column.to_numpy()] + [missing], dtype=object)[:-1]
 
 
 def is_in(column: pd.Series, *values: Any) -> np.ndarray:
