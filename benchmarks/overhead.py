@@ -3,11 +3,11 @@
     python benchmarks/overhead.py --variant all --out "$OUT"
 
 Bare: what the post's 04_c does — inputs, 3 warm-up calls, profile 5 steps (wait=1, warmup=1,
-active=3) with record_function("attn_fwd"), export the Chrome trace as .json.gz and write the
-key_averages table as .txt — around the same forward the app runs (the registry's, so every
-variant is covered; for SDPA it is F.scaled_dot_product_attention under sdpa_kernel, as in
-the post). Also timed once per variant: the bare script as a fresh process, which is what a
-user of the post's scripts waits for.
+active=3) with record_function("attn_fwd"), export the Chrome trace as .json.gz, write the
+key_averages table and the peak memory as .txt — around the same forward the app runs (the
+registry's, so every variant is covered; for SDPA it is F.scaled_dot_product_attention under
+sdpa_kernel, as in the post). Also timed once per variant: the bare script as a fresh
+process, which is what a user of the post's scripts waits for.
 
 App: everything a Profile click computes before Gradio serialises it — profiling.runner.run
 (validation, memory check, warm-up, profile, export .json/.json.gz/.txt, float64 reference,
@@ -68,7 +68,10 @@ def bare(config: RunConfig, device: str, out: Path) -> float:
                 torch.cuda.synchronize()
     p.export_chrome_trace(str(out / "bare.json.gz"))
     sort_by = "cuda_time_total" if device == "cuda" else "cpu_time_total"
-    (out / "bare.txt").write_text(p.key_averages().table(sort_by=sort_by, row_limit=15))
+    text = p.key_averages().table(sort_by=sort_by, row_limit=15)
+    if device == "cuda":  # the post's scripts print the peak memory too
+        text += f"\npeak memory {torch.cuda.max_memory_allocated() / 1024**2:.0f} MiB\n"
+    (out / "bare.txt").write_text(text)
     return time.perf_counter() - began
 
 

@@ -222,11 +222,13 @@ def _mem_available_cpu() -> int:
 
 
 def check_memory(config: RunConfig, device: str, headroom: float = 0.85) -> int:
-    """Refuse before allocating when the estimate exceeds the free memory; returns the estimate."""
+    """Refuse before allocating when the estimate exceeds the free memory; returns the usable
+    bytes left once the estimate is set aside (the float64 reference check sizes its chunks
+    by them)."""
     need = estimate_bytes(config)
     free = available_bytes(device)
     if need <= headroom * free:
-        return need
+        return int(headroom * free) - need
     fit = largest_fitting_seq_len(config, int(headroom * free))
     hint = (
         f"reduce seq_len to {fit} or less, or lower batch/heads"

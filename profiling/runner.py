@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 SEED = 0
 REFERENCE_FLOPS = {"cuda": 2e12, "cpu": 4e9}  # float64 work we allow the reference, per device
+REFERENCE_CHUNK = (32 * 1024**2, 128 * 1024**2)  # float64 scores per chunk: 256 MiB to 1 GiB
 
 
 class RunError(RuntimeError):
@@ -84,7 +85,7 @@ def _run_locked(config: RunConfig, out_dir: str | Path | None, report: Progress)
     reason = variant.unavailable(device, config.torch_dtype)
     if reason:
         raise VariantUnavailable(f"{variant.id} is unavailable here: {reason}")
-    check_memory(config, device)
+    spare = check_memory(config, device)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-"))
     out.mkdir(parents=True, exist_ok=True)
     problem = Problem(
@@ -93,7 +94,7 @@ def _run_locked(config: RunConfig, out_dir: str | Path | None, report: Progress)
     )  # fmt: skip
     failure: Exception | None = None
     try:
-        result = _attempt(config, variant, problem, device, out, report)
+        result = _attempt(config, variant, problem, device, out, report, spare)
     except torch.OutOfMemoryError:
         failure = RunError(
             f"out of memory on {device} for {config.variant} at {config.shape_text()}: "
@@ -114,7 +115,9 @@ def _run_locked(config: RunConfig, out_dir: str | Path | None, report: Progress)
     return result
 
 
-def _attempt(config, variant, problem: Problem, device: str, out: Path, report) -> ProfileResult:
+def _attempt(
+    config, variant, problem: Problem, device: str, out: Path, report, spare: int
+) -> ProfileResult:
     report(0.05, "allocating inputs")
     tensors = _inputs(config, device, variant.layout)
     built = _build(variant, problem)
@@ -125,7 +128,7 @@ def _attempt(config, variant, problem: Problem, device: str, out: Path, report) 
     paths = _export(prof, config, device, out)
     report(0.8, "reference check in float64, parsing the trace")
     # The reference's GPU work is queued first and read last, so it runs while the CPU parses.
-    reference = _relative_error(tensors, config, variant.layout, device)
+    reference = _relative_error(tensors, config, variant.layout, device, spare)
     return _result(config, built, prof, paths, peak, reference, device)
 
 
@@ -239,13 +242,16 @@ def operator_table(prof, device: str) -> pd.DataFrame:
 
 
 def _relative_error(
-    t: dict, config: RunConfig, layout: str, device: str
+    t: dict, config: RunConfig, layout: str, device: str, spare: int = 0
 ) -> Callable[[], tuple[float, str]]:
     """‖out − ref‖ / ‖ref‖ against float64 attention, in chunks that never hold the S² matrix.
 
     Batched over (batch, head) pairs with sums kept on the device: one sync, not one per chunk
-    (that loop cost 46 ms at the post's shape on the H200). The work is queued here and the
-    returned function reads the result, so the caller can parse the trace in between.
+    (that loop cost 46 ms at the post's shape on the H200). A chunk grows with the `spare`
+    bytes the memory check left over, up to 1 GiB of scores: each chunk costs ~12 launches
+    whatever its size, and at the post's shape four 256 MiB chunks were ~2 ms of a 25 ms run.
+    The work is queued here and the returned function reads the result, so the caller can
+    parse the trace in between.
     """
     out, q, k, v = t["out"], t["q"], t["k"], t["v"]
     if layout == "bshd":
@@ -254,28 +260,35 @@ def _relative_error(
     pairs = b * h
     keep = max(1, min(pairs, int(REFERENCE_FLOPS[device] // (4.0 * s * s * d))))
     flat = [x.reshape(pairs, s, d)[:keep] for x in (out, q, k, v)]
-    budget = 32 * 1024**2  # float64 scores per chunk (256 MiB)
+    # float64 scores per chunk; the chunk also holds their softmax and float64 copies of its
+    # q, k, v and out, under 3x the scores' bytes in all
+    budget = int(min(REFERENCE_CHUNK[1], max(REFERENCE_CHUNK[0], spare // (3 * 8))))
     rows = max(1, min(s, budget // s))
     group = max(1, min(keep, budget // (rows * s)))
-    col = torch.arange(s, device=q.device)
-    err = torch.zeros((), dtype=torch.float64, device=q.device)
-    ref = torch.zeros((), dtype=torch.float64, device=q.device)
-    for p0 in range(0, keep, group):
-        o, qq, kk, vv = (x[p0 : p0 + group].to(torch.float64) for x in flat)
-        for lo in range(0, s, rows):
-            hi = min(s, lo + rows)
-            scores = qq[:, lo:hi] @ kk.transpose(1, 2) / d**0.5  # (G, rows, S)
-            if config.causal:
-                above = col[None, :] > torch.arange(lo, hi, device=q.device)[:, None]
-                scores.masked_fill_(above, float("-inf"))
-            r = torch.softmax(scores, dim=-1) @ vv
-            err += (o[:, lo:hi] - r).pow(2).sum()
-            ref += r.pow(2).sum()
+    sums = torch.zeros(2, dtype=torch.float64, device=q.device)  # ‖out − ref‖², ‖ref‖²
+    for lo in range(0, s, rows):
+        hi = min(s, lo + rows)
+        if config.causal:  # additive mask for these query rows: -inf where key > query
+            bias = torch.full((hi - lo, s), float("-inf"), dtype=torch.float64, device=q.device)
+            bias = bias.triu_(lo + 1)
+        else:
+            bias = torch.zeros((hi - lo, s), dtype=torch.float64, device=q.device)
+        for p0 in range(0, keep, group):
+            o, qq, kk, vv = (
+                x[p0 : p0 + group, lo:hi] if i < 2 else x[p0 : p0 + group]
+                for i, x in enumerate(flat)
+            )
+            o, qq, kk, vv = (x.to(torch.float64) for x in (o, qq, kk, vv))
+            scores = torch.baddbmm(bias, qq, kk.transpose(1, 2), alpha=d**-0.5)  # (G, rows, S)
+            r = torch.bmm(torch.softmax(scores, dim=-1), vv)
+            diff, r = (o - r).reshape(-1), r.reshape(-1)
+            sums += torch.stack([torch.dot(diff, diff), torch.dot(r, r)])
     note = (
         "all heads"
         if keep == pairs
         else f"{keep} of {pairs} (batch, head) pairs, to bound the cost"
     )
+    err, ref = sums[0], sums[1]
     ratio = torch.where(ref > 0, (err / ref).sqrt(), float("nan"))  # no ‖ref‖: undefined
 
     def finish() -> tuple[float, str]:

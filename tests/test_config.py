@@ -80,4 +80,5 @@ def test_memory_refusal_names_the_need_and_the_fix(monkeypatch):
     assert "needs about" in text and "GiB" in text and "reduce seq_len to" in text
     fit = largest_fitting_seq_len(big, int(0.85 * 8 * 1024**3))
     assert fit and estimate_bytes(big.with_(seq_len=fit)) <= 0.85 * 8 * 1024**3
-    check_memory(big.with_(seq_len=fit), "cuda")  # the suggestion really fits
+    spare = check_memory(big.with_(seq_len=fit), "cuda")  # the suggestion really fits
+    assert spare == int(0.85 * 8 * 1024**3) - estimate_bytes(big.with_(seq_len=fit)) >= 0

@@ -141,3 +141,41 @@ def test_chunked_reference_matches_a_direct_one(monkeypatch, causal):
     monkeypatch.setitem(runner.REFERENCE_FLOPS, "cpu", 4.0 * 100 * 100 * 16 * 2)  # two pairs
     value, note = runner._relative_error(t, config, "bhsd", "cpu")()
     assert note.startswith("2 of 6") and value == pytest.approx(direct, rel=0.5)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize(("chunk", "spare"), [(100 * 100 * 4, 0), (1000, 0), (30, 10**9)])
+def test_reference_in_any_chunking_matches_a_direct_one(monkeypatch, causal, chunk, spare):
+    """Groups of pairs, query rows split into chunks (the causal mask's offset per chunk), and
+    the chunk capped whatever memory is spare: the same value as one direct computation."""
+    from profiling import runner
+    from tests.conftest import reference_attention, rel_err
+
+    q, k, v = (torch.randn(2, 3, 100, 16, dtype=torch.float64) for _ in range(3))
+    out = reference_attention(q, k, v, causal) + 1e-3 * torch.randn(2, 3, 100, 16)
+    t = {"out": out, "q": q, "k": k, "v": v}
+    direct = rel_err(out, reference_attention(q, k, v, causal))
+    monkeypatch.setattr(runner, "REFERENCE_CHUNK", (chunk, chunk))
+    value, note = runner._relative_error(t, small("naive", causal=causal), "bhsd", "cpu", spare)()
+    assert value == pytest.approx(direct, rel=1e-9) and note == "all heads"
+    # bshd layout (the kernels variants): the same tensors transposed give the same value
+    t = {name: x.transpose(1, 2) for name, x in t.items()}
+    value, _ = runner._relative_error(t, small("naive", causal=causal), "bshd", "cpu", spare)()
+    assert value == pytest.approx(direct, rel=1e-9)
+
+
+def test_reference_chunks_grow_with_spare_memory(monkeypatch):
+    """One chunk when the memory check left room for it, small ones when it did not."""
+    from profiling import runner
+
+    q, k, v = (torch.randn(2, 3, 100, 16) for _ in range(3))
+    t = {"out": q.clone(), "q": q, "k": k, "v": v}
+    calls = []
+    baddbmm = torch.baddbmm
+    monkeypatch.setattr(torch, "baddbmm", lambda *a, **kw: calls.append(1) or baddbmm(*a, **kw))
+    monkeypatch.setattr(runner, "REFERENCE_CHUNK", (1000, 6 * 100 * 100))
+    runner._relative_error(t, small("naive"), "bhsd", "cpu", spare=0)()
+    assert len(calls) == 60  # 10 query rows per chunk, one pair per chunk
+    calls.clear()
+    runner._relative_error(t, small("naive"), "bhsd", "cpu", spare=3 * 8 * 6 * 100 * 100)()
+    assert len(calls) == 1
