@@ -205,7 +205,10 @@ def available_bytes(device: str) -> int:
         # without them an earlier large run would shrink every later estimate (seen on the H200:
         # "95 GiB free" after a naive S=8192 run had cached 33 GiB).
         free, _total = torch.cuda.mem_get_info()
-        cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        stats = torch.cuda.memory_stats()  # one snapshot for both figures (each call builds it)
+        cached = stats.get("reserved_bytes.all.current", 0) - stats.get(
+            "allocated_bytes.all.current", 0
+        )
         return int(free + max(cached, 0))
     return _mem_available_cpu()
 
