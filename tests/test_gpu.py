@@ -95,6 +95,21 @@ def test_huge_config_refused_by_the_estimate():
         run(config)
 
 
+def test_free_memory_counts_the_allocators_unused_cache():
+    """A GiB freed into PyTorch's cache is still free to the next run."""
+    from profiling.config import available_bytes
+
+    torch.cuda.empty_cache()
+    before = available_bytes("cuda")
+    block = torch.empty(1024**3, dtype=torch.uint8, device="cuda")
+    del block  # back in the caching allocator, not the driver
+    free, _ = torch.cuda.mem_get_info()
+    cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+    assert cached >= 1024**3
+    assert available_bytes("cuda") == free + cached
+    assert abs(available_bytes("cuda") - before) < 64 * 1024**2
+
+
 def test_induced_oom_recovers(monkeypatch, tmp_path):
     torch.cuda.empty_cache()
     baseline = torch.cuda.memory_allocated()
