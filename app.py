@@ -479,34 +479,22 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
                     "Operator table .txt", elem_id="download-txt", size="md"
                 )
             gantt = gr.Plot(label="Timeline: CPU ops and GPU kernels", elem_id="gantt")
-            operators = gr.Dataframe(
+            operators = _table(
+                "Operators (torch.profiler key_averages)", "operators",
                 headers=views.operator_headers(DEVICE),
                 datatype=views.operator_datatypes(DEVICE),
-                label="Operators (torch.profiler key_averages)",
-                elem_id="operators",
-                interactive=False,
-                wrap=True,
-                max_height=420,
-                show_search="search",
                 column_widths=views.operator_widths(DEVICE),
                 max_chars=90,  # key_averages lists kernels too; click a cell for the full name
-                buttons=["copy", "fullscreen"],
-            )
+            )  # fmt: skip
             kernel_info = gr.Markdown("", elem_id="kernel-note")
-            kernels = gr.Dataframe(
+            kernels = _table(
+                "GPU kernels per forward, names decoded", "kernels",
                 headers=views.kernel_headers(),
                 datatype=views.kernel_datatypes(),
-                label="GPU kernels per forward, names decoded",
-                elem_id="kernels",
-                interactive=False,
-                wrap=True,
-                max_height=420,
                 column_widths=views.kernel_widths(),
                 max_chars=100,
                 visible=DEVICE == "cuda",  # a CPU run has no kernels: the note above says so
-                show_search="search",
-                buttons=["copy", "fullscreen"],
-            )
+            )  # fmt: skip
             with gr.Accordion("Summary as JSON", open=False):
                 summary = gr.JSON(label="summary", elem_id="summary-json")
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from profiling.kernels import classify, short_name
-from profiling.summary import forward_spans, gpu_work, launched_within
+from profiling.summary import forward_spans, gpu_work, launched_within, starts_inside
 from profiling.trace import Trace, load
 
 TraceLike = Trace | str | Path | bytes
@@ -110,7 +110,7 @@ def _operator_totals(trace: Trace, win: pd.DataFrame, per: int) -> pd.DataFrame:
     s = trace.spans
     ops = s[(s["kind"] == "cpu") & (s["category"] == "cpu op")]
     if not win.empty and not ops.empty:
-        ops = ops[_inside(ops, win)]
+        ops = ops[starts_inside(s, s.index.get_indexer(ops.index), s.index.get_indexer(win.index))]
     g = ops.groupby("name", observed=True, sort=False)
     return pd.DataFrame(
         {
@@ -119,19 +119,6 @@ def _operator_totals(trace: Trace, win: pd.DataFrame, per: int) -> pd.DataFrame:
             "self_us": g["self_us"].sum() / per,
         }
     )
-
-
-def _inside(spans: pd.DataFrame, win: pd.DataFrame) -> np.ndarray:
-    """Spans that start inside one of the windows on the same thread (vectorised per thread)."""
-    hit = np.zeros(len(spans), dtype=bool)
-    t = spans["start_us"].to_numpy()
-    for (pid, tid), group in win.groupby(["pid", "tid"], observed=True):
-        w = group.sort_values("start_us")
-        starts, ends = w["start_us"].to_numpy(), w["end_us"].to_numpy()
-        same = ((spans["pid"] == pid) & (spans["tid"] == tid)).to_numpy()
-        i = np.searchsorted(starts, t, side="right") - 1
-        hit |= same & (i >= 0) & (t <= ends[np.clip(i, 0, None)])
-    return hit
 
 
 def _delta(a: pd.DataFrame, b: pd.DataFrame, measures: list[str], key: str) -> pd.DataFrame:

@@ -475,19 +475,16 @@ class FigureSpec:
 
 
 def _default_template() -> orjson.Fragment:
-    """Plotly's current default template as JSON, computed once per template name."""
+    """Plotly's current default template as JSON (computed once per template name)."""
     name = pio.templates.default
-    key = name if isinstance(name, str) else None
-    if key is None or key not in _TEMPLATES:
-        template = pio.templates[name] if isinstance(name, str) else name
-        text = orjson.Fragment(orjson.dumps(template.to_plotly_json() if template else {}))
-        if key is None:
-            return text
-        _TEMPLATES[key] = text
-    return _TEMPLATES[key]
+    if isinstance(name, str):
+        return _template_json(name)
+    return orjson.Fragment(orjson.dumps(name.to_plotly_json() if name else {}))
 
 
-_TEMPLATES: dict[str, orjson.Fragment] = {}
+@lru_cache(maxsize=8)
+def _template_json(name: str) -> orjson.Fragment:
+    return orjson.Fragment(orjson.dumps(pio.templates[name].to_plotly_json()))
 
 
 def build_gantt(

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from profiling.kernels import short_name
-from profiling.summary import FORWARD, _forward_rows, _launched_rows, _work_rows
+from profiling.summary import FORWARD, forward_rows, launched_rows, work_rows
 from profiling.trace import Trace, is_in, step_rows
 
 DEVICE_COLUMNS = [
@@ -197,7 +197,7 @@ def per_kernel_table(per_launch: pd.DataFrame) -> pd.DataFrame:
 
 
 def _forward_count(spans: pd.DataFrame) -> int:
-    return len(_forward_rows(spans, FORWARD)) or len(step_rows(spans)) or 1
+    return len(forward_rows(spans, FORWARD)) or len(step_rows(spans)) or 1
 
 
 def _active_rows(spans: pd.DataFrame) -> tuple[np.ndarray, str]:
@@ -205,7 +205,7 @@ def _active_rows(spans: pd.DataFrame) -> tuple[np.ndarray, str]:
     rows = step_rows(spans)
     if len(rows):
         return rows, f"GPU work launched in the {len(rows)} active ProfilerSteps"
-    rows = _forward_rows(spans, FORWARD)
+    rows = forward_rows(spans, FORWARD)
     if len(rows):
         return rows, f"GPU work launched in the {len(rows)} attn_fwd spans"
     return rows, "all GPU work (no ProfilerStep or attn_fwd spans in the trace)"
@@ -213,7 +213,7 @@ def _active_rows(spans: pd.DataFrame) -> tuple[np.ndarray, str]:
 
 def _scoped_rows(spans: pd.DataFrame, windows: pd.DataFrame | None) -> tuple[np.ndarray, str]:
     """Positions of `scoped_work`, and its words."""
-    work = _work_rows(spans)
+    work = work_rows(spans)
     if windows is None:
         inside, scope = _active_rows(spans)
     else:
@@ -223,7 +223,7 @@ def _scoped_rows(spans: pd.DataFrame, windows: pd.DataFrame | None) -> tuple[np.
         inside = spans.index.get_indexer(windows.index)
     if not len(inside):
         return work, scope
-    launched = _launched_rows(spans, work, inside)
+    launched = launched_rows(spans, work, inside)
     if not len(launched) and len(work):
         return work, "all GPU work (no GPU work is linked to a launch in the active steps)"
     return launched, scope

@@ -259,7 +259,7 @@ def _relative_error(
     b, h, s, d = q.shape
     pairs = b * h
     keep = max(1, min(pairs, int(REFERENCE_FLOPS[device] // (4.0 * s * s * d))))
-    flat = [x.reshape(pairs, s, d)[:keep] for x in (out, q, k, v)]
+    out, q, k, v = (x.reshape(pairs, s, d)[:keep] for x in (out, q, k, v))
     # float64 scores per chunk; the chunk also holds their softmax and float64 copies of its
     # q, k, v and out, under 3x the scores' bytes in all
     budget = int(min(REFERENCE_CHUNK[1], max(REFERENCE_CHUNK[0], spare // (3 * 8))))
@@ -274,11 +274,8 @@ def _relative_error(
         else:
             bias = torch.zeros((hi - lo, s), dtype=torch.float64, device=q.device)
         for p0 in range(0, keep, group):
-            o, qq, kk, vv = (
-                x[p0 : p0 + group, lo:hi] if i < 2 else x[p0 : p0 + group]
-                for i, x in enumerate(flat)
-            )
-            o, qq, kk, vv = (x.to(torch.float64) for x in (o, qq, kk, vv))
+            o, qq = (x[p0 : p0 + group, lo:hi].to(torch.float64) for x in (out, q))
+            kk, vv = (x[p0 : p0 + group].to(torch.float64) for x in (k, v))
             scores = torch.baddbmm(bias, qq, kk.transpose(1, 2), alpha=d**-0.5)  # (G, rows, S)
             r = torch.bmm(torch.softmax(scores, dim=-1), vv)
             diff, r = (o - r).reshape(-1), r.reshape(-1)

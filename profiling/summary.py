@@ -74,50 +74,56 @@ class Summary:
 
 
 def forward_spans(trace: Trace, name: str = FORWARD) -> pd.DataFrame:
-    return trace.spans.iloc[_forward_rows(trace.spans, name)]
+    return trace.spans.iloc[forward_rows(trace.spans, name)]
 
 
 def gpu_work(trace: Trace) -> pd.DataFrame:
-    return trace.spans.iloc[_work_rows(trace.spans)]
+    return trace.spans.iloc[work_rows(trace.spans)]
 
 
 def launched_within(trace: Trace, windows: pd.DataFrame) -> pd.DataFrame:
     """GPU work whose launch started inside one of `windows` (CPU spans on the same thread)."""
     s = trace.spans
-    rows = _launched_rows(s, _work_rows(s), s.index.get_indexer(windows.index))
+    rows = launched_rows(s, work_rows(s), s.index.get_indexer(windows.index))
     return s.iloc[rows]
 
 
 # Row selection works on positions and takes rows from the frame once at the end: selecting
 # rows of the 19-column spans table costs ~0.3 ms however few rows a run's trace has, and
 # the pandas version of this attribution (masks, a groupby) cost ~8 ms per run.
-def _forward_rows(s: pd.DataFrame, name: str) -> np.ndarray:
+def forward_rows(s: pd.DataFrame, name: str) -> np.ndarray:
     mask = is_in(s["kind"], "cpu") & is_in(s["name"], name) & is_in(s["category"], "annotation")
     return np.flatnonzero(mask)
 
 
-def _work_rows(s: pd.DataFrame) -> np.ndarray:
+def work_rows(s: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(is_in(s["kind"], "gpu") & is_in(s["category"], *GPU_WORK))
 
 
-def _launched_rows(s: pd.DataFrame, work: np.ndarray, windows: np.ndarray) -> np.ndarray:
+def launched_rows(s: pd.DataFrame, work: np.ndarray, windows: np.ndarray) -> np.ndarray:
+    """Those of `work` (GPU rows) whose launch starts inside one of `windows`."""
     link = s["link"].to_numpy()
     work = work[link[work] >= 0]
     if not len(work) or not len(windows):
         return work[:0]
-    launch = link[work]
+    return work[starts_inside(s, link[work], windows)]
+
+
+def starts_inside(s: pd.DataFrame, rows: np.ndarray, windows: np.ndarray) -> np.ndarray:
+    """For each of `rows`, whether that span starts inside one of `windows` (CPU spans) on the
+    same thread: one sorted search per thread."""
     thread = _thread_codes(s)
     start, end = s["start_us"].to_numpy(), s["end_us"].to_numpy()
-    t, launch_thread = start[launch], thread[launch]
-    inside = np.zeros(len(work), dtype=bool)
+    t, row_thread = start[rows], thread[rows]
+    inside = np.zeros(len(rows), dtype=bool)
     w_thread = thread[windows]
     for code in np.unique(w_thread):
         mine = windows[w_thread == code]
         mine = mine[np.argsort(start[mine], kind="stable")]
         starts, ends = start[mine], end[mine]
         i = np.searchsorted(starts, t, side="right") - 1
-        inside |= (launch_thread == code) & (i >= 0) & (t <= ends[np.clip(i, 0, None)])
-    return work[inside]
+        inside |= (row_thread == code) & (i >= 0) & (t <= ends[np.clip(i, 0, None)])
+    return inside
 
 
 def _thread_codes(spans: pd.DataFrame) -> np.ndarray:
@@ -147,12 +153,12 @@ def forward_work(trace: Trace, name: str = FORWARD) -> tuple[pd.DataFrame, pd.Da
     """(the forward windows, the GPU work they launched); ProfilerSteps stand in for missing
     `attn_fwd` spans, and with neither the whole trace is one window."""
     s = trace.spans
-    windows = _forward_rows(s, name)
+    windows = forward_rows(s, name)
     if not len(windows):
         windows = step_rows(s)
-    work = _work_rows(s)
+    work = work_rows(s)
     if len(windows):
-        work = _launched_rows(s, work, windows)
+        work = launched_rows(s, work, windows)
     both = s.iloc[np.concatenate([windows, work])]  # one take, two slices (views)
     return both.iloc[: len(windows)], both.iloc[len(windows) :]
 

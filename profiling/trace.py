@@ -48,10 +48,6 @@ CATEGORY = {
     "user_annotation": "annotation",
     "python_function": "python",
 }
-SPAN_COLUMNS = [
-    "lane", "kind", "pid", "tid", "name", "cat", "category", "start_us", "dur_us", "end_us",
-    "depth", "parent", "self_us", "overlap", "correlation", "external_id", "link", "step", "args",
-]  # fmt: skip
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 
 DEFAULT_MAX_BYTES = 2 * 1024**3  # expanded JSON; the app passes its own, smaller limits
@@ -135,21 +131,15 @@ def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -
             size = fh.seek(0, io.SEEK_END)
             fh.seek(0)
             if size > max_bytes:
-                raise TraceError(
-                    f"the trace expands to more than {max_bytes / 1024**2:.0f} MiB of JSON; "
-                    "profile fewer steps or trim it before uploading"
-                )
+                raise _too_big(max_bytes)
             return fh.read()
-        stream = gzip.GzipFile(fileobj=fh) if magic == b"\x1f\x8b" else fh
+        stream = gzip.GzipFile(fileobj=fh)
         try:
             while chunk := stream.read(_CHUNK):
                 total += len(chunk)
                 if total > max_bytes:
                     chunks.clear()
-                    raise TraceError(
-                        f"the trace expands to more than {max_bytes / 1024**2:.0f} MiB of JSON; "
-                        "profile fewer steps or trim it before uploading"
-                    )
+                    raise _too_big(max_bytes)
                 chunks.append(chunk)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise TraceError(f"the gzip stream is corrupt ({exc})") from None
@@ -157,6 +147,13 @@ def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -
 
 
 _CHUNK = 8 * 1024**2
+
+
+def _too_big(max_bytes: int) -> TraceError:
+    return TraceError(
+        f"the trace expands to more than {max_bytes / 1024**2:.0f} MiB of JSON; "
+        "profile fewer steps or trim it before uploading"
+    )
 
 
 class _Args(msgspec.Struct, gc=False, frozen=True):
@@ -393,9 +390,9 @@ def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
     pids = np.array([str(p) if p is not None else "" for p in pid_values], dtype=object)
     tids = np.array([str(t) if t is not None else "" for t in tid_values], dtype=object)
 
-    is_gpu_cat = np.isin(cats, list(GPU_CATS))
-    gpu = is_gpu_cat[cat_codes]
-    needs_args = gpu | np.isin(cats, list(LAUNCH_CATS))[cat_codes]
+    gpu = np.isin(cats, list(GPU_CATS))[cat_codes]
+    is_launch_cat = np.isin(cats, list(LAUNCH_CATS))
+    needs_args = gpu | is_launch_cat[cat_codes]
     # args: GPU work keeps its decoded fields (kernel table, hover; read with span_args),
     # launches give up their two ids, CPU ops keep nothing.
     args: list[Any] = [{}] * len(complete)  # one shared empty dict for the rest
@@ -433,7 +430,7 @@ def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
     depth, overlap = _depth_and_overlap(lane, start, end)
     parent = _parents(depth, lane)
     correlation, external = correlation[o], external[o]
-    launch = np.isin(cats, list(LAUNCH_CATS))[cat_codes[o]]
+    launch = is_launch_cat[cat_codes[o]]
     link = _links(correlation, gpu & ~is_ann[o], launch)
     step = _steps(start, end, steps, step_of_name[name_codes[o]], gpu, link)
     df = pd.DataFrame(

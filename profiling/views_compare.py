@@ -440,7 +440,10 @@ def diff_label(raw: Any, default: str) -> str:
 # An upload is untrusted: whatever breaks while its JSON becomes spans and tables (a list where
 # a name or pid goes has raised ValueError inside numpy/pandas) is about that file. It is logged
 # and the caller told so, instead of the generic "something unexpected" error.
-UPLOAD_FAILURES = (ValueError, TypeError, KeyError, IndexError, OverflowError, AttributeError)
+# (JSON nested too deeply is already a TraceError: profiling.trace says so.)
+UPLOAD_FAILURES = (
+    ValueError, TypeError, KeyError, IndexError, OverflowError, AttributeError, RecursionError,
+)  # fmt: skip
 UNREADABLE = (
     "could not be read: some of its events do not have the shape torch.profiler writes (a "
     "list or an object where a name, id or time goes?); this has been logged"
@@ -480,8 +483,6 @@ def load_upload(path: Any, which: str) -> Trace:
         return load(path, max_bytes=views.TRACE_MAX_EXPANDED_BYTES)
     except TraceError as exc:
         raise TraceError(f"trace {which}: {exc}") from None
-    except RecursionError:  # msgspec's answer to JSON nested thousands of levels deep
-        raise TraceError(f"trace {which}: not valid JSON (nested too deeply)") from None
     except UPLOAD_FAILURES:
         log.exception("reading uploaded trace %s failed", which)
         raise TraceError(f"trace {which} {UNREADABLE}") from None
@@ -720,8 +721,6 @@ def analyze_page(path: Any, window: tuple[float, float] | None = None) -> Analyz
         )
     except TraceError:  # a ValueError too: said as it is
         raise
-    except RecursionError:
-        raise TraceError("not valid JSON (nested too deeply)") from None
     except UPLOAD_FAILURES:
         log.exception("analysing uploaded trace %s failed", name)
         raise TraceError(f"the trace {UNREADABLE}") from None
