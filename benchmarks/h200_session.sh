@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One batched H200 call (device tool): GPU tests, results tables, fidelity, overhead.
-#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead reference views triton
+#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages reference views triton
 # Needs the wheels from shared/tools/gpu-wheels.sh in .whl (plotly, kernels, msgspec, ...).
 set -u
 FINAL=${OUT:-h200-out}
@@ -25,6 +25,9 @@ for step in $steps; do
     overhead)
       timeout 420 python3 benchmarks/overhead.py --variant "${OVERHEAD_VARIANTS:-all}" \
         --out "$OUT/overhead" 2>&1 | grep -v USDT | tail -20 ;;
+    stages)
+      timeout 240 python3 benchmarks/click_stages.py --variant ${STAGES_VARIANTS:-sdpa-flash \
+        kernels-flash-attn2 naive} 2>&1 | grep -v USDT | tee "$OUT/stages.txt" ;;
     reference) timeout 120 python3 benchmarks/reference_cost.py 2>&1 | tee "$OUT/reference.txt" ;;
     views) timeout 300 python3 benchmarks/gpu_views.py --out "$OUT/views" 2>&1 | tail -40 ;;
     triton) timeout 240 python3 benchmarks/bench_flash_triton.py 2>&1 | tail -30 ;;

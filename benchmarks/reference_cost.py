@@ -5,7 +5,9 @@
 The reference check's cost is its launches (CPU) and its float64 work (GPU, overlapped with the
 trace parse): both are timed for the smallest chunk (what every run used before chunks grew
 with spare memory) and for the chunk the run now picks. The memory check asks the driver for
-free memory once per run (`torch.cuda.mem_get_info`); its cost is timed on its own.
+free memory once per run (`torch.cuda.mem_get_info`); its cost is timed on its own. Last, the
+same check on a strided subset of the (batch, head) pairs: the value it would report and its
+cost, to show what checking fewer pairs would save.
 """
 
 from __future__ import annotations
@@ -57,6 +59,17 @@ def main() -> None:
         check = lambda room=room: runner._relative_error(t, config, "bhsd", device, room)  # noqa: E731
         queue, done = timed(check)
         print(f"| {label} | {queue:.2f} | {done:.2f} |")
+    # The same check on a strided subset of the (batch, head) pairs: what it would report and cost.
+    pairs = b * h
+    print("| pairs checked | rel. err | launch (CPU) ms | queued → result ms |")
+    print("|---|---|---|---|")
+    for step in (1, 2, 4, 8, 16):
+        sub = {k: x.reshape(pairs, s, d)[::step].unsqueeze(0) for k, x in t.items()}
+        check = lambda sub=sub: runner._relative_error(sub, config, "bhsd", device, spare)  # noqa: E731
+        err = check()()[0]
+        queue, done = timed(check)
+        kept = len(sub["q"][0])
+        print(f"| {kept} of {pairs} (every {step}) | {err:.4e} | {queue:.2f} | {done:.2f} |")
     calls = []
     for _ in range(200):
         began = time.perf_counter()

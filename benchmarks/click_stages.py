@@ -1,0 +1,137 @@
+"""Where one warm Profile run's time goes, stage by stage, next to the bare script (issue #7).
+
+    python benchmarks/click_stages.py --variant sdpa-flash kernels-flash-attn2 naive
+
+overhead.py times the whole run against the bare loop; this script replays the runner's own
+steps (its private functions, in the order `_attempt` and `_result` call them) with a clock
+between each, so the table says which step the app's extra milliseconds come from. The
+reference check is timed twice: queuing its launches, and the wait for its result after the
+parse (the GPU work not hidden behind the CPU's). Diagnostics after the table, outside the
+sum: new allocator segments (cudaMalloc calls) the reference made, and the same reference
+queued and awaited once more straight after. Medians over `--repeats` warm runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+
+from attention import Problem
+from benchmarks.overhead import bare
+from profiling import runner
+from profiling import trace as trace_model
+from profiling.config import RunConfig, check_memory, resolve_device
+from profiling.gantt import gantt_spec
+from profiling.kernels import kernel_table
+from profiling.summary import forward_work, per_forward
+
+
+def stages(config: RunConfig, device: str, out: Path) -> dict[str, float]:
+    times: dict[str, float] = {}
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        times[name] = (now - clock[0]) * 1e3
+        clock[0] = now
+
+    config = config.validated()
+    variant = config.spec
+    variant.unavailable(device, config.torch_dtype)
+    lap("validate")
+    spare = check_memory(config, device)
+    lap("memory check")
+    problem = Problem(
+        config.batch, config.heads, config.seq_len, config.head_dim, config.causal,
+        config.torch_dtype, device,
+    )  # fmt: skip
+    tensors = runner._inputs(config, device, variant.layout)
+    built = runner._build(variant, problem)
+    lap("inputs + build")
+    prof = runner._profile(config, built, variant, tensors, device, lambda f, t: None)
+    lap("warm-up + profile")
+    paths = runner._export(prof, config, device, out)
+    lap("export json + gz + txt")
+    segments = _segments(device)
+    reference = runner._relative_error(tensors, config, variant.layout, device, spare)
+    lap("reference: queue")
+    times["reference: new segments"] = _segments(device) - segments
+    clock[0] = time.perf_counter()  # the allocator read above is not the parse's
+    trace = trace_model.load(paths["json"])
+    lap("trace load")
+    windows, work = forward_work(trace)
+    lap("forward attribution")
+    per_forward(trace, windows=windows, work=work)
+    lap("per-forward figures")
+    kernel_table(work, per=max(len(windows), 1))
+    lap("kernel table")
+    runner.operator_table(prof, device)
+    lap("operator table")
+    reference()
+    lap("reference: wait")
+    gantt_spec(trace.spans, trace.lanes, title="x").to_json()
+    lap("Gantt + JSON")
+    again = runner._relative_error(tensors, config, variant.layout, device, spare)
+    lap("(reference again: queue)")
+    again()
+    lap("(reference again: wait)")
+    return times
+
+
+def _segments(device: str) -> int:
+    """cudaMalloc calls so far (the allocator's segment count): a new one costs a driver call."""
+    if device != "cuda":
+        return 0
+    return int(torch.cuda.memory_stats().get("segment.all.allocated", 0))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", nargs="+", default=["sdpa-flash", "kernels-flash-attn2"])
+    parser.add_argument("--repeats", type=int, default=15)
+    args = parser.parse_args()
+    device = resolve_device("auto")
+    out = Path(tempfile.mkdtemp(prefix="stages-"))
+    for name in args.variant:
+        config = RunConfig.from_user(variant=name, device=device)
+        if device == "cpu":  # a quick smoke run; the numbers that matter come from the H200
+            config = RunConfig.from_user(variant=name, device="cpu", batch=1, heads=2,
+                                         seq_len=256, dtype="float32")  # fmt: skip
+        for _ in range(2):
+            stages(config, device, out), bare(config, device, out)
+        runs: dict[str, list[float]] = defaultdict(list)
+        bares = []
+        for _ in range(args.repeats):
+            for key, value in stages(config, device, out).items():
+                runs[key].append(value)
+            bares.append(bare(config, device, out) * 1e3)
+        where = torch.cuda.get_device_name() if device == "cuda" else device
+        print(f"\n{name} at {config.shape_text()} on {where}")
+        print("| stage | median ms |")
+        print("|---|---|")
+        total = 0.0
+        extra = {}
+        for key, values in runs.items():
+            med = statistics.median(values)
+            if key.startswith(("(", "reference: new")):  # diagnostics, not part of a run
+                extra[key] = med
+                continue
+            total += med
+            print(f"| {key} | {med:.2f} |")
+        print(f"| **sum of medians** | **{total:.2f}** |")
+        print(f"| bare loop (overhead.bare) | {statistics.median(bares):.2f} |")
+        for key, med in extra.items():
+            print(f"| {key} | {med:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
