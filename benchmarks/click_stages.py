@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from attention import Problem
-from benchmarks.overhead import bare
+from benchmarks.overhead import TINY, bare
 from profiling import runner
 from profiling import trace as trace_model
 from profiling.config import RunConfig, check_memory, resolve_device
@@ -102,10 +102,10 @@ def main() -> None:
     device = resolve_device("auto")
     out = Path(tempfile.mkdtemp(prefix="stages-"))
     for name in args.variant:
-        config = RunConfig.from_user(variant=name, device=device)
-        if device == "cpu":  # a quick smoke run; the numbers that matter come from the H200
-            config = RunConfig.from_user(variant=name, device="cpu", batch=1, heads=2,
-                                         seq_len=256, dtype="float32")  # fmt: skip
+        # on a CPU a quick check at overhead.py's tiny shape; the numbers come from the H200
+        config = RunConfig.from_user(
+            variant=name, device=device, **(TINY if device == "cpu" else {})
+        )
         for _ in range(2):
             stages(config, device, out), bare(config, device, out)
         runs: dict[str, list[float]] = defaultdict(list)

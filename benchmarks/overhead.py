@@ -41,6 +41,8 @@ from profiling.config import RunConfig, resolve_device
 from profiling.gantt import gantt_spec
 from profiling.runner import run
 
+TINY = {"batch": 1, "heads": 2, "seq_len": 128, "head_dim": 32, "dtype": "float32"}  # a CPU check
+
 
 def bare(config: RunConfig, device: str, out: Path) -> float:
     """The post's script, timed from input creation to the written .txt."""
@@ -160,8 +162,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     device = resolve_device(args.device)
-    shape = {"batch": 1, "heads": 2, "seq_len": 128, "head_dim": 32, "dtype": "float32"} \
-        if args.tiny else {}  # fmt: skip
+    shape = TINY if args.tiny else {}
     wanted = list(VARIANTS) if args.variant == "all" else args.variant.split(",")
     results = []
     print("| variant | bare ms (median / min) | run + figure ms | (run + figure) / bare | "

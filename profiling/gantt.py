@@ -29,7 +29,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from profiling.kernels import classify, short_name
-from profiling.trace import per_value, span_args
+from profiling.summary import FORWARD
+from profiling.trace import is_in, per_value, span_args
 
 X_TITLE = "µs from first profiled step"
 LINKS_NAME = "launch → kernel"
@@ -39,7 +40,6 @@ MIN_HEIGHT = 380
 MAX_MARKERS = 60  # step lines / attn_fwd regions drawn; more would only add clutter
 MAX_HOVER_NAME = 240  # characters of a kernel's full name in the hover box
 HOVER_WRAP = 100  # characters per hover line
-FORWARD = "attn_fwd"
 _STEP_PREFIX = "ProfilerStep#"
 DETAIL_LIMIT = 10_000  # spans drawn one bar each; above this, level of detail
 LOD_BINS = 1_500  # time bins across the window (about a pixel each on a wide screen)
@@ -191,14 +191,6 @@ def _arg_text(args: Any) -> str:
     return "<br>".join(parts)
 
 
-def hover_text(span: dict[str, Any], group: str) -> str:
-    """Hover box for one span; every piece of trace text is HTML-escaped (names are untrusted)."""
-    return _hover(
-        str(span["name"]), span["kind"] == "gpu", group, str(span["lane"]),
-        float(span["dur_us"]), float(span["start_us"]), span.get("step"), span.get("args"),
-    )  # fmt: skip
-
-
 def _hover(
     name: str, gpu: bool, group: str, lane: str, dur: float, start: float, step: Any, args: Any
 ) -> str:
@@ -224,10 +216,6 @@ def _hover_head(name: str, gpu: bool, group: str, lane: str) -> str:
     return "<br>".join(lines)
 
 
-def bar_text(span: dict[str, Any]) -> str:
-    return _label(str(span["name"]), span["kind"] == "gpu")
-
-
 @lru_cache(maxsize=65536)
 def _label(name: str, gpu: bool) -> str:
     return html.escape(short_name(name) if gpu else name, quote=False)
@@ -244,7 +232,7 @@ def category_arrays(spans: pd.DataFrame, rows_of_span: Sequence[str]) -> dict[st
     n = len(spans)
     groups = _legend_groups(spans)
     name, lane = _strings(spans["name"]), _strings(spans["lane"])
-    gpu = _strings(spans["kind"]) == "gpu"
+    gpu = is_in(spans["kind"], "gpu")
     start = spans["start_us"].to_numpy(dtype=float)
     dur = spans["dur_us"].to_numpy(dtype=float)
     step = spans["step"].to_numpy() if "step" in spans else np.full(n, None, dtype=object)
@@ -288,7 +276,7 @@ def link_segments(
     if spans.empty or "link" not in spans:
         return [], []
     link = spans["link"].to_numpy(dtype=np.int64)
-    gpu = np.flatnonzero((_strings(spans["kind"]) == "gpu") & (link >= 0))
+    gpu = np.flatnonzero(is_in(spans["kind"], "gpu") & (link >= 0))
     launch = spans.index.get_indexer(link[gpu])
     ok = launch >= 0
     gpu, launch = gpu[ok][:limit], launch[ok][:limit]
@@ -426,18 +414,12 @@ def aggregate_hover(agg: pd.DataFrame) -> list[str]:
     ]  # fmt: skip
 
 
-def boundaries(spans: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """ProfilerStep spans and CPU `attn_fwd` spans (the regions the chart marks)."""
-    steps, forwards = _boundary_rows(spans)
-    return spans.iloc[steps], spans.iloc[forwards]
-
-
 def _boundary_rows(spans: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the first MAX_MARKERS ProfilerStep and `attn_fwd` CPU spans, by start."""
-    cpu = _strings(spans["kind"]) == "cpu"
+    cpu = is_in(spans["kind"], "cpu")
     is_step = per_value(spans["name"], lambda n: str(n).startswith(_STEP_PREFIX), False)
-    is_forward = per_value(spans["name"], lambda n: str(n) == FORWARD, False)
-    is_step, is_forward = is_step.astype(bool), is_forward.astype(bool)
+    is_forward = is_in(spans["name"], FORWARD)
+    is_step = is_step.astype(bool)
     start = spans["start_us"].to_numpy(dtype=float)
 
     def first(mask: np.ndarray) -> np.ndarray:

@@ -360,16 +360,9 @@ def kernel_datatypes() -> list[str]:
 
 def operator_view(operators: pd.DataFrame, device: str) -> pd.DataFrame:
     """key_averages with readable headers, rounded; GPU columns only when a GPU ran."""
-    n = len(operators)
-    table = {}
-    for c in operator_columns(device):
-        if c not in operators:
-            table[OPERATOR_COLUMNS[c]] = np.full(n, np.nan if c.endswith("_us") else None)
-        elif c.endswith("_us"):
-            table[OPERATOR_COLUMNS[c]] = _numbers(operators[c], DIGITS)
-        else:
-            table[OPERATOR_COLUMNS[c]] = operators[c].to_numpy()
-    return pd.DataFrame(table)
+    columns = operator_columns(device)
+    digits = {c: DIGITS for c in columns if c.endswith("_us")}
+    return readable(operators, {c: OPERATOR_COLUMNS[c] for c in columns}, digits)
 
 
 _ROUND = {"total_us": DIGITS, "mean_us": DIGITS, "min_us": DIGITS, "max_us": DIGITS,
@@ -378,20 +371,28 @@ _ROUND = {"total_us": DIGITS, "mean_us": DIGITS, "min_us": DIGITS, "max_us": DIG
 
 
 def kernel_view(kernels: pd.DataFrame) -> pd.DataFrame:
-    """The kernel table with its decoding, readable headers, rounded numbers.
+    """The kernel table with its decoding, readable headers, rounded numbers."""
+    return readable(kernels, KERNEL_COLUMNS, _ROUND)
+
+
+def readable(
+    table: pd.DataFrame, headers: dict[str, str], digits: dict[str, int | None]
+) -> pd.DataFrame:
+    """`table`'s columns under readable `headers`, the numeric ones (`digits`) rounded; a
+    missing column reads empty.
 
     Built column by column into one frame: the reindex/round/rename chain it replaces cost
     ~2 ms a run for a table of a few rows."""
-    n = len(kernels)
-    table = {}
-    for c, header in KERNEL_COLUMNS.items():
-        if c not in kernels:
-            table[header] = np.full(n, np.nan if c in _ROUND else None)
-        elif c in _ROUND:
-            table[header] = _numbers(kernels[c], _ROUND[c])
+    n = len(table)
+    out = {}
+    for c, header in headers.items():
+        if c not in table:
+            out[header] = np.full(n, np.nan if c in digits else None)
+        elif c in digits:
+            out[header] = _numbers(table[c], digits[c])
         else:
-            table[header] = kernels[c].to_numpy()
-    return pd.DataFrame(table)
+            out[header] = table[c].to_numpy()
+    return pd.DataFrame(out)
 
 
 def _numbers(column: pd.Series, digits: int | None) -> np.ndarray:

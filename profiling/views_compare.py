@@ -672,10 +672,8 @@ class AnalyzePage:
 
 
 def analyze_operator_view(operators: pd.DataFrame) -> pd.DataFrame:
-    table = operators.reindex(columns=list(ANALYZE_OPERATOR_COLUMNS)).copy()
-    for c in ("total_us", "self_us", "mean_us", "pct_self"):
-        table[c] = pd.to_numeric(table[c], errors="coerce").round(1)
-    return table.rename(columns=ANALYZE_OPERATOR_COLUMNS).reset_index(drop=True)
+    digits = dict.fromkeys(("total_us", "self_us", "mean_us", "pct_self"), 1)
+    return views.readable(operators, ANALYZE_OPERATOR_COLUMNS, digits)
 
 
 def rows_html(rows: Sequence[tuple[str, str]], title: str) -> str:
