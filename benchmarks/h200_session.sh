@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One batched H200 call (device tool): GPU tests, results tables, fidelity, overhead.
-#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages floor reference views triton
+#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages floor after reference views triton
 # Needs the wheels from shared/tools/gpu-wheels.sh in .whl (plotly, kernels, msgspec, ...).
 set -u
 FINAL=${OUT:-h200-out}
@@ -29,6 +29,11 @@ for step in $steps; do
       timeout 240 python3 benchmarks/click_stages.py --variant ${STAGES_VARIANTS:-sdpa-flash \
         kernels-flash-attn2 naive} 2>&1 | grep -v USDT | tee "$OUT/stages.txt" ;;
     floor) timeout 200 python3 benchmarks/parse_floor.py 2>&1 | tee "$OUT/floor.txt" ;;
+    after)
+      for teardown in unset 1 0; do
+        if [ $teardown = unset ]; then env -u TEARDOWN_CUPTI timeout 100 python3 benchmarks/after_profile.py
+        else TEARDOWN_CUPTI=$teardown timeout 100 python3 benchmarks/after_profile.py; fi
+      done 2>&1 | grep -v USDT | tee "$OUT/after.txt" ;;
     reference) timeout 120 python3 benchmarks/reference_cost.py 2>&1 | tee "$OUT/reference.txt" ;;
     views) timeout 300 python3 benchmarks/gpu_views.py --out "$OUT/views" 2>&1 | tail -40 ;;
     triton) timeout 240 python3 benchmarks/bench_flash_triton.py 2>&1 | tail -30 ;;

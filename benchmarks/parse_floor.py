@@ -8,16 +8,21 @@ Gantt + JSON) repeat back to back on stored H200 traces: the least they cost on 
 timed: building a small pandas frame from lists of strings, from object arrays and from
 floats (pandas 3 infers its `str` dtype either way; with pyarrow installed it stores them
 there), to see whether typed input would make the tables cheaper. Best of 5 × 300, in µs.
+Last, where each step's time goes by library (cProfile's own time per function, summed by the
+file's package): the share a run path without pandas could at most remove.
 """
 
 from __future__ import annotations
 
+import cProfile
 import gzip
+import pstats
 import shutil
 import sys
 import tempfile
 import timeit
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -38,22 +43,39 @@ def best_us(fn) -> float:
     return min(timeit.repeat(fn, number=300, repeat=5)) / 300 * 1e6
 
 
-def steps_us(name: str) -> list[float]:
-    """Each post-processing step on one stored trace."""
+def steps(name: str) -> list[Callable[[], object]]:
+    """Each post-processing step on one stored trace, as a call."""
     path = Path(tempfile.mkdtemp()) / "trace.json"
     source = ROOT / "tests" / "fixtures" / f"{name}.json.gz"
     with gzip.open(source) as src, open(path, "wb") as dst:
         shutil.copyfileobj(src, dst)
     trace = trace_model.load(path)
     windows, work = forward_work(trace)
-    steps = [
+    return [
         lambda: trace_model.load(path),
         lambda: forward_work(trace),
         lambda: per_forward(trace, windows=windows, work=work),
         lambda: kernel_table(work, per=max(len(windows), 1)),
         lambda: gantt_spec(trace.spans, trace.lanes, title="x").to_json(),
     ]
-    return [best_us(step) for step in steps]
+
+
+def shares(step: Callable[[], object], calls: int = 200) -> dict[str, float]:
+    """Fraction of the step's profiled time spent in pandas, numpy, our code and the rest."""
+    for _ in range(20):
+        step()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        step()
+    profiler.disable()
+    spent = dict.fromkeys(("pandas", "numpy", "profiling", "other"), 0.0)
+    for (file, _, function), row in pstats.Stats(profiler).stats.items():  # type: ignore[attr-defined]
+        where = file if file != "~" else function  # C functions: "<method 'x' of 'numpy...'>"
+        key = next((k for k in ("pandas", "numpy", "profiling") if k in where), "other")
+        spent[key] += row[2]  # own time, not counting callees
+    total = sum(spent.values()) or 1.0
+    return {k: v / total for k, v in spent.items()}
 
 
 def main() -> None:
@@ -77,13 +99,20 @@ def main() -> None:
     }
     for label, build in builds.items():
         print(f"| {label} | {best_us(build):.0f} |")
-    steps = ("load", "forward attribution", "per-forward", "kernel table", "Gantt + JSON", "sum")
-    print(f"\n| trace | {' | '.join(steps)} |")
+    labels = ("load", "forward attribution", "per-forward", "kernel table", "Gantt + JSON", "sum")
+    print(f"\n| trace | {' | '.join(labels)} |")
     print("|---|---|---|---|---|---|---|")
     for name in FIXTURES:
-        cost = steps_us(name)
+        cost = [best_us(step) for step in steps(name)]
         cells = " | ".join(f"{c:.0f}" for c in cost)
         print(f"| {name} | {cells} | {sum(cost):.0f} |")
+    name = FIXTURES[-1]
+    print(f"\n{name}, share of each step's time under cProfile (own time by package)")
+    print("| step | pandas | numpy | profiling/ | other (Python, msgspec, orjson) |")
+    print("|---|---|---|---|---|")
+    for label, step in zip(labels[:-1], steps(name), strict=True):
+        cut = shares(step)
+        print(f"| {label} | " + " | ".join(f"{cut[k]:.0%}" for k in cut) + " |")
 
 
 if __name__ == "__main__":
