@@ -91,6 +91,8 @@ def test_operator_view_is_readable_and_drops_gpu_columns_on_cpu(cpu_result):
     assert views.datatypes(cpu) == views.operator_datatypes("cpu") == ["str"] + ["number"] * 4
     assert list(cpu.columns) == views.operator_headers("cpu")
     assert views.datatypes(gpu) == views.operator_datatypes("cuda")
+    # the view's labels cover exactly the columns the runner builds, in its order
+    assert list(views.OPERATOR_COLUMNS) == list(cpu_result.operators.columns)
 
 
 def test_kernel_view_keeps_the_decoding():
