@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One batched H200 call (device tool): GPU tests, results tables, fidelity, overhead.
-#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages floor after reference views triton
+#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages floor after idle first reference views triton
 # Needs the wheels from shared/tools/gpu-wheels.sh in .whl (plotly, kernels, msgspec, ...).
 set -u
 FINAL=${OUT:-h200-out}
@@ -21,7 +21,8 @@ for step in $steps; do
       ATTNPROF_RESULTS="$OUT/res" timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider \
         tests/test_gpu.py tests/test_flash_triton.py 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25
       python3 benchmarks/results_h200.py --from "$OUT/res" > /dev/null ;;
-    fidelity) timeout 240 python3 benchmarks/fidelity.py --out "$OUT/fidelity" 2>&1 | tail -30 ;;
+    fidelity) timeout 500 python3 benchmarks/fidelity.py --out "$OUT/fidelity" 2>&1 \
+        | tee "$OUT/fidelity.log" | grep "^|" | tail -30 ;;
     overhead)
       timeout 420 python3 benchmarks/overhead.py --variant "${OVERHEAD_VARIANTS:-all}" \
         --out "$OUT/overhead" 2>&1 | grep -v USDT | tail -20 ;;
@@ -34,6 +35,12 @@ for step in $steps; do
         if [ $teardown = unset ]; then env -u TEARDOWN_CUPTI timeout 100 python3 benchmarks/after_profile.py
         else TEARDOWN_CUPTI=$teardown timeout 100 python3 benchmarks/after_profile.py; fi
       done 2>&1 | grep -v USDT | tee "$OUT/after.txt" ;;
+    idle)
+      timeout 300 python3 benchmarks/idle_gpu.py --variant ${IDLE_VARIANTS:-kernels-flash-attn2 \
+        sdpa-cudnn sdpa-flash flex naive} --shape post long 2>&1 | grep "^|" | tee "$OUT/idle.txt" ;;
+    first)
+      for mode in plain hot settle; do timeout 120 python3 benchmarks/first_run.py $mode; done \
+        2>&1 | grep "run\|call" | tee "$OUT/first.txt" ;;
     reference) timeout 120 python3 benchmarks/reference_cost.py 2>&1 | tee "$OUT/reference.txt" ;;
     views) timeout 300 python3 benchmarks/gpu_views.py --out "$OUT/views" 2>&1 | tail -40 ;;
     triton) timeout 240 python3 benchmarks/bench_flash_triton.py 2>&1 | tail -30 ;;
