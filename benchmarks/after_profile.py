@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from attention import Problem
 from profiling import runner
 from profiling import trace as trace_model
 from profiling.config import RunConfig, check_memory, resolve_device
@@ -83,10 +82,7 @@ def main() -> None:
         sys.exit("needs a GPU: the question is what a CUDA profiler session leaves behind")
     config = RunConfig.from_user(variant=args.variant, device=device).validated()
     variant = config.spec
-    problem = Problem(
-        config.batch, config.heads, config.seq_len, config.head_dim, config.causal,
-        config.torch_dtype, device,
-    )  # fmt: skip
+    problem = config.problem(device)
     tensors = runner._inputs(config, device, variant.layout)
     built = runner._build(variant, problem)
     with torch.no_grad(), variant.context():

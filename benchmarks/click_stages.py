@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from attention import Problem
 from benchmarks.overhead import TINY, bare
 from profiling import runner
 from profiling import trace as trace_model
@@ -50,10 +49,7 @@ def stages(config: RunConfig, device: str, out: Path) -> dict[str, float]:
     lap("validate")
     spare = check_memory(config, device)
     lap("memory check")
-    problem = Problem(
-        config.batch, config.heads, config.seq_len, config.head_dim, config.causal,
-        config.torch_dtype, device,
-    )  # fmt: skip
+    problem = config.problem(device)
     tensors = runner._inputs(config, device, variant.layout)
     built = runner._build(variant, problem)
     lap("inputs + build")

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from attention import VARIANTS, Problem
+from attention import VARIANTS
 from profiling import runner
 from profiling.config import WAIT, WARMUP, ConfigError, RunConfig
 from profiling.runner import RunError, VariantUnavailable, _inputs, run
@@ -65,8 +65,7 @@ def independent_us(config: RunConfig) -> tuple[float, float, float, float | None
     None without Triton), and the method."""
     variant = config.spec
     t = _inputs(config, "cuda", variant.layout)
-    problem = Problem(config.batch, config.heads, config.seq_len, config.head_dim, config.causal,
-                      config.torch_dtype, "cuda")  # fmt: skip
+    problem = config.problem("cuda")
     built = variant.build(problem)
     q, k, v = t["q"], t["k"], t["v"]
     calls = variant.warmup_calls

@@ -21,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from attention import Problem
 from profiling import runner
 from profiling.config import RunConfig
 from profiling.runner import run
@@ -36,10 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     config = RunConfig.from_user(variant=args.variant, device="cuda", **LONG).validated()
     if args.mode != "plain":
-        problem = Problem(
-            config.batch, config.heads, config.seq_len, config.head_dim, config.causal,
-            config.torch_dtype, "cuda",
-        )  # fmt: skip
+        problem = config.problem("cuda")
         t = runner._inputs(config, "cuda", config.spec.layout)
         built = runner._build(config.spec, problem)
         began = time.perf_counter()

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from attention import VARIANTS, Problem
+from attention import VARIANTS
 from profiling import views
 from profiling.config import RunConfig, resolve_device
 from profiling.gantt import gantt_spec
@@ -51,10 +51,7 @@ def bare(config: RunConfig, device: str, out: Path) -> float:
     shape = (config.batch, config.heads, config.seq_len, config.head_dim)
     if variant.layout == "bshd":
         shape = (config.batch, config.seq_len, config.heads, config.head_dim)
-    problem = Problem(
-        config.batch, config.heads, config.seq_len, config.head_dim, config.causal,
-        config.torch_dtype, device,
-    )  # fmt: skip
+    problem = config.problem(device)
     forward = variant.build(problem).forward
     q, k, v = (torch.randn(shape, device=device, dtype=config.torch_dtype) for _ in range(3))
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])

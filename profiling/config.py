@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from attention import VARIANTS, Variant
+from attention import VARIANTS, Problem, Variant
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -115,6 +115,13 @@ class RunConfig:
     @property
     def spec(self) -> Variant:
         return VARIANTS[self.variant]
+
+    def problem(self, device: str) -> Problem:
+        """What a variant is built for: this shape and dtype on `device`."""
+        return Problem(
+            self.batch, self.heads, self.seq_len, self.head_dim, self.causal, self.torch_dtype,
+            device,
+        )  # fmt: skip
 
     @property
     def total_steps(self) -> int:

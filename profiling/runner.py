@@ -88,10 +88,7 @@ def _run_locked(config: RunConfig, out_dir: str | Path | None, report: Progress)
     spare = check_memory(config, device)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-"))
     out.mkdir(parents=True, exist_ok=True)
-    problem = Problem(
-        config.batch, config.heads, config.seq_len, config.head_dim, config.causal,
-        config.torch_dtype, device,
-    )  # fmt: skip
+    problem = config.problem(device)
     failure: Exception | None = None
     try:
         result = _attempt(config, variant, problem, device, out, report, spare)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
+from attention import Problem
 from profiling.config import (
     ConfigError,
     RunConfig,
@@ -26,6 +28,12 @@ def test_defaults_are_the_posts_shape():
         True,
     )
     assert c.tag("cuda") == "8_16_1024_64_bfloat16_causal_cuda_3steps"
+
+
+def test_problem_is_what_a_variant_is_built_for():
+    c = RunConfig.from_user(batch=2, heads=3, seq_len=64, head_dim=16, dtype="float16",
+                            causal=False)  # fmt: skip
+    assert c.problem("cpu") == Problem(2, 3, 64, 16, False, torch.float16, "cpu")
 
 
 def test_integral_floats_from_sliders_are_accepted():
