@@ -21,11 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from benchmarks.fidelity import SHAPES
 from profiling import runner
 from profiling.config import RunConfig
 from profiling.runner import run
-
-LONG = {"batch": 4, "heads": 16, "seq_len": 4096, "head_dim": 128, "dtype": "bfloat16"}
 
 
 def main() -> None:
@@ -33,7 +32,7 @@ def main() -> None:
     parser.add_argument("mode", choices=["plain", "hot", "settle"])
     parser.add_argument("--variant", default="kernels-flash-attn2")
     args = parser.parse_args()
-    config = RunConfig.from_user(variant=args.variant, device="cuda", **LONG).validated()
+    config = RunConfig.from_user(variant=args.variant, device="cuda", **SHAPES["long"]).validated()
     if args.mode != "plain":
         problem = config.problem("cuda")
         t = runner._inputs(config, "cuda", config.spec.layout)

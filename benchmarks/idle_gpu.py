@@ -20,14 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.fidelity import SHAPES
 from profiling.config import RunConfig
 from profiling.runner import run
 
 IDLE_S = (0.0, 0.1, 2.0)
-SHAPES = {
-    "post": {},
-    "long": {"batch": 4, "heads": 16, "seq_len": 4096, "head_dim": 128, "dtype": "bfloat16"},
-}
 
 
 def main() -> None:
