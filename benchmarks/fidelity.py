@@ -46,15 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from attention import VARIANTS
+from benchmarks.shapes import SHAPES
 from profiling import runner
 from profiling.config import WAIT, WARMUP, ConfigError, RunConfig
 from profiling.runner import RunError, VariantUnavailable, _inputs, run
 from profiling.summary import Summary
 
-SHAPES = {
-    "post": {"batch": 8, "heads": 16, "seq_len": 1024, "head_dim": 64, "dtype": "bfloat16"},
-    "long": {"batch": 4, "heads": 16, "seq_len": 4096, "head_dim": 128, "dtype": "bfloat16"},
-}
 PER_GRAPH, REPLAYS = 3, 30
 APP_RUNS = 3
 IDLE_S = 0.1  # before each burst-matched replay

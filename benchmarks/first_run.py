@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from benchmarks.fidelity import SHAPES
+from benchmarks.shapes import SHAPES
 from profiling import runner
 from profiling.config import RunConfig
 from profiling.runner import run

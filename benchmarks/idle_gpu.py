@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.fidelity import SHAPES
+from benchmarks.shapes import SHAPES
 from profiling.config import RunConfig
 from profiling.runner import run
 

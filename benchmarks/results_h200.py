@@ -20,13 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from attention import VARIANTS
+from benchmarks.shapes import SHAPES
 from profiling.config import ConfigError, RunConfig
 from profiling.runner import RunError, VariantUnavailable, run
 
-SHAPES = {
-    "post": {"batch": 8, "heads": 16, "seq_len": 1024, "head_dim": 64, "dtype": "bfloat16"},
-    "long": {"batch": 4, "heads": 16, "seq_len": 4096, "head_dim": 128, "dtype": "bfloat16"},
-}
 KEEP = {"naive-inplace", "sdpa-math", "sdpa-efficient", "flex", "compiled-naive", "naive"}
 
 

@@ -15,13 +15,13 @@ import pytest
 import torch
 
 from attention import VARIANTS
+from benchmarks.shapes import SHAPES
 from profiling.config import ConfigError, RunConfig
 from profiling.runner import RunError, VariantUnavailable, run
 
 pytestmark = pytest.mark.gpu
 
-POST = {"batch": 8, "heads": 16, "seq_len": 1024, "head_dim": 64, "dtype": "bfloat16"}
-LONG = {"batch": 4, "heads": 16, "seq_len": 4096, "head_dim": 128, "dtype": "bfloat16"}
+POST, LONG = SHAPES["post"], SHAPES["long"]
 TOL = 2e-2  # bf16
 # With ATTNPROF_RESULTS=dir, each run's summary and kernel table (and the post-shape traces)
 # are kept there, so benchmarks/results_h200.py --from DIR renders the table from these runs.
