@@ -30,7 +30,7 @@ import plotly.io as pio
 
 from profiling.kernels import classify, short_name
 from profiling.summary import FORWARD
-from profiling.trace import is_in, per_value, span_args
+from profiling.trace import is_in, per_value, span_args, step_rows
 
 X_TITLE = "µs from first profiled step"
 LINKS_NAME = "launch → kernel"
@@ -416,17 +416,13 @@ def aggregate_hover(agg: pd.DataFrame) -> list[str]:
 
 def _boundary_rows(spans: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the first MAX_MARKERS ProfilerStep and `attn_fwd` CPU spans, by start."""
-    cpu = is_in(spans["kind"], "cpu")
-    is_step = per_value(spans["name"], lambda n: str(n).startswith(_STEP_PREFIX), False)
-    is_forward = is_in(spans["name"], FORWARD)
-    is_step = is_step.astype(bool)
     start = spans["start_us"].to_numpy(dtype=float)
 
-    def first(mask: np.ndarray) -> np.ndarray:
-        rows = np.flatnonzero(mask & cpu)
+    def first(rows: np.ndarray) -> np.ndarray:
         return rows[np.argsort(start[rows], kind="stable")][:MAX_MARKERS]
 
-    return first(is_step), first(is_forward)
+    forwards = np.flatnonzero(is_in(spans["kind"], "cpu") & is_in(spans["name"], FORWARD))
+    return first(step_rows(spans)), first(forwards)
 
 
 @dataclass

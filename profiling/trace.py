@@ -81,10 +81,18 @@ class Trace:
         return self.spans.iloc[step_rows(self.spans)]
 
 
+def step_number(name: Any) -> int:
+    """N of a `ProfilerStep#N` name, else -1: the one test for "this span is a step" (time
+    zero, each span's step, the step windows and the Gantt's step lines all use it)."""
+    m = _STEP.match(name) if isinstance(name, str) else None
+    return int(m.group(1)) if m else -1
+
+
 def step_rows(spans: pd.DataFrame) -> np.ndarray:
-    """Positions of the ProfilerStep annotations."""
-    named = per_value(spans["name"], lambda n: isinstance(n, str) and bool(_STEP.match(n)), False)
-    return np.flatnonzero(is_in(spans["category"], "annotation") & named.astype(bool))
+    """Positions of the ProfilerStep spans: CPU spans with a step's name, whatever their `cat`
+    (torch writes `user_annotation` today; older versions wrote `cpu_op`)."""
+    named = per_value(spans["name"], step_number, -1).astype(np.int64) >= 0
+    return np.flatnonzero(is_in(spans["kind"], "cpu") & named)
 
 
 def per_value(column: pd.Series, fn: Callable[[Any], Any], missing: Any) -> np.ndarray:
@@ -412,7 +420,7 @@ def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
             args[i] = a  # an _Args struct (or a dict): read it with span_args
 
     # ProfilerStep number per distinct name (-1: not a step), matched once per name
-    step_of_name = np.array([int(m.group(1)) if (m := _STEP.match(n)) else -1 for n in names])
+    step_of_name = np.array([step_number(n) for n in names], dtype=np.int64)
     steps = (step_of_name[name_codes] >= 0) & ~gpu
     t0 = float(ts[steps].min()) if steps.any() else float(ts.min())
     start = ts - t0

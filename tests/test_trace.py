@@ -287,3 +287,27 @@ def test_hostile_shapes_become_text_or_a_trace_error(payload, outcome):
         assert outcome in str(exc)
     else:
         assert names == [outcome]
+
+
+def test_one_definition_of_a_step_for_time_zero_windows_and_the_gantt(tmp_path):
+    """Older torch wrote ProfilerStep as `cpu_op`; a name that only starts like one is no step."""
+    from profiling.gantt import gantt_spec
+
+    events = [
+        X("ProfilerStep#4", 100, 50, cat="cpu_op"),
+        X("ProfilerStep#5", 150, 50, cat="user_annotation"),
+        X("ProfilerStep#x", 60, 5, cat="user_annotation"),
+        X("aten::mm", 110, 10),
+        X("aten::mm", 160, 10),
+        X("ProfilerStep#6", 170, 5, cat="gpu_user_annotation", pid=0, tid=7),
+    ]
+    t = trace.load(_write(tmp_path, events))
+    assert t.t0_us == 100.0
+    assert list(t.steps()["name"]) == ["ProfilerStep#4", "ProfilerStep#5"]
+    mm = t.spans[t.spans["name"] == "aten::mm"]
+    assert list(mm["step"]) == [4, 5]
+    layout = gantt_spec(t.spans, t.lanes).layout
+    assert [a["text"] for a in layout["annotations"] if a["text"].startswith("step")] == [
+        "step 4",
+        "step 5",
+    ]
