@@ -18,7 +18,7 @@ import pandas as pd
 from profiling.kernels import KERNEL_COLUMNS, kernel_table
 from profiling.launch import LaunchStats, launch_rows, launch_stats
 from profiling.summary import ForwardStats, forward_spans, gpu_work, launched_within, per_forward
-from profiling.trace import Trace, TraceError, load
+from profiling.trace import Trace, TraceError, load, operator_rows
 
 MAX_UPLOAD_BYTES = 100 * 1024**2  # the file as uploaded (gzip or not)
 MAX_EXPANDED_BYTES = 1024**3  # the JSON once decompressed
@@ -108,8 +108,7 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
 
 def operator_table(trace: Trace) -> pd.DataFrame:
     """cpu_op spans per name: calls, total and self µs, mean, share of all operator self time."""
-    s = trace.spans
-    ops = s[(s["kind"] == "cpu") & (s["category"] == "cpu op")]
+    ops = trace.spans.iloc[operator_rows(trace.spans)]
     if ops.empty:
         return pd.DataFrame(columns=OPERATOR_COLUMNS)
     g = ops.groupby("name", observed=True, sort=False)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from profiling.kernels import classify, short_name
 from profiling.summary import forward_spans, gpu_work, launched_within, starts_inside
-from profiling.trace import Trace, load
+from profiling.trace import Trace, load, operator_rows
 
 TraceLike = Trace | str | Path | bytes
 
@@ -108,7 +108,7 @@ def _kernel_totals(trace: Trace, win: pd.DataFrame, per: int) -> pd.DataFrame:
 
 def _operator_totals(trace: Trace, win: pd.DataFrame, per: int) -> pd.DataFrame:
     s = trace.spans
-    ops = s[(s["kind"] == "cpu") & (s["category"] == "cpu op")]
+    ops = s.iloc[operator_rows(s)]
     if not win.empty and not ops.empty:
         ops = ops[starts_inside(s, s.index.get_indexer(ops.index), s.index.get_indexer(win.index))]
     g = ops.groupby("name", observed=True, sort=False)

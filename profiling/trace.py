@@ -95,6 +95,11 @@ def step_rows(spans: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(is_in(spans["kind"], "cpu") & named)
 
 
+def operator_rows(spans: pd.DataFrame) -> np.ndarray:
+    """Positions of the CPU operator spans (`cpu_op`): what an operator table counts."""
+    return np.flatnonzero(is_in(spans["kind"], "cpu") & is_in(spans["category"], "cpu op"))
+
+
 def per_value(column: pd.Series, fn: Callable[[Any], Any], missing: Any) -> np.ndarray:
     """`fn` of every row's value, called once per distinct value of a categorical (a trace's
     names repeat thousands of times); a missing value (code -1) gives `missing`."""
