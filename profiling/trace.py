@@ -286,16 +286,6 @@ def _decode(data: bytes) -> Trace:
     return _build(events, meta)
 
 
-def from_document(doc: Any) -> Trace:
-    """Build the spans table from an already decoded trace document (dicts and lists)."""
-    if isinstance(doc, list):
-        doc = {"traceEvents": doc}
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise TraceError("JSON is not a Chrome trace: no `traceEvents` list")
-    meta = {k: v for k, v in doc.items() if k != "traceEvents"}
-    return _build(_lenient(doc["traceEvents"]), meta)
-
-
 def _lenient(items: Any) -> list[_LooseEvent]:
     if not isinstance(items, list):
         raise TraceError("JSON is not a Chrome trace: no `traceEvents` list")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -9,12 +10,21 @@ from pathlib import Path
 import pytest
 import torch
 
+from profiling.trace import Trace, load
+
 FIXTURES = Path(__file__).parent / "fixtures"
 # The three H200 traces of h200-baseline.md (the post's shape), shared by the test modules.
 NAIVE, FLASH, CUDNN = (
     FIXTURES / f"{name}_8_16_1024_64_bf16.json.gz" for name in ("naive", "sdpa_flash", "sdpa_cudnn")
 )
 H200 = {"naive": NAIVE, "flash": FLASH, "cudnn": CUDNN}
+
+
+def from_document(doc: dict | list) -> Trace:
+    """A trace built from events written in a test, through the same JSON path as a file."""
+    return load(json.dumps(doc).encode())
+
+
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="attnprof-gradio-"))
 

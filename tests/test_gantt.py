@@ -22,7 +22,7 @@ from profiling.gantt import (
     legend_group,
     span_rows,
 )
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, from_document
 
 FIXTURE_FILES = sorted(FIXTURES.glob("*.json.gz"))
 
@@ -147,7 +147,7 @@ def test_single_fused_kernel_stays_readable():
 
 
 def test_many_kernels_per_forward():
-    t = trace.from_document(math_like_document(steps=3, kernels=22, streams=(7, 20)))
+    t = from_document(math_like_document(steps=3, kernels=22, streams=(7, 20)))
     fig = build_gantt(t.spans, t.lanes)
     assert bar_count(fig) == len(t.spans)
     names = {tr.name for tr in bar_traces(fig)}
@@ -168,7 +168,7 @@ def test_names_are_escaped_in_hover_and_labels():
         _event("kernel", f"void k<{evil}>", 10, 20, pid=0, tid=7, correlation=1,
                grid=["<script>"], block=[1, 1, 1]),
     ]}  # fmt: skip
-    t = trace.from_document(doc)
+    t = from_document(doc)
     fig = build_gantt(t.spans, t.lanes, title=evil)
     texts = [s for tr in bar_traces(fig) for s in list(tr.hovertext) + list(tr.text)]
     texts += [fig.layout.title.text, *fig.layout.yaxis.categoryarray]
@@ -246,7 +246,7 @@ def test_any_trace_draws_one_bar_per_span(spans):
         _event(cat, f"op{i}", ts, dur, pid=0 if cat == "kernel" else 1)
         for i, (ts, dur, cat) in enumerate(spans)
     ]
-    t = trace.from_document({"traceEvents": events})
+    t = from_document({"traceEvents": events})
     fig = build_gantt(t.spans, t.lanes)
     assert bar_count(fig) == len(t.spans)
     rows = set(fig.layout.yaxis.categoryarray)
@@ -272,7 +272,7 @@ def test_math_backend_h200_trace_stays_readable():
 def _synthetic(n_events: int):
     from benchmarks import gen_trace
 
-    return trace.from_document(gen_trace.generate(n_events, seed=3))
+    return from_document(gen_trace.generate(n_events, seed=3))
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from profiling.launch import (
     merge_intervals,
     per_kernel_table,
 )
-from tests.conftest import FIXTURES, H200
+from tests.conftest import FIXTURES, H200, from_document
 
 
 def test_naive_launch_figures_for_every_kernel_memcpy_and_memset():
@@ -108,7 +108,7 @@ def test_streams_merge_touching_intervals_join_and_devices_stay_apart():
         _x("k4", "kernel", 40, 10, tid=7, correlation=4),  # gap 30–40
         _x("k5", "kernel", 12, 2, pid=1, tid=7, correlation=5),  # another device
     ]
-    stats = launch_stats(trace.from_document(_doc(events)))
+    stats = launch_stats(from_document(_doc(events)))
     dev = stats.devices.set_index("device")
     assert dev.loc["0", "window_us"] == 40 and dev.loc["0", "busy_us"] == 30
     assert dev.loc["0", "gaps"] == 1 and dev.loc["0", "largest_gap_us"] == 10
@@ -121,7 +121,7 @@ def test_streams_merge_touching_intervals_join_and_devices_stay_apart():
 
 def test_cpu_only_trace_has_no_gpu_figures():
     events = [_x("ProfilerStep#1", "user_annotation", 0, 10, tid=1), _x("aten::mm", "cpu_op", 1, 5)]
-    stats = launch_stats(trace.from_document(_doc(events)))
+    stats = launch_stats(from_document(_doc(events)))
     assert not stats.has_gpu and stats.busy_pct is None and stats.launches == 0
     assert stats.per_kernel.empty and stats.devices.empty
     assert "CPU-only" in launch_rows(stats)[0][1]
