@@ -41,6 +41,7 @@ MAX_MARKERS = 60  # step lines / attn_fwd regions drawn; more would only add clu
 MAX_HOVER_NAME = 240  # characters of a kernel's full name in the hover box
 HOVER_WRAP = 100  # characters per hover line
 _STEP_PREFIX = "ProfilerStep#"
+MAX_ROWS = 200  # rows drawn (lane × depth); an upload can hold 10⁵ threads or deep nesting
 DETAIL_LIMIT = 10_000  # spans drawn one bar each; above this, level of detail
 LOD_BINS = 1_500  # time bins across the window (about a pixel each on a wide screen)
 MAX_LINKS = 3_000  # launch → kernel segments drawn (only between individually drawn spans)
@@ -148,8 +149,9 @@ def row_index(spans: pd.DataFrame, lanes: Sequence[str] | None = None) -> tuple[
     depth = spans["depth"].to_numpy(dtype=np.int64)
     deepest = np.full(len(lane_names), -1, dtype=np.int64)
     np.maximum.at(deepest, lane_codes, depth)
-    order = [str(x) for x in lanes] if lanes else []
-    order += [x for x in lane_names if x not in order]
+    order = list(dict.fromkeys([str(x) for x in lanes] if lanes else []))
+    listed = set(order)
+    order += [x for x in lane_names if x not in listed]  # a set: uploads can hold 10⁵ lanes
     position = {name: i for i, name in enumerate(lane_names)}
     first_row = np.zeros(len(lane_names), dtype=np.int64)
     stacked = np.zeros(len(lane_names), dtype=bool)
@@ -163,6 +165,46 @@ def row_index(spans: pd.DataFrame, lanes: Sequence[str] | None = None) -> tuple[
         rows += [row_label(name, d, bool(stacked[code])) for d in range(int(deepest[code]) + 1)]
     index = first_row[lane_codes] + np.where(stacked[lane_codes], depth, 0)
     return index, rows
+
+
+@dataclass
+class RowsLeftOut:
+    """Rows past MAX_ROWS and the spans on them: said under the chart, never dropped silently."""
+
+    rows: int = 0
+    spans: int = 0
+    total_rows: int = 0
+
+    def note(self) -> str:
+        if not self.rows:
+            return ""
+        return (
+            f"Rows: the trace has {self.total_rows:,} rows (lanes × nesting depth); the "
+            f"{self.total_rows - self.rows:,} busiest are drawn, and {self.spans:,} spans on "
+            f"the other {self.rows:,} are not (the tables count them)."
+        )
+
+
+def busiest_rows(
+    spans: pd.DataFrame, row_of_span: np.ndarray, rows: list[str], limit: int
+) -> tuple[pd.DataFrame, np.ndarray, list[str], RowsLeftOut]:
+    """At most `limit` rows, the ones with the most summed span time, in display order.
+
+    A nested span lies inside its parent, so a row never holds more time than the row above
+    it in the same lane: the cut keeps each lane's top rows and its GPU streams' work, and
+    drops the long tail an upload with thousands of threads or deep recursion would add.
+    """
+    if len(rows) <= limit:
+        return spans, row_of_span, rows, RowsLeftOut()
+    busy = np.bincount(row_of_span, weights=spans["dur_us"].to_numpy(float), minlength=len(rows))
+    keep = np.zeros(len(rows), dtype=bool)
+    keep[np.argsort(-busy, kind="stable")[:limit]] = True
+    shown = keep[row_of_span]
+    renumber = np.cumsum(keep) - 1
+    left_out = RowsLeftOut(len(rows) - limit, int((~shown).sum()), len(rows))
+    kept_rows = [r for r, k in zip(rows, keep, strict=True) if k]
+    picked = np.flatnonzero(shown)
+    return spans.iloc[picked], renumber[row_of_span[picked]], kept_rows, left_out
 
 
 def _fmt_us(value: float) -> str:
@@ -481,6 +523,7 @@ def gantt_spec(
     marks: bool = True,
     window: tuple[float, float] | None = None,
     limit: int = DETAIL_LIMIT,
+    max_rows: int = MAX_ROWS,
 ) -> FigureSpec:
     """A Gantt chart of a spans table (profiling.trace): one bar per span (or density bars).
 
@@ -503,7 +546,10 @@ def gantt_spec(
             ],
         )  # fmt: skip
         return FigureSpec(data=[], layout=layout)
-    rows_of_span, rows = span_rows(spans, lanes)
+    all_spans = spans
+    row_of_span, rows = row_index(spans, lanes)
+    spans, row_of_span, rows, left_out = busiest_rows(spans, row_of_span, rows, max_rows)
+    rows_of_span = np.asarray(rows, dtype=object)[row_of_span]
     detail = level_of_detail(spans, rows_of_span, window, limit)
     drawn, rows_of_span = detail.spans, detail.rows
     traces: list[dict[str, Any]] = []
@@ -562,8 +608,8 @@ def gantt_spec(
                     visible="legendonly",
                 )
             )
-    shapes, annotations = _marks(spans) if marks else ([], [])
-    note = lod_note(detail)
+    shapes, annotations = _marks(all_spans) if marks else ([], [])
+    note = " ".join(n for n in (left_out.note(), lod_note(detail)) if n)
     if note:
         annotations.append(
             dict(text=html.escape(note, quote=False), x=0, y=-0.12, xref="paper", yref="paper",

@@ -314,3 +314,30 @@ def test_small_traces_keep_one_bar_per_span_and_no_note():
     fig = build_gantt(t.spans, t.lanes)
     assert bar_count(fig) == len(t.spans)
     assert not any("Level of detail" in (a.text or "") for a in fig.layout.annotations)
+
+
+def test_thousands_of_lanes_keep_the_busiest_rows_and_say_so():
+    """An upload with a thread per event (or deep recursion) must not draw 10⁴ rows: the
+    busiest MAX_ROWS are drawn, the rest are counted under the chart, never dropped silently."""
+    from profiling.gantt import MAX_ROWS, spans_drawn
+
+    threads = [_event("cpu_op", f"op{i}", i, 1 + (i % 7), tid=100 + i) for i in range(5_000)]
+    main = [_event("cpu_op", "outer", 0, 9_000), _event("cpu_op", "inner", 10, 8_000)]
+    stream = [_event("kernel", "gemm", 50, 4_000, pid=0, tid=7)]
+    t = from_document({"traceEvents": threads + main + stream})
+    fig = build_gantt(t.spans, t.lanes)
+    rows = list(fig.layout.yaxis.categoryarray)
+    assert len(rows) == MAX_ROWS
+    assert "CPU · thread 1 · d0" in rows and "CPU · thread 1 · d1" in rows  # the main thread
+    assert any(r.startswith("GPU 0 · stream 7") for r in rows)
+    lanes_order = [r for r in rows if r.startswith("CPU · thread 1 ") or r.startswith("GPU")]
+    assert rows.index(lanes_order[0]) < rows.index(lanes_order[-1])  # display order kept
+    drawn = spans_drawn(fig)
+    note = " ".join(a.text for a in fig.layout.annotations)
+    hidden = len(t.spans) - drawn
+    assert hidden == 5_003 - MAX_ROWS
+    assert (
+        f"the trace has {5_003:,} rows (lanes × nesting depth); the {MAX_ROWS:,} busiest are "
+        f"drawn, and {hidden:,} spans on the other {5_003 - MAX_ROWS:,} are not" in note
+    )
+    assert fig.layout.height <= 150 + 26 * MAX_ROWS
