@@ -96,9 +96,8 @@ def profile_on_gpu(config: RunConfig, progress: Any = None) -> ProfileResult:
     On ZeroGPU this runs in a forked worker where only gr.Error reaches the user, so the
     backend's errors are translated here as well as in the handler.
     """
-    report = (lambda fraction, text: progress(fraction, desc=text)) if progress else None
     try:
-        return run(config, progress=report)
+        return run(config, progress=_report(progress))
     except USER_ERRORS as exc:
         raise _user_error(exc) from None
     except Exception:
@@ -186,8 +185,12 @@ JOB_DIRS = views.RunDirs()  # Compare/Sweep trace folders and zips: the newest f
 
 
 def _report(progress: Any) -> Callable[[float, str], None] | None:
-    """The backend's progress(fraction, text) as Gradio's progress(fraction, desc=...)."""
-    return (lambda fraction, text: progress(fraction, desc=text)) if progress else None
+    """The backend's progress(fraction, text) as Gradio's progress(fraction, desc=...).
+
+    Tested against None, not for truth: gr.Progress has a __len__ that is 0 in a request."""
+    if progress is None:
+        return None
+    return lambda fraction, text: progress(fraction, desc=text)
 
 
 def _variant_picker(

@@ -25,6 +25,24 @@ def from_document(doc: dict | list) -> Trace:
     return load(json.dumps(doc).encode())
 
 
+class RecordingProgress:
+    """What the handlers get from Gradio: a gr.Progress (falsy outside a request, len 0) that
+    records each (fraction, desc) instead of sending it to the page."""
+
+    def __new__(cls):  # a real gr.Progress subclass, made lazily so this module stays gradio-free
+        import gradio as gr
+
+        class Recorder(gr.Progress):
+            def __init__(self) -> None:
+                super().__init__()
+                self.seen: list[tuple[float, str]] = []
+
+            def __call__(self, progress, desc=None, *args, **kwargs):  # type: ignore[override]
+                self.seen.append((progress, desc or ""))
+
+        return Recorder()
+
+
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="attnprof-gradio-"))
 

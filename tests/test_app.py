@@ -14,6 +14,7 @@ from profiling import trace, views
 from profiling.gantt import FigureSpec, bar_count
 from profiling.runner import RunError, VariantUnavailable
 from profiling.trace import TraceError
+from tests.conftest import RecordingProgress
 
 SMALL = dict(variant="naive", seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32,
              causal=True)  # fmt: skip
@@ -137,8 +138,10 @@ def test_unexpected_error_in_the_views_is_generic_too(monkeypatch):
 
 
 def test_progress_is_reported():
-    seen: list[tuple[float, str]] = []
-    app.profile(**SMALL, progress=lambda f, desc=None: seen.append((f, desc)))
+    progress = RecordingProgress()
+    assert not progress  # as in a real request: the handlers must not test it for truth
+    app.profile(**SMALL, progress=progress)
+    seen = progress.seen
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
     assert any("warm-up" in (d or "") for _, d in seen)

@@ -35,7 +35,7 @@ from profiling.gantt import FigureSpec, bar_count
 from profiling.launch import launch_stats
 from profiling.summary import CAUSAL_CONVENTION, Summary, attention_flops, per_forward
 from profiling.trace import load
-from tests.conftest import CUDNN, FIXTURES, NAIVE
+from tests.conftest import CUDNN, FIXTURES, NAIVE, RecordingProgress
 
 SMALL = dict(seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
 INPLACE = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
@@ -56,12 +56,9 @@ def message_of(fn, *args, **kwargs) -> gr.Error:
 # -- Compare -----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def compared():
-    seen: list[tuple[float, str]] = []
-    out = app.compare(
-        ["naive", "sdpa-math", "sdpa-cudnn"], **SMALL,
-        progress=lambda f, desc=None: seen.append((f, desc or "")),
-    )  # fmt: skip
-    return out, seen
+    progress = RecordingProgress()
+    out = app.compare(["naive", "sdpa-math", "sdpa-cudnn"], **SMALL, progress=progress)
+    return out, progress.seen
 
 
 def test_compare_returns_table_note_figures_zip_and_the_runs(compared):
@@ -329,9 +326,11 @@ def write(folder: Path, name: str, data: bytes) -> str:
 @CPU_ONLY
 def test_sweep_marks_points_over_the_cpu_budget_refused():
     # S=4096 at B4 H8 D64 needs 69 GFLOP per forward, over the CPU's 20: refused, not run
+    progress = RecordingProgress()
     time_fig, memory_fig, table, zip_path = app.sweep(
-        ["naive", "sdpa-cudnn"], [4096, 256], "float32", 4, 8, 64, True, progress=no_progress
+        ["naive", "sdpa-cudnn"], [4096, 256], "float32", 4, 8, 64, True, progress=progress
     )
+    assert any(text.startswith("naive S=256 (") for _, text in progress.seen)
     t = table.set_index(["variant", "seq_len"])
     assert len(table) == 4 and list(table.columns) == vc.sweep_columns(app.DEVICE)
     assert t.loc[("naive", 256), "status"] == "ok" and t.loc[("naive", 256), "CPU µs/fwd"] > 0
