@@ -15,6 +15,7 @@ import gc
 import gzip
 import io
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -70,7 +71,7 @@ class Trace:
     @property
     def device_properties(self) -> list[dict[str, Any]]:
         props = self.meta.get("deviceProperties") or []
-        return props if isinstance(props, list) else []
+        return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
 
     @property
     def has_gpu(self) -> bool:
@@ -85,7 +86,7 @@ def step_number(name: Any) -> int:
     """N of a `ProfilerStep#N` name, else -1: the one test for "this span is a step" (time
     zero, each span's step, the step windows and the Gantt's step lines all use it)."""
     m = _STEP.match(name) if isinstance(name, str) else None
-    return int(m.group(1)) if m else -1
+    return int(m.group(1)) if m and len(m.group(1)) <= _ID_DIGITS else -1
 
 
 def step_rows(spans: pd.DataFrame) -> np.ndarray:
@@ -154,7 +155,7 @@ def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -
                     chunks.clear()
                     raise _too_big(max_bytes)
                 chunks.append(chunk)
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
             raise TraceError(f"the gzip stream is corrupt ({exc})") from None
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
@@ -496,11 +497,20 @@ def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
     return _from_codes(remap.reshape(-1)[codes], uniques.astype(object))
 
 
+_ID_DIGITS = 18  # any int of up to 18 digits fits int64
+
+
 def _int_column(values: list[Any]) -> np.ndarray:
-    """Integer ids with -1 for missing (ids in traces are ints; anything else counts as absent)."""
+    """Integer ids with -1 for missing (ids in traces are ints; anything else, or an int past
+    int64, counts as absent)."""
     return np.fromiter(
-        (v if type(v) is int else -1 for v in values), dtype=np.int64, count=len(values)
+        (v if type(v) is int and -_INT64 <= v < _INT64 else -1 for v in values),
+        dtype=np.int64,
+        count=len(values),
     )
+
+
+_INT64 = 2**63
 
 
 def _lane_metadata(events: list[Any]) -> dict[tuple[str, str], str]:

@@ -311,3 +311,30 @@ def test_one_definition_of_a_step_for_time_zero_windows_and_the_gantt(tmp_path):
         "step 4",
         "step 5",
     ]
+
+
+def test_a_corrupt_gzip_stream_is_a_trace_error(tmp_path):
+    events = [X(f"op{i}", i, 1) for i in range(2000)]
+    good = gzip.compress(json.dumps({"traceEvents": events}).encode())
+    broken = bytearray(good)
+    broken[100:200] = bytes(100)  # zlib.error ("invalid distances set"), not a BadGzipFile
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(bytes(broken))
+    with pytest.raises(trace.TraceError, match="the gzip stream is corrupt"):
+        trace.load(path)
+
+
+def test_ints_past_int64_and_odd_device_properties_still_load(tmp_path):
+    huge = 10**30
+    events = [
+        X("gemm", 1, 2, cat="kernel", pid=huge, tid=huge, correlation=huge, grid=[1, 2, 3]),
+        X("cudaLaunchKernel", 0, 1, cat="cuda_runtime", correlation=huge),
+        X("ProfilerStep#99999999999999999999999", 0, 5, cat="user_annotation"),
+    ]
+    extra = {"deviceProperties": [1, "x", None, {"name": "H200"}]}
+    t = trace.load(_write(tmp_path, events, extra=extra))
+    assert len(t.spans) == 3
+    assert (t.spans["correlation"] == -1).all() and (t.spans["link"] == -1).all()
+    assert t.steps().empty  # a step number past int64 is no step
+    assert t.device_properties == [{"name": "H200"}]
+    assert any(lane.startswith(f"GPU {huge}") for lane in t.lanes)
