@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import reprlib
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -78,15 +79,15 @@ class RunConfig:
         """Range and consistency checks that need no device; returns self or raises."""
         if self.variant not in VARIANTS:
             raise ConfigError(
-                f"unknown variant {_show(self.variant)}; choose one of: {', '.join(VARIANTS)}"
+                f"unknown variant {show(self.variant)}; choose one of: {', '.join(VARIANTS)}"
             )
         if self.dtype not in DTYPES:
             raise ConfigError(
-                f"unknown dtype {_show(self.dtype)}; choose one of: {', '.join(DTYPES)}"
+                f"unknown dtype {show(self.dtype)}; choose one of: {', '.join(DTYPES)}"
             )
         if self.device not in DEVICES:
             raise ConfigError(
-                f"unknown device {_show(self.device)}; choose one of: {', '.join(DEVICES)}"
+                f"unknown device {show(self.device)}; choose one of: {', '.join(DEVICES)}"
             )
         if not isinstance(self.causal, bool):
             raise ConfigError("causal must be true or false")
@@ -145,9 +146,22 @@ class RunConfig:
         return f"B{self.batch} H{self.heads} S{self.seq_len} D{self.head_dim} {self.dtype}"
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "…"
+class _Shorter(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 256:  # repr of a huge int is slow, and refused past 4300 digits
+            return f"an integer of about {int(x.bit_length() * math.log10(2)) + 1:,} digits"
+        return super().repr_int(x, level)
+
+
+_REPR = _Shorter()  # keyword arguments only from Python 3.12
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict = 2, 4, 4, 4
+_REPR.maxstring = _REPR.maxother = 40
+
+
+def show(value: Any, width: int = 40) -> str:
+    """A caller's value, shortened for a message (bounded work, however big the value)."""
+    text = _REPR.repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _whole_number(name: str, value: Any) -> int:
@@ -155,13 +169,13 @@ def _whole_number(name: str, value: Any) -> int:
         raise ConfigError(f"{name} must be a whole number, got {value!r}")
     if isinstance(value, float):
         if not math.isfinite(value) or not value.is_integer():
-            raise ConfigError(f"{name} must be a whole number, got {_show(value)}")
+            raise ConfigError(f"{name} must be a whole number, got {show(value)}")
         value = int(value)
     if not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number, got {_show(value)}")
+        raise ConfigError(f"{name} must be a whole number, got {show(value)}")
     low, high = LIMITS[name]
     if not low <= value <= high:
-        raise ConfigError(f"{name} must be between {low} and {high}, got {_show(value)}")
+        raise ConfigError(f"{name} must be between {low} and {high}, got {show(value)}")
     return value
 
 
@@ -170,12 +184,12 @@ def _boolean(value: Any) -> bool:
         return value
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower() == "true"
-    raise ConfigError(f"causal must be true or false, got {_show(value)}")
+    raise ConfigError(f"causal must be true or false, got {show(value)}")
 
 
 def _choice_text(name: str, value: Any) -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"{name} must be text, got {_show(value)}")
+        raise ConfigError(f"{name} must be text, got {show(value)}")
     return value.strip()
 
 

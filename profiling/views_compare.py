@@ -12,7 +12,6 @@ import html
 import logging
 import math
 import os
-import reprlib
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from profiling.compare_figures import (
     sweep_memory_figure,
     sweep_time_figure,
 )
-from profiling.config import ConfigError, RunConfig
+from profiling.config import ConfigError, RunConfig, show
 from profiling.diff import diff, labelled
 from profiling.gantt import FigureSpec, gantt_spec
 from profiling.launch import launch_rows
@@ -52,6 +51,7 @@ log = logging.getLogger(__name__)
 MAX_COMPARE_VARIANTS = {"cuda": 10, "cpu": 6}  # per Compare: the post's six + Hub variants fit
 MAX_SWEEP_VARIANTS = {"cuda": 4, "cpu": 3}
 MAX_SWEEP_LENGTHS = 8
+MAX_ENTRIES = 64  # list entries read at all, duplicates included (an API call can send 10⁶)
 MAX_SWEEP_POINTS = {"cuda": 24, "cpu": 12}  # variants × lengths
 CPU_MAX_JOB_FLOPS = 4 * views.CPU_MAX_FLOPS  # per forward, summed over a job's runs (CPU only)
 # @spaces.GPU duration of a Compare/Sweep: a base for start-up, plus per run a warm eager run,
@@ -77,17 +77,6 @@ def _device(device: str) -> str:
 
 def _clip(text: Any, width: int) -> str:
     text = str(text)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-_REPR = reprlib.Repr()  # keyword arguments only from Python 3.12
-_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict = 2, 4, 4, 4
-_REPR.maxstring = _REPR.maxother = 40
-
-
-def _show(value: Any, width: int = 40) -> str:
-    """A caller's value, shortened for a message (bounded work, however big the value)."""
-    text = _REPR.repr(value)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -143,16 +132,17 @@ def variant_ids(raw: Any, *, what: str, limit: int) -> list[str]:
         raise ConfigError(f"pick at least one variant to {what}")
     if not isinstance(raw, list | tuple) or not all(isinstance(v, str) for v in raw):
         raise ConfigError(
-            'variants must be a list of variant ids, e.g. ["naive", "sdpa-flash"]; '
-            f"got {_show(raw)}"
+            f'variants must be a list of variant ids, e.g. ["naive", "sdpa-flash"]; got {show(raw)}'
         )
-    if len(raw) > limit:
-        raise ConfigError(f"at most {limit} variants per {what} on this machine, got {len(raw)}")
+    if len(raw) > MAX_ENTRIES:
+        raise ConfigError(f"variants: at most {MAX_ENTRIES} entries, got {len(raw):,}")
     names = list(dict.fromkeys(v.strip() for v in raw))
+    if len(names) > limit:
+        raise ConfigError(f"at most {limit} variants per {what} on this machine, got {len(names)}")
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:
         raise ConfigError(
-            f"unknown variant(s): {', '.join(_show(v) for v in unknown[:5])}; choose from: "
+            f"unknown variant(s): {', '.join(show(v) for v in unknown[:5])}; choose from: "
             f"{', '.join(VARIANTS)}"
         )
     return names
@@ -166,23 +156,27 @@ def seq_len_list(raw: Any, device: str) -> list[int]:
     if raw is None or (isinstance(raw, list | tuple) and not raw):
         raise ConfigError("pick at least one sequence length")
     if not isinstance(raw, list | tuple):
-        raise ConfigError(f"seq_lens must be a list of whole numbers, {example}; got {_show(raw)}")
-    if len(raw) > MAX_SWEEP_LENGTHS:
-        raise ConfigError(f"at most {MAX_SWEEP_LENGTHS} sequence lengths per sweep, got {len(raw)}")
+        raise ConfigError(f"seq_lens must be a list of whole numbers, {example}; got {show(raw)}")
+    if len(raw) > MAX_ENTRIES:
+        raise ConfigError(f"seq_lens: at most {MAX_ENTRIES} entries, got {len(raw):,}")
     lens = []
     for value in raw:
         whole = isinstance(value, int) or (
             isinstance(value, float) and math.isfinite(value) and value.is_integer()
         )
         if isinstance(value, bool) or not whole:
-            raise ConfigError(f"seq_lens must be whole numbers, {example}; got {_show(value)}")
+            raise ConfigError(f"seq_lens must be whole numbers, {example}; got {show(value)}")
         if not low <= value <= high:
-            raise ConfigError(f"each seq_len must be between {low} and {high}, got {int(value)}")
+            raise ConfigError(f"each seq_len must be between {low} and {high}, got {show(value)}")
         if int(value) not in offered:
             raise ConfigError(
-                f"each seq_len must be one of {', '.join(map(str, offered))}, got {int(value)}"
+                f"each seq_len must be one of {', '.join(map(str, offered))}, got {show(value)}"
             )
         lens.append(int(value))
+    if len(set(lens)) > MAX_SWEEP_LENGTHS:
+        raise ConfigError(
+            f"at most {MAX_SWEEP_LENGTHS} sequence lengths per sweep, got {len(set(lens))}"
+        )
     return sorted(set(lens))
 
 
@@ -426,14 +420,14 @@ def diff_label(raw: Any, default: str) -> str:
     if raw is None:
         return default
     if not isinstance(raw, str):
-        raise ConfigError(f"a label must be text, got {_show(raw)}")
+        raise ConfigError(f"a label must be text, got {show(raw)}")
     text = raw.strip()
     if not text:
         return default
     if len(text) > MAX_LABEL:
         raise ConfigError(f"a label may have at most {MAX_LABEL} characters, got {len(text)}")
     if not set(text) <= ALLOWED_LABEL:
-        raise ConfigError(f"label {_show(text)} may use letters, digits, spaces and _-.+()/:@ only")
+        raise ConfigError(f"label {show(text)} may use letters, digits, spaces and _-.+()/:@ only")
     return text
 
 
@@ -456,7 +450,7 @@ def upload_stat(path: Any, which: str, missing: str) -> os.stat_result:
     if path is None or path == "":
         raise ConfigError(missing)
     if not isinstance(path, str | os.PathLike):
-        raise ConfigError(f"{which} must be an uploaded file, got {_show(path)}")
+        raise ConfigError(f"{which} must be an uploaded file, got {show(path)}")
     try:
         info = os.stat(path)
     except OSError as exc:
@@ -563,7 +557,7 @@ def _rounded(table: pd.DataFrame) -> pd.DataFrame:
 def diff_page(a: Trace | Path, b: Trace | Path, label_a: str, label_b: str) -> DiffPage:
     """Two traces → headline and the two delta tables (columns named after the labels)."""
     if label_a == label_b:
-        raise ConfigError(f"the two labels must differ (both are {_show(label_a)})")
+        raise ConfigError(f"the two labels must differ (both are {show(label_a)})")
     kernels, operators = diff(a, b, label_a, label_b)
     return DiffPage(
         # Markdown on the page: names from an uploaded trace are escaped so they read as text
@@ -586,7 +580,7 @@ def diff_runs_page(run_a: Any, run_b: Any, traces: dict[str, str] | None) -> Dif
     for pick in (run_a, run_b):
         if not isinstance(pick, str) or pick not in traces:
             raise ConfigError(
-                f"{_show(pick)} is not a run of the last Compare; pick one of: {', '.join(traces)}"
+                f"{show(pick)} is not a run of the last Compare; pick one of: {', '.join(traces)}"
             )
     if run_a == run_b:
         raise ConfigError("pick two different runs")

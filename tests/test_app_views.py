@@ -136,9 +136,10 @@ def test_fill_diff_picks_offers_the_runs_that_ran():
         (dict(variants=[]), "pick at least one variant"),
         (dict(variants=None), "pick at least one variant"),
         (dict(variants=["naive", "../etc/passwd"]), "unknown variant"),
-        (dict(variants=["naive"] * 11), "at most"),
+        (dict(variants=["naive"] * 65), "variants: at most 64 entries, got 65"),
         (dict(seq_len=100.5), "seq_len must be a whole number"),
         (dict(seq_len=10**9), "seq_len must be between"),
+        (dict(seq_len=10**400), "got an integer of about 401 digits"),
         (dict(head_dim=60), "multiple of 8"),
         (dict(dtype="float64"), "unknown dtype"),
         (dict(causal="maybe"), "causal must be true or false"),
@@ -167,6 +168,9 @@ def test_compare_cpu_budget_per_run_and_per_job():
     assert "summed over its 5 runs" in error.message
     request = vc.compare_request(["naive", "sdpa-cudnn", "sdpa-efficient"], *shape.values(), "cpu")
     assert request.variants == ["naive", "sdpa-cudnn", "sdpa-efficient"]
+    # the limit counts distinct variants: seven times the same one is one run
+    request = vc.compare_request(["naive"] * 7, *shape.values(), "cpu")
+    assert request.variants == ["naive"]
 
 
 def test_unexpected_compare_error_is_generic_and_logged(monkeypatch, caplog):
@@ -355,7 +359,9 @@ def test_sweep_marks_points_over_the_cpu_budget_refused():
         (dict(seq_lens=[]), "pick at least one sequence length"),
         (dict(seq_lens=[10**6]), "each seq_len must be between"),
         (dict(seq_lens=[8]), "each seq_len must be between"),
-        (dict(seq_lens=list(range(256, 256 + 9 * 64, 64))), "at most 8 sequence lengths"),
+        (dict(seq_lens=[256] * 65), "seq_lens: at most 64 entries, got 65"),
+        (dict(seq_lens=[10**400]), "got an integer of about 401 digits"),
+        (dict(seq_lens=list(range(256, 256 + 9 * 64, 64))), "each seq_len must be one of"),
         (dict(variants="naive"), "must be a list of variant ids"),
         (dict(variants=["nope"]), "unknown variant"),
         (dict(variants=["naive", "sdpa-math", "sdpa-flash", "naive-inplace", "sdpa-auto"]),
