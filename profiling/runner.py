@@ -106,6 +106,8 @@ def _run_locked(config: RunConfig, out_dir: str | Path | None, report: Progress)
         # Raised here, outside the except blocks, so no traceback keeps the frames (and their
         # tensors) alive: memory really returns before the caller sees the error.
         _release(device, collect=True)
+        if out_dir is None:  # our own folder holds nothing worth keeping from a failed run
+            shutil.rmtree(out, ignore_errors=True)
         raise failure
     result.seconds = time.perf_counter() - began
     report(1.0, "done")

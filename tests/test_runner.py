@@ -125,6 +125,26 @@ def test_inputs_are_freed_while_the_error_is_still_held(monkeypatch):
     assert refs and all(r() is None for r in refs)  # ...and the inputs are already gone
 
 
+def test_a_failed_run_leaves_no_folder_of_its_own(monkeypatch, tmp_path):
+    """The runner's own attnprof-* folder goes with a failure; a caller's folder stays."""
+    import tempfile
+
+    from attention import naive
+
+    def broken(self, q, k, v, mask):
+        raise RuntimeError("a kernel error")
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(naive.NaiveCausalAttention, "forward", broken)
+    with pytest.raises(VariantUnavailable, match="a kernel error"):  # raised in the warm-up
+        run(small("naive"))
+    assert not list(tmp_path.glob("attnprof-*"))
+    mine = tmp_path / "mine"
+    with pytest.raises(VariantUnavailable):
+        run(small("naive"), out_dir=mine)
+    assert mine.is_dir()
+
+
 @pytest.mark.parametrize("causal", [True, False])
 def test_chunked_reference_matches_a_direct_one(monkeypatch, causal):
     from profiling import runner
