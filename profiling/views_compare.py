@@ -328,7 +328,13 @@ def glance_view(glance: pd.DataFrame, device: str) -> pd.DataFrame:
         table["idle gaps"] = pd.to_numeric(table["idle gaps"], errors="coerce").astype(float)
     text = [c for c in table.columns if c in GLANCE_TEXT]
     table[text] = table[text].fillna("")
-    return table.reset_index(drop=True)
+    return without_nan(table.reset_index(drop=True))
+
+
+def without_nan(table: pd.DataFrame) -> pd.DataFrame:
+    """Gaps as None: a NaN cell reaches API callers as a bare `NaN`, which is not JSON."""
+    out = table.astype(object)
+    return out.where(table.notna(), None)
 
 
 def peak_note(result: CompareResult) -> str:
@@ -634,7 +640,7 @@ def sweep_view(table: pd.DataFrame, device: str) -> pd.DataFrame:
         lambda v: _significant(v, 3)
     )
     out["reason"] = out["reason"].fillna("")
-    return out.reset_index(drop=True)
+    return without_nan(out.reset_index(drop=True))
 
 
 def sweep_page(result: SweepResult, device: str) -> SweepPage:

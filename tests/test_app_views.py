@@ -86,6 +86,15 @@ def test_compare_returns_table_note_figures_zip_and_the_runs(compared):
     assert set(traces) == {"naive", "sdpa-math"} and all(Path(p).exists() for p in traces.values())
 
 
+@CPU_ONLY
+def test_tables_with_gaps_are_strict_json_for_api_callers(compared):
+    """An unavailable variant's empty cells reach the API as null, not a bare NaN token."""
+    (glance, *_), _ = compared
+    assert glance.isna().to_numpy().any()  # sdpa-cudnn cannot run on this machine: gaps
+    sent = gr.Dataframe().postprocess(glance).model_dump()
+    assert "null" in json.dumps(sent, allow_nan=False)
+
+
 def test_compare_progress_is_per_variant(compared):
     _, seen = compared
     fractions = [f for f, _ in seen]
@@ -335,6 +344,7 @@ def test_sweep_marks_points_over_the_cpu_budget_refused():
         ["naive", "sdpa-cudnn"], [4096, 256], "float32", 4, 8, 64, True, progress=progress
     )
     assert any(text.startswith("naive S=256 (") for _, text in progress.seen)
+    json.dumps(gr.Dataframe().postprocess(table).model_dump(), allow_nan=False)  # no NaN token
     t = table.set_index(["variant", "seq_len"])
     assert len(table) == 4 and list(table.columns) == vc.sweep_columns(app.DEVICE)
     assert t.loc[("naive", 256), "status"] == "ok" and t.loc[("naive", 256), "CPU µs/fwd"] > 0
