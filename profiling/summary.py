@@ -216,6 +216,14 @@ def _num(value: float | None, unit: str = "", digits: int = 1) -> str:
     return f"{value:,.{digits}f}{unit}"
 
 
+def _rate(value: float | None) -> str:
+    """One decimal from 10 up (523.4), three significant figures below: a CPU run's 0.00473
+    would read 0.00 with a fixed two decimals (Compare and Sweep show 3 figures too)."""
+    if value is None or value != value:
+        return "n/a"
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
 def summary_rows(s: Summary) -> list[tuple[str, str]]:
     """The summary as (label, text) pairs: one formatting for the CLI, the page and the docs."""
     c = s.config
@@ -233,7 +241,7 @@ def summary_rows(s: Summary) -> list[tuple[str, str]]:
         ("CPU µs / forward", _num(s.cpu_us_per_forward)),
         ("bound", bound[s.cpu_bound]),
         ("peak memory", _num(s.peak_mib, " MiB") if s.peak_mib is not None else "n/a on CPU"),
-        ("TFLOP/s", f"{_num(s.tflops, digits=2)} ({s.tflops_basis})"),
+        ("TFLOP/s", f"{_rate(s.tflops)} ({s.tflops_basis})"),
         ("rel. error vs float64", f"{s.rel_err:.2e} ({s.rel_err_note})" if s.rel_err is not None
                                   else "n/a"),
         ("dominant kernel", f"{s.dominant_kernel} — {s.dominant_decoded}" if s.dominant_kernel

@@ -51,7 +51,7 @@ def test_strip_shows_the_issue_figures_on_a_gpu():
     assert values["GPU µs / forward"][0] == "96.5"
     assert values["CPU µs / forward"][0] == "138.2"
     assert values["peak memory"][0] == "512.0 MiB"
-    assert values["TFLOP/s"] == ("523.40", "GPU time; causal counted as half")
+    assert values["TFLOP/s"] == ("523.4", "GPU time; causal counted as half")
     assert values["rel. error vs float64"] == ("3.20e-03", "all heads")
     assert values["ran"][0] == "SDPA flash"
     assert values["device"] == ("NVIDIA H200", "torch 2.13.0")
@@ -59,8 +59,10 @@ def test_strip_shows_the_issue_figures_on_a_gpu():
 
 def test_strip_on_cpu_says_there_is_no_gpu_work():
     s = make_summary(device="cpu", device_name="CPU · Some CPU", gpu_us_per_forward=None,
-                     peak_mib=None, kernels_per_forward=0.0, cpu_bound=None)  # fmt: skip
+                     peak_mib=None, kernels_per_forward=0.0, cpu_bound=None,
+                     tflops=0.004731)  # fmt: skip
     values = {label: value for label, value, _ in views.summary_cards(s)}
+    assert values["TFLOP/s"] == "0.00473"  # a CPU's small rate keeps three figures, not 0.00
     assert values["kernels / forward"] == values["GPU µs / forward"] == "n/a"
     assert values["peak memory"] == "n/a"
     assert values["device"] == "CPU · Some CPU"
