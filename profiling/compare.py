@@ -355,7 +355,7 @@ def compare_zip(result: CompareResult) -> Path:
             entries.append((f"{r.variant}/kernels.csv", r.kernels.to_csv(index=False)))
         if r.launch is not None:
             entries.append((f"{r.variant}/launches.csv", r.launch.per_launch.to_csv(index=False)))
-    tag = RunConfig(variant="naive", **result.shape).tag(result.device)
+    tag = RunConfig(variant="naive", **result.shape).shape_tag(result.device)
     return write_zip(entries, f"compare_{tag}.zip")
 
 

@@ -129,7 +129,12 @@ class RunConfig:
         return WAIT + WARMUP + self.steps
 
     def tag(self, device: str) -> str:
-        """File-name tag encoding every parameter, like the post's `8_16_1024_64_flash_eager`."""
+        """File-name tag encoding every parameter, like the post's `8_16_1024_64_flash_eager`:
+        two downloaded traces never share a name, whichever variant made them."""
+        return f"{self.variant}_{self.shape_tag(device)}"
+
+    def shape_tag(self, device: str) -> str:
+        """The tag without the variant: what the runs of one Compare have in common."""
         mask = "causal" if self.causal else "full"
         return (
             f"{self.batch}_{self.heads}_{self.seq_len}_{self.head_dim}_{self.dtype}_{mask}"

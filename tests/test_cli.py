@@ -43,7 +43,7 @@ def test_writes_trace_and_table_named_by_tag(tmp_path):
         str(out),
     )
     assert p.returncode == 0, p.stderr
-    tag = "1_2_128_32_float32_causal_cpu_3steps"
+    tag = "naive_1_2_128_32_float32_causal_cpu_3steps"
     gz, txt = out / "naive" / f"{tag}.json.gz", out / "naive" / f"{tag}.txt"
     assert gz.exists() and txt.exists()
     events = json.loads(gzip.decompress(gz.read_bytes()))["traceEvents"]
@@ -73,7 +73,7 @@ def test_all_reports_unavailable_variants(tmp_path):
     )
     assert p.returncode == 0, p.stderr
     assert "sdpa-cudnn: unavailable" in p.stdout and "needs a CUDA GPU" in p.stdout
-    assert (tmp_path / "sdpa-math" / "1_1_64_16_float32_full_cpu_3steps.json.gz").exists()
+    assert (tmp_path / "sdpa-math" / "sdpa-math_1_1_64_16_float32_full_cpu_3steps.json.gz").exists()
     assert "== 12 variants on cpu ==" in p.stdout
 
 

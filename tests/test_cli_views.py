@@ -28,7 +28,7 @@ def test_compare_prints_the_glance_table_and_writes_the_zip(tmp_path, capsys):
     assert "naive (1/2)" in out.err  # progress per variant on stderr
     zips = list(tmp_path.glob("compare_*.zip"))
     assert len(zips) == 1 and "glance.csv" in zipfile.ZipFile(zips[0]).namelist()
-    assert (tmp_path / "naive" / "1_2_64_32_float32_causal_cpu_3steps.json.gz").exists()
+    assert (tmp_path / "naive" / "naive_1_2_64_32_float32_causal_cpu_3steps.json.gz").exists()
 
 
 def test_diff_reads_the_memcpy_off(capsys):

@@ -79,8 +79,9 @@ def test_zip_holds_every_trace_and_table(cpu_compare):
     with zipfile.ZipFile(result.zip_path) as zf:
         names = set(zf.namelist())
         glance = pd.read_csv(io.BytesIO(zf.read("glance.csv")))
-    tag = "1_2_128_32_float32_causal_cpu_3steps"
+    shape = "1_2_128_32_float32_causal_cpu_3steps"
     for vid in CPU_RUNNABLE:
+        tag = f"{vid}_{shape}"
         assert {f"{vid}/{tag}.json.gz", f"{vid}/{tag}.txt", f"{vid}/kernels.csv"} <= names
     assert "sdpa-cudnn/unavailable.txt" in names
     assert list(glance["variant"]) == list(result.glance["variant"])

@@ -27,7 +27,8 @@ def test_defaults_are_the_posts_shape():
         "bfloat16",
         True,
     )
-    assert c.tag("cuda") == "8_16_1024_64_bfloat16_causal_cuda_3steps"
+    assert c.shape_tag("cuda") == "8_16_1024_64_bfloat16_causal_cuda_3steps"
+    assert c.tag("cuda") == f"{c.variant}_8_16_1024_64_bfloat16_causal_cuda_3steps"
 
 
 def test_problem_is_what_a_variant_is_built_for():

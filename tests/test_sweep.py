@@ -67,9 +67,9 @@ def test_zip_has_one_trace_per_point_that_ran(refused_sweep):
         traces = sorted(n for n in zf.namelist() if n.endswith(".json.gz"))
         rows = json.loads(zf.read("sweep.json"))
     assert traces == [
-        "naive/1_2_64_32_float32_causal_cpu_3steps.json.gz",
-        "sdpa-flash/1_2_128_32_float32_causal_cpu_3steps.json.gz",
-        "sdpa-flash/1_2_64_32_float32_causal_cpu_3steps.json.gz",
+        "naive/naive_1_2_64_32_float32_causal_cpu_3steps.json.gz",
+        "sdpa-flash/sdpa-flash_1_2_128_32_float32_causal_cpu_3steps.json.gz",
+        "sdpa-flash/sdpa-flash_1_2_64_32_float32_causal_cpu_3steps.json.gz",
     ]
     assert [r["status"] for r in rows] == list(result.table["status"])
     assert json.loads(json.dumps(points_json(result)))[1]["status"] == "refused"
