@@ -160,7 +160,8 @@ def _sdpa_context(backend: str | None):
 def _flex(p: Problem) -> Built:
     from attention.compiled import build_flex
 
-    return Built(build_flex(p.seq_len, p.causal, p.device), "torch.compile (Inductor, Triton)")
+    backend = "Triton" if p.device == "cuda" else "C++"  # what Inductor generates there
+    return Built(build_flex(p.seq_len, p.causal, p.device), f"torch.compile (Inductor, {backend})")
 
 
 def _compiled_naive(p: Problem) -> Built:

@@ -196,6 +196,11 @@ def per_forward(
         if not ops.empty:
             top = _top(ops["name"], ops["self_us"].to_numpy())
             dominant, dominant_decoded = top, "CPU operator with the most self time (no GPU)"
+            if top.startswith("## Call CompiledFxGraph"):  # Inductor's generated code, one call
+                dominant_decoded = (
+                    "the graph torch.compile generated, run as one call with no operator spans "
+                    "inside: most self time on the CPU (no GPU)"
+                )
     count = lambda category: float(is_in(work["category"], category).sum()) / n  # noqa: E731
     return ForwardStats(
         forwards=len(windows),

@@ -115,7 +115,8 @@ def lesson_markdown(variant: str, device: str, dtype: str) -> str:
     v = VARIANTS.get(variant)
     if v is None:
         return "Pick a variant to see what its trace teaches."
-    text = f"**{v.label}** · `{v.id}`\n\n{v.lesson}."
+    lesson = f"On a GPU: {v.lesson}" if device != "cuda" else v.lesson[:1].upper() + v.lesson[1:]
+    text = f"**{v.label}** · `{v.id}`\n\n{lesson}."
     why = _reasons(device, dtype).get(variant)
     if why:
         text += f"\n\n⛔ **Unavailable here:** {why}."

@@ -199,3 +199,14 @@ def test_reference_chunks_grow_with_spare_memory(monkeypatch):
     calls.clear()
     runner._relative_error(t, small("naive"), "bhsd", "cpu", spare=3 * 8 * 6 * 100 * 100)()
     assert len(calls) == 1
+
+
+def test_flex_on_a_cpu_says_what_inductor_generated_there():
+    """On a CPU Inductor writes C++, not Triton; its compiled graph is one opaque call."""
+    why = VARIANTS["flex"].unavailable("cpu", torch.float32)
+    if why:
+        pytest.skip(why)
+    s = run(small("flex")).summary
+    assert s.ran == "torch.compile (Inductor, C++)"
+    if s.dominant_kernel.startswith("## Call CompiledFxGraph"):
+        assert "the graph torch.compile generated" in s.dominant_decoded
