@@ -193,6 +193,15 @@ def _report(progress: Any) -> Callable[[float, str], None] | None:
     return lambda fraction, text: progress(fraction, desc=text)
 
 
+QUIET: dict[str, Any] = {"api_visibility": "private", "queue": False}  # page-only follow-ups
+
+
+def _cleared(count: int, first: Any = None) -> Callable[[], tuple[Any, ...]]:
+    """What a failed event leaves in its outputs: nothing of the previous result (the files
+    could otherwise be downloaded as if they were the failed run's)."""
+    return lambda: (first, *[None] * (count - 1))
+
+
 def _variant_picker(
     elem_id: str, defaults: list[str], max_choices: int, info: str | None = None
 ) -> gr.Dropdown:
@@ -677,24 +686,32 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             concurrency_id=views.GPU_GROUP,
             trigger_mode="once",
             preprocess=False,  # raw values reach the backend, which checks every one
-        )
+        ).failure(
+            _cleared(len(outputs), views.failed_html()), None, outputs, api_visibility="private",
+            queue=False,
+        )  # fmt: skip
         variant.change(show_lesson, [variant, dtype], lesson, api_visibility="private", queue=False)
         dtype.change(
             relabel_variants, [variant, dtype], [variant, lesson], api_visibility="private",
             queue=False,
         )  # fmt: skip
 
-        cmp_button.click(
+        cmp_outputs = [glance, cmp_note, cmp_bars, cmp_gantts, cmp_zip]
+        compared = cmp_button.click(
             compare,
             inputs=[cmp_variants, *cmp_shape],
-            outputs=[glance, cmp_note, cmp_bars, cmp_gantts, cmp_zip, compare_runs],
+            outputs=[*cmp_outputs, compare_runs],
             api_name="compare",
             concurrency_limit=1,
             concurrency_id=views.GPU_GROUP,
             trigger_mode="once",
             preprocess=False,  # raw values reach the backend, which checks every one
-        ).success(
+        )
+        compared.success(
             fill_diff_picks, compare_runs, [pick_a, pick_b], api_visibility="private", queue=False
+        )
+        compared.failure(
+            _cleared(len(cmp_outputs)), None, cmp_outputs, api_visibility="private", queue=False
         )
         cmp_dtype = cmp_shape[1]
         cmp_dtype.change(
@@ -703,6 +720,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
         )  # fmt: skip
 
         diff_outputs = [diff_headline, kernel_delta, operator_delta]
+        clear_diff = _cleared(len(diff_outputs))
         diff_button.click(
             diff,
             inputs=[file_a, file_b, label_a, label_b],
@@ -711,7 +729,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             concurrency_limit=vc.TRACE_CONCURRENCY,
             concurrency_id=vc.TRACE_GROUP,
             trigger_mode="once",
-        )
+        ).failure(clear_diff, None, diff_outputs, api_visibility="private", queue=False)
         diff_runs_button.click(
             diff_runs,
             inputs=[pick_a, pick_b, compare_runs],
@@ -720,33 +738,35 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             concurrency_limit=vc.TRACE_CONCURRENCY,
             concurrency_id=vc.TRACE_GROUP,
             trigger_mode="once",
-        )
+        ).failure(clear_diff, None, diff_outputs, api_visibility="private", queue=False)
 
+        sw_outputs = [sw_time, sw_memory, sw_table, sw_zip]
         sw_button.click(
             sweep,
             inputs=[sw_variants, sw_lengths, *sw_shape],
-            outputs=[sw_time, sw_memory, sw_table, sw_zip],
+            outputs=sw_outputs,
             api_name="sweep",
             concurrency_limit=1,
             concurrency_id=views.GPU_GROUP,
             trigger_mode="once",
             preprocess=False,  # raw values reach the backend, which checks every one
-        )
+        ).failure(_cleared(len(sw_outputs)), None, sw_outputs, **QUIET)
         sw_dtype = sw_shape[0]
         sw_dtype.change(
             relabel_multiselect, [sw_variants, sw_dtype], sw_variants, api_visibility="private",
             queue=False,
         )  # fmt: skip
 
+        an_outputs = [an_summary, an_launch, an_operators, an_kernels, an_gantt]
         an_button.click(
             analyze,
             inputs=[an_file, an_from, an_to],
-            outputs=[an_summary, an_launch, an_operators, an_kernels, an_gantt],
+            outputs=an_outputs,
             api_name="analyze",
             concurrency_limit=vc.TRACE_CONCURRENCY,
             concurrency_id=vc.TRACE_GROUP,
             trigger_mode="once",
-        )
+        ).failure(_cleared(len(an_outputs)), None, an_outputs, **QUIET)
     demo.queue(max_size=queue_size)
     return demo
 

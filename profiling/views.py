@@ -279,6 +279,14 @@ def placeholder_html() -> str:
     )
 
 
+def failed_html() -> str:
+    """The strip after a failed run: the earlier results are cleared, not left beside an error."""
+    return (
+        '<div class="ap-strip ap-empty">The last run failed: its message says why. Earlier '
+        "results were cleared so they cannot be read as this run's.</div>"
+    )
+
+
 def summary_json(summary: Summary) -> dict[str, Any]:
     """The summary for API callers: the dataclass with NaN/inf turned into null."""
     return _finite(summary.as_dict())

@@ -136,6 +136,17 @@ def test_profile_from_the_page(page, tmp_path):
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 20_000
 
+    # a failed run clears the previous one: no old figures or files beside its error
+    page.fill("#head_dim input[type=number]", "60")
+    page.keyboard.press("Enter")
+    page.click("#profile-button")
+    expect(page.locator("#summary")).to_contain_text("The last run failed", timeout=TIMEOUT_MS)
+    expect(page.locator("#summary")).not_to_contain_text(f"S{seq_len}")
+    page.screenshot(path=str(tmp_path / "failed.png"), full_page=True)
+    assert page.locator("#gantt .barlayer .point").count() == 0
+    with pytest.raises(sync_api.TimeoutError), page.expect_download(timeout=2_000):
+        page.click("#download-gz")  # the button holds no file any more
+
 
 def test_compare_from_the_page(page, tmp_path):
     """Pick variants in the Compare tab, run it, read the table, the bars and the download."""
