@@ -45,6 +45,18 @@ CSS = """
 .ap-banner { border-left: 4px solid #f59f00; background: rgba(245,159,0,0.10);
   padding: 6px 12px !important; border-radius: 6px; }
 #diff-headline p { font-size: 16px; font-weight: 600; }
+/* Phones: charts and tables keep a readable width and scroll sideways instead of squeezing
+   (a 95 px plot area, numbers broken mid-digit). */
+@media (max-width: 720px) {
+  #gantt, #an-gantt, #cmp-gantts, #cmp-bars { overflow-x: auto !important; }
+  #gantt .js-plotly-plot, #an-gantt .js-plotly-plot, #cmp-gantts .js-plotly-plot,
+  #cmp-bars .js-plotly-plot { min-width: 720px; }
+  #operators, #kernels, #glance, #sw-table, #an-operators, #an-kernels {
+    overflow-x: auto !important; }
+  #operators .table-container, #kernels .table-container, #glance .table-container,
+  #sw-table .table-container, #an-operators .table-container,
+  #an-kernels .table-container { min-width: 640px; }
+}
 """
 # The launch block and the summary rows (Profile strip, Analyse outputs).
 ROWS_CSS = """
@@ -69,7 +81,8 @@ STRIP_CSS = (
 .ap-card { border: 1px solid var(--border-color-primary); border-radius: 8px;
   padding: 8px 10px; background: var(--block-background-fill); }
 .ap-label { font-size: 12px; color: var(--body-text-color-subdued); }
-.ap-value { font-size: 18px; font-weight: 600; line-height: 1.3; overflow-wrap: anywhere; }
+.ap-value { font-size: 18px; font-weight: 600; line-height: 1.3; overflow-wrap: break-word; }
+.ap-value.ap-long { font-size: 14px; line-height: 1.5; }
 .ap-note { font-size: 11px; color: var(--body-text-color-subdued); line-height: 1.25; }
 .ap-extra { font-size: 13px; margin-top: 8px; color: var(--body-text-color); }
 .ap-empty { display: block; padding: 12px; color: var(--body-text-color-subdued);

@@ -205,12 +205,20 @@ def summary_cards(summary: Summary) -> list[tuple[str, str, str]]:
     return cards
 
 
+LONG_VALUE = 10  # characters: a longer card value (torch.compile, a GPU's name) is set smaller
+
+
+def _value_class(value: str) -> str:
+    return "ap-value ap-long" if len(str(value)) > LONG_VALUE else "ap-value"
+
+
 def summary_html(summary: Summary) -> str:
     """The strip as HTML; every piece of text is escaped."""
     e = lambda t: html.escape(str(t), quote=True)  # noqa: E731
     cards = "".join(
         f'<div class="ap-card" title="{e(label)}: {e(value)}{e(" — " + note if note else "")}">'
-        f'<div class="ap-label">{e(label)}</div><div class="ap-value">{e(value)}</div>'
+        f'<div class="ap-label">{e(label)}</div>'
+        f'<div class="{_value_class(value)}">{e(value)}</div>'
         + (f'<div class="ap-note">{e(note.split(";")[0])}</div>' if note else "")
         + "</div>"
         for label, value, note in summary_cards(summary)

@@ -148,6 +148,26 @@ def test_profile_from_the_page(page, tmp_path):
         page.click("#download-gz")  # the button holds no file any more
 
 
+def test_a_phone_wide_page_scrolls_charts_and_tables_instead_of_squeezing(browser, url):
+    """At 420 px the Gantt kept a ~95 px plot area and table cells broke numbers mid-digit."""
+    context = browser.new_context(viewport={"width": 420, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    try:
+        page.goto(url)
+        page.click("#profile-button")
+        page.wait_for_selector('#operators [data-testid="cell-0-0"]')
+        page.wait_for_selector('#gantt [data-testid="plotly"] .main-svg')
+        width = "el => el.getBoundingClientRect().width"
+        assert page.locator("#gantt .main-svg").first.evaluate(width) >= 700
+        assert page.locator("#operators .table-container").evaluate(width) >= 640
+        scroll = "el => getComputedStyle(el).overflowX"
+        assert page.locator("#gantt").evaluate(scroll) == "auto"
+        assert page.locator("#operators").evaluate(scroll) == "auto"
+    finally:
+        context.close()
+
+
 def test_compare_from_the_page(page, tmp_path):
     """Pick variants in the Compare tab, run it, read the table, the bars and the download."""
     expect = sync_api.expect
