@@ -140,7 +140,7 @@ def sweep_time_figure(result: SweepResult) -> go.Figure:
     fig.update_layout(
         title=f"{what} vs sequence length{where} · {_shape(result.shape)}",
         xaxis={"type": "log", "title": "sequence length S", "tickvals": result.seq_lens},
-        yaxis={"type": "log", "title": f"{what} (log)"},
+        yaxis={"type": "log", "title": f"{what} (log)", **log_ticks(fig)},
         margin={"t": 60, "l": 70, "r": 20, "b": 60},
     )
     return fig
@@ -171,10 +171,34 @@ def sweep_memory_figure(result: SweepResult) -> go.Figure:
     fig.update_layout(
         title=f"Memory vs sequence length · {_shape(result.shape)}{measured_note}",
         xaxis={"type": "log", "title": "sequence length S", "tickvals": result.seq_lens},
-        yaxis={"type": "log", "title": "MiB (log)"},
+        yaxis={"type": "log", "title": "MiB (log)", **log_ticks(fig)},
         margin={"t": 60, "l": 70, "r": 20, "b": 60},
     )
     return fig
+
+
+def log_ticks(fig: go.Figure) -> dict[str, list]:
+    """Ticks at 1, 2 and 5 of each decade the data spans, each labelled in full (20k, 50k):
+    plotly's own log ticks label the in-between ones with a bare digit, so "2" meant 2k or 20k."""
+    ys = [float(y) for t in fig.data for y in (t.y if t.y is not None else ())
+          if isinstance(y, int | float) and math.isfinite(y) and y > 0]  # fmt: skip
+    if not ys:
+        return {}
+    lo, hi = min(ys) / 1.4, max(ys) * 1.4
+    values = [
+        m * 10.0**k
+        for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+        for m in (1, 2, 5)
+        if lo <= m * 10.0**k <= hi
+    ]
+    return {"tickvals": values, "ticktext": [_si(v) for v in values]} if len(values) >= 2 else {}
+
+
+def _si(value: float) -> str:
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
 
 
 def _add_misses(

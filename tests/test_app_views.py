@@ -354,6 +354,12 @@ def test_sweep_marks_points_over_the_cpu_budget_refused():
     names = {trace.name for trace in time_fig.data}
     assert {"naive", "naive refused", "sdpa-cudnn unavailable"} <= names
     assert time_fig.layout.xaxis.type == "log" and time_fig.layout.yaxis.type == "log"
+    # every y tick labelled in full: 2k and 20k never both read "2"
+    ticks = dict(zip(time_fig.layout.yaxis.tickvals, time_fig.layout.yaxis.ticktext, strict=True))
+    assert len(ticks) >= 2 and len(set(ticks.values())) == len(ticks)
+    for value, text in ticks.items():
+        scale = {"k": 1e3, "M": 1e6}.get(text[-1], 1)
+        assert float(text.rstrip("kM")) * scale == pytest.approx(value)
     assert memory_fig.layout.yaxis.type == "log" and memory_fig.layout.height == 440
     with zipfile.ZipFile(zip_path) as zf:
         assert "sweep.csv" in zf.namelist()
