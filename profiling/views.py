@@ -335,7 +335,7 @@ KERNEL_COLUMNS = {  # the decoding right after the name: reading names is the le
     "shared_memory": "Shared mem (B)",
     "grid": "Grid",
     "block": "Block",
-    "occupancy_pct": "Occupancy %",
+    "occupancy_pct": "Est. occupancy %",
     "name": "Full name",
 }
 KERNEL_TEXT = ("kernel", "category", "grid", "block", "decoded", "name")
@@ -388,8 +388,15 @@ _ROUND = {"total_us": DIGITS, "mean_us": DIGITS, "min_us": DIGITS, "max_us": DIG
 
 
 def kernel_view(kernels: pd.DataFrame) -> pd.DataFrame:
-    """The kernel table with its decoding, readable headers, rounded numbers."""
-    return readable(kernels, KERNEL_COLUMNS, _ROUND)
+    """The kernel table with its decoding, readable headers, rounded numbers.
+
+    CUPTI's occupancy estimate reads 0 where it has none (nvjet, cuDNN and Triton kernels on
+    Hopper among them): a kernel that ran never had zero occupancy, so that cell is left empty.
+    """
+    view = readable(kernels, KERNEL_COLUMNS, _ROUND)
+    occupancy = KERNEL_COLUMNS["occupancy_pct"]
+    view[occupancy] = view[occupancy].astype(float).mask(view[occupancy] == 0)
+    return view
 
 
 def readable(
@@ -429,6 +436,7 @@ def kernel_note(summary: Summary) -> str:
         return "No GPU kernels: this was a CPU run. On a GPU this table lists every kernel."
     return (
         f"Per forward (averaged over {summary.forwards} forwards). "
+        "Est. occupancy % is CUPTI's estimate, empty where the trace gives 0 (no estimate). "
         "Click a cell to read a long name in full."
     )
 

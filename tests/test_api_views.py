@@ -105,7 +105,7 @@ def test_analyze(client):
         ("/compare", dict(variants=["naive"], seq_len=10**9, **SHAPE), None),  # slider
         ("/compare", dict(variants=["nope"], seq_len=128, **SHAPE), None),  # not a choice
         ("/compare", dict(variants=["naive"], seq_len=128.5, **SHAPE), "whole number"),
-        ("/compare", dict(variants=["naive"] * 11, seq_len=128, **SHAPE), None),  # max_choices
+        ("/compare", dict(variants=["naive"] * 65, seq_len=128, **SHAPE), "at most 64 entries"),
         ("/sweep", dict(variants=["naive"], seq_lens=[100], **SHAPE), None),  # not a choice
         ("/sweep", dict(variants=["naive"], seq_lens=[], **SHAPE), "at least one sequence length"),
         ("/sweep", dict(variants=["naive"], seq_lens=[256], **{**SHAPE, "head_dim": 60}),

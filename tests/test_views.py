@@ -189,3 +189,19 @@ def test_column_settings_match_the_tables(device):
     assert len(views.operator_datatypes(device)) == len(views.operator_headers(device))
     headers = views.kernel_headers()
     assert len(views.kernel_widths()) == len(headers) == len(views.kernel_datatypes())
+
+
+def test_occupancy_zero_reads_empty_as_cuptis_no_estimate():
+    from profiling import trace
+    from profiling.kernels import kernel_table
+    from profiling.summary import forward_work
+    from tests.conftest import NAIVE
+
+    windows, work = forward_work(trace.load(NAIVE))
+    kernels = kernel_table(work, per=len(windows))
+    view = views.kernel_view(kernels).set_index("Kernel")
+    occupancy = view["Est. occupancy %"]
+    assert (kernels["occupancy_pct"] == 0).any()  # the trace says 0 for the nvjet GEMMs...
+    nvjet = [k for k in view.index if k.startswith("nvjet")]
+    assert nvjet and occupancy[nvjet].isna().all()  # ...the page shows no estimate
+    assert occupancy.max() == 100.0  # real estimates stay
