@@ -722,6 +722,13 @@ def analyze_page(path: Any, window: tuple[float, float] | None = None) -> Analyz
     except UPLOAD_FAILURES:
         log.exception("analysing uploaded trace %s failed", name)
         raise TraceError(f"the trace {UNREADABLE}") from None
+    if window is not None and not result.spans.empty:
+        first, last = float(result.spans["start_us"].min()), float(result.spans["end_us"].max())
+        if window[1] < first or window[0] > last:
+            raise ConfigError(
+                f"the window {window[0]:,.0f} … {window[1]:,.0f} µs holds no spans: this trace "
+                f"runs from {first:,.0f} to {last:,.0f} µs (µs from its first profiled step)"
+            )
     launch = set(launch_rows(result.launch)) if result.has_gpu else set()
     rows = [r for r in result.summary if r not in launch]
     rows.insert(2, ("kernel table", result.kernel_scope))

@@ -534,3 +534,6 @@ def test_analyze_window_draws_the_slice_in_full_detail(tmp_path):
     for bad in ((5.0, 1.0), (float("nan"), 1.0), ("a", 2.0), (1.0, None)):
         with pytest.raises(gr.Error, match="window"):
             app.analyze(str(path), *bad)
+    last = float(spans["end_us"].max())
+    with pytest.raises(gr.Error, match=r"holds no spans: this trace runs from .* µs"):
+        app.analyze(str(path), last + 1e6, last + 2e6)  # past the trace's end: said, not blank
