@@ -328,6 +328,7 @@ def _result(config, built: Built, prof, paths, peak, reference, device) -> Profi
         memset_per_forward=stats.memset,
         gpu_us_per_forward=stats.gpu_us,
         cpu_us_per_forward=stats.cpu_us,
+        cpu_us_range=list(stats.cpu_us_range or ()),
         cpu_bound=(stats.cpu_us > stats.gpu_us) if stats.gpu_us else None,
         peak_mib=peak,
         flops_per_forward=flops,

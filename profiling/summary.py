@@ -39,6 +39,7 @@ class ForwardStats:
     dominant: str
     dominant_decoded: str
     backend: str | None  # SDPA backend read off the aten ops, when SDPA ran
+    cpu_us_range: tuple[float, float] | None = None  # fastest and slowest forward, CPU µs
 
 
 @dataclass
@@ -68,6 +69,8 @@ class Summary:
     dominant_kernel: str
     dominant_decoded: str
     notes: list[str] = field(default_factory=list)
+    # fastest and slowest recorded forward (CPU µs): the mean alone hides a noisy host
+    cpu_us_range: list[float] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -183,7 +186,9 @@ def per_forward(
         windows, work = forward_work(trace, name)
     n = max(len(windows), 1)
     has_gpu = trace.has_gpu
-    cpu_us = float(windows["dur_us"].to_numpy().mean()) if not windows.empty else float("nan")
+    spans_us = windows["dur_us"].to_numpy(dtype=float)
+    cpu_us = float(spans_us.mean()) if len(spans_us) else float("nan")
+    cpu_range = (float(spans_us.min()), float(spans_us.max())) if len(spans_us) > 1 else None
     dur = work["dur_us"].to_numpy()
     gpu_us = float(dur.sum() / n) if has_gpu else None
     dominant = dominant_decoded = ""
@@ -212,6 +217,7 @@ def per_forward(
         dominant=dominant,
         dominant_decoded=dominant_decoded,
         backend=sdpa_backend(trace, windows),
+        cpu_us_range=cpu_range,
     )
 
 
@@ -229,6 +235,13 @@ def _rate(value: float | None) -> str:
     return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
 
 
+def _spread(bounds: list[float] | None, forwards: int) -> str:
+    """` (3 forwards: 1,512.3–1,918.0)`: how far apart the forwards behind a mean were."""
+    if not bounds or len(bounds) != 2:
+        return ""
+    return f" (mean of {forwards}: {bounds[0]:,.1f}–{bounds[1]:,.1f})"
+
+
 def summary_rows(s: Summary) -> list[tuple[str, str]]:
     """The summary as (label, text) pairs: one formatting for the CLI, the page and the docs."""
     c = s.config
@@ -243,7 +256,7 @@ def summary_rows(s: Summary) -> list[tuple[str, str]]:
         ("memcpy / memset per forward", f"{_num(s.memcpy_per_forward, digits=2)} / "
                                         f"{_num(s.memset_per_forward, digits=2)}"),
         ("GPU µs / forward", _num(s.gpu_us_per_forward)),
-        ("CPU µs / forward", _num(s.cpu_us_per_forward)),
+        ("CPU µs / forward", _num(s.cpu_us_per_forward) + _spread(s.cpu_us_range, s.forwards)),
         ("bound", bound[s.cpu_bound]),
         ("peak memory", _num(s.peak_mib, " MiB") if s.peak_mib is not None else "n/a on CPU"),
         ("TFLOP/s", f"{_rate(s.tflops)} ({s.tflops_basis})"),

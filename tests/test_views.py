@@ -49,7 +49,10 @@ def test_strip_shows_the_issue_figures_on_a_gpu():
     values = {label: (value, note) for label, value, note in cards}
     assert values["kernels / forward"][0] == "1.00"
     assert values["GPU µs / forward"][0] == "96.5"
-    assert values["CPU µs / forward"][0] == "138.2"
+    assert values["CPU µs / forward"] == ("138.2", "")  # no range recorded: no note
+    spread = make_summary(cpu_us_range=[120.0, 160.5])
+    cpu = {label: (v, n) for label, v, n in views.summary_cards(spread)}["CPU µs / forward"]
+    assert cpu == ("138.2", "mean of 3: 120.0–160.5")
     assert values["peak memory"][0] == "512.0 MiB"
     assert values["TFLOP/s"] == ("523.4", "GPU time; causal counted as half")
     assert values["rel. error vs float64"] == ("3.20e-03", "all heads")
@@ -162,6 +165,8 @@ def test_page_from_a_real_cpu_run(cpu_result):
     assert "attn_fwd" in set(page.operators["Operator"])
     assert page.kernels.empty and "CPU run" in page.kernel_note
     assert page.summary["forwards"] == 3 and page.summary["device"] == "cpu"
+    low, high = page.summary["cpu_us_range"]  # the three attn_fwd spans behind the mean
+    assert low <= page.summary["cpu_us_per_forward"] <= high
     assert "naive" in page.figure.layout["title"]["text"]
 
 
