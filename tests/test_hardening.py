@@ -196,7 +196,8 @@ def bad_variant_list(limit: int) -> st.SearchStrategy:
         JUNK.filter(lambda v: not isinstance(v, list) or not v or not all(isinstance(x, str)
                                                                           for x in v)),
         st.sampled_from(list(VARIANTS)),  # a string, not a list
-        st.lists(KNOWN, min_size=limit + 1, max_size=limit + 4),  # too many
+        st.lists(KNOWN, min_size=limit + 1, max_size=len(VARIANTS), unique=True),  # too many
+        st.integers(vc.MAX_ENTRIES + 1, 200).map(lambda n: ["naive"] * n),  # too long a list
         st.lists(KNOWN, max_size=2).flatmap(
             lambda ok: st.lists(BAD_VARIANT, min_size=1, max_size=3).map(lambda bad: ok + bad)
         ),
@@ -238,7 +239,7 @@ BAD_LENGTHS = st.one_of(
     ),
     st.lists(st.integers(RANGES["seq_len"][0], RANGES["seq_len"][1]).filter(_bad_length),
              min_size=1, max_size=3),  # in the slider's range, not one of the choices
-    st.lists(st.sampled_from(OFFERED), min_size=vc.MAX_SWEEP_LENGTHS + 1, max_size=20),
+    st.integers(vc.MAX_ENTRIES + 1, 200).map(lambda n: [OFFERED[0]] * n),  # too long a list
     st.integers(10**3, 10**5).map(lambda n: [OFFERED[0]] * n),
     st.just(OFFERED[:1]).map(lambda x: [x]),  # nested
 )  # fmt: skip
