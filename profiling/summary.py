@@ -236,7 +236,7 @@ def _rate(value: float | None) -> str:
 
 
 def _spread(bounds: list[float] | None, forwards: int) -> str:
-    """` (3 forwards: 1,512.3–1,918.0)`: how far apart the forwards behind a mean were."""
+    """` (mean of 3: 1,512.3–1,918.0)`: how far apart the forwards behind a mean were."""
     if not bounds or len(bounds) != 2:
         return ""
     return f" (mean of {forwards}: {bounds[0]:,.1f}–{bounds[1]:,.1f})"
