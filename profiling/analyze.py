@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from profiling.kernels import KERNEL_COLUMNS, kernel_table
 from profiling.launch import LaunchStats, launch_rows, launch_stats
 from profiling.summary import ForwardStats, forward_spans, gpu_work, launched_within, per_forward
-from profiling.trace import Trace, TraceError, load, operator_rows
+from profiling.trace import Trace, TraceError, load, operator_rows, own_calls
 
 MAX_UPLOAD_BYTES = 100 * 1024**2  # the file as uploaded (gzip or not)
 MAX_EXPANDED_BYTES = 1024**3  # the JSON once decompressed
@@ -106,15 +107,27 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
     return result
 
 
+def operator_sums(spans: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """Per operator name over the cpu_op spans at `rows`: calls, total µs and self µs, counted
+    as key_averages counts them (an op's redispatch to itself is one call, see own_calls)."""
+    ops = spans.iloc[rows]
+    self_us = ops.groupby("name", observed=True, sort=False)["self_us"].sum()
+    own = ops[own_calls(spans, rows)].groupby("name", observed=True, sort=False)
+    return pd.DataFrame(
+        {
+            "calls": own.size().reindex(self_us.index, fill_value=0),
+            "total_us": own["dur_us"].sum().reindex(self_us.index, fill_value=0.0),
+            "self_us": self_us,
+        }
+    )
+
+
 def operator_table(trace: Trace) -> pd.DataFrame:
     """cpu_op spans per name: calls, total and self µs, mean, share of all operator self time."""
-    ops = trace.spans.iloc[operator_rows(trace.spans)]
-    if ops.empty:
+    rows = operator_rows(trace.spans)
+    if not len(rows):
         return pd.DataFrame(columns=OPERATOR_COLUMNS)
-    g = ops.groupby("name", observed=True, sort=False)
-    table = pd.DataFrame(
-        {"calls": g.size(), "total_us": g["dur_us"].sum(), "self_us": g["self_us"].sum()}
-    )
+    table = operator_sums(trace.spans, rows)
     table["mean_us"] = table["total_us"] / table["calls"]
     self_total = table["self_us"].sum()
     table["pct_self"] = 100 * table["self_us"] / self_total if self_total > 0 else 0.0

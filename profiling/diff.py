@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from profiling.analyze import operator_sums
 from profiling.kernels import classify, short_name
 from profiling.summary import forward_spans, gpu_work, launched_within, starts_inside
 from profiling.trace import Trace, load, operator_rows
@@ -108,17 +109,14 @@ def _kernel_totals(trace: Trace, win: pd.DataFrame, per: int) -> pd.DataFrame:
 
 def _operator_totals(trace: Trace, win: pd.DataFrame, per: int) -> pd.DataFrame:
     s = trace.spans
-    ops = s.iloc[operator_rows(s)]
-    if not win.empty and not ops.empty:
-        ops = ops[starts_inside(s, s.index.get_indexer(ops.index), s.index.get_indexer(win.index))]
-    g = ops.groupby("name", observed=True, sort=False)
+    rows = operator_rows(s)
+    if not win.empty and len(rows):
+        rows = rows[starts_inside(s, rows, s.index.get_indexer(win.index))]
+    sums = operator_sums(s, rows)
     return pd.DataFrame(
-        {
-            "count": g.size() / per,
-            "total_us": g["dur_us"].sum() / per,
-            "self_us": g["self_us"].sum() / per,
-        }
-    )
+        {"count": sums["calls"] / per, "total_us": sums["total_us"] / per,
+         "self_us": sums["self_us"] / per}
+    )  # fmt: skip
 
 
 def _delta(a: pd.DataFrame, b: pd.DataFrame, measures: list[str], key: str) -> pd.DataFrame:

@@ -101,6 +101,22 @@ def operator_rows(spans: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(is_in(spans["kind"], "cpu") & is_in(spans["category"], "cpu op"))
 
 
+def own_calls(spans: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Per row of `rows`, whether it is a call of its own. An op that redispatches to itself
+    records a span of the same name as the only child of its span (`aten::div_` inside
+    `aten::div_`); key_averages merges the two into one call (EventList._remove_dup_nodes),
+    so a table that counted both would show twice the calls and total time."""
+    parent_all = spans["parent"].to_numpy()
+    parent = parent_all[rows]
+    has = parent >= 0
+    children = np.bincount(parent_all[parent_all >= 0], minlength=len(spans))
+    names = spans["name"]
+    codes = names.array.codes if isinstance(names.dtype, pd.CategoricalDtype) else names.to_numpy()
+    up = np.where(has, parent, 0)
+    merged = has & (codes[rows] == codes[up]) & (children[up] == 1)
+    return ~merged
+
+
 def per_value(column: pd.Series, fn: Callable[[Any], Any], missing: Any) -> np.ndarray:
     """`fn` of every row's value, called once per distinct value of a categorical (a trace's
     names repeat thousands of times); a missing value (code -1) gives `missing`."""

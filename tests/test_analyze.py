@@ -110,3 +110,27 @@ def test_upload_size_is_checked_before_reading(tmp_path, monkeypatch):
         analyze(NAIVE, max_upload_bytes=1024)  # the fixture is a few KB: over 1 KiB
     with pytest.raises(TraceError, match="cannot open trace"):
         analyze(tmp_path / "missing.json")
+
+
+def test_operator_table_counts_calls_as_key_averages_does(tmp_path):
+    """An op that redispatches to itself (aten::mean inside aten::mean) is one call with one
+    total, as in key_averages; every operator's calls, total and self time agree with it."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    lin = torch.nn.Linear(16, 16)
+    x = torch.randn(4, 16)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            lin(x).pow(2).mean().backward()
+            x.div_(1.0001)
+    path = tmp_path / "t.json"
+    prof.export_chrome_trace(str(path))
+    reference = {e.key: e for e in prof.key_averages()}
+    table = analyze(path).operators.set_index("operator")
+    assert reference["aten::mean"].count == 3 and table.loc["aten::mean", "calls"] == 3
+    for name, row in table.iterrows():
+        ref = reference[name]
+        assert row["calls"] == ref.count, name
+        assert row["total_us"] == pytest.approx(ref.cpu_time_total, rel=0.01, abs=1), name
+        assert row["self_us"] == pytest.approx(ref.self_cpu_time_total, rel=0.01, abs=1), name
