@@ -15,7 +15,7 @@ import pandas as pd
 
 from attention.sdpa import BACKEND_OPS
 from profiling.kernels import decode, short_name
-from profiling.trace import Trace, is_in, step_rows
+from profiling.trace import Trace, is_in, per_value, step_number, step_rows
 
 FORWARD = "attn_fwd"
 GPU_WORK = ("kernel", "memcpy", "memset")
@@ -113,20 +113,33 @@ def launched_rows(s: pd.DataFrame, work: np.ndarray, windows: np.ndarray) -> np.
 
 
 def starts_inside(s: pd.DataFrame, rows: np.ndarray, windows: np.ndarray) -> np.ndarray:
-    """For each of `rows`, whether that span starts inside one of `windows` (CPU spans) on the
-    same thread: one sorted search per thread."""
-    thread = _thread_codes(s)
+    """For each of `rows`, whether that span starts inside one of `windows` (CPU spans).
+
+    An `attn_fwd` window holds what its own thread did; a ProfilerStep holds what every thread
+    did while it lasted (a training step's backward runs on autograd's threads, a DataLoader's
+    work on its own): one sorted search per thread, and one for the steps."""
     start, end = s["start_us"].to_numpy(), s["end_us"].to_numpy()
-    t, row_thread = start[rows], thread[rows]
-    inside = np.zeros(len(rows), dtype=bool)
-    w_thread = thread[windows]
-    for code in np.unique(w_thread):
-        mine = windows[w_thread == code]
-        mine = mine[np.argsort(start[mine], kind="stable")]
-        starts, ends = start[mine], end[mine]
-        i = np.searchsorted(starts, t, side="right") - 1
-        inside |= (row_thread == code) & (i >= 0) & (t <= ends[np.clip(i, 0, None)])
+    t = start[rows]
+    is_step = per_value(s["name"], step_number, -1).astype(np.int64)[windows] >= 0
+    inside = _within(t, start[windows[is_step]], end[windows[is_step]])
+    local = windows[~is_step]
+    if len(local):
+        thread = _thread_codes(s)
+        row_thread, w_thread = thread[rows], thread[local]
+        for code in np.unique(w_thread):
+            mine = local[w_thread == code]
+            inside |= (row_thread == code) & _within(t, start[mine], end[mine])
     return inside
+
+
+def _within(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Whether each time in `t` falls in one of the [start, end] intervals."""
+    if not len(starts):
+        return np.zeros(len(t), dtype=bool)
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], np.maximum.accumulate(ends[order])
+    i = np.searchsorted(starts, t, side="right") - 1
+    return (i >= 0) & (t <= ends[np.clip(i, 0, None)])
 
 
 def _thread_codes(spans: pd.DataFrame) -> np.ndarray:

@@ -95,3 +95,31 @@ def test_h200_math_kernel_delta_matches_the_per_forward_counts():
     a, b = per_forward(trace.load(NAIVE)), per_forward(trace.load(math))
     assert added["delta_count"].sum() == b.kernels - a.kernels > 10  # math: many more kernels
     assert kernels.set_index("kernel").loc["triu_tril_kernel", "where"] == "b"  # mask rebuilt
+
+
+def test_a_step_counts_every_thread_a_forward_only_its_own():
+    """A ProfilerStep holds what all threads did meanwhile (backward on autograd's thread,
+    DataLoader workers); an attn_fwd span only what its own thread did."""
+    from tests.conftest import from_document
+
+    def X(name, ts, dur, cat="cpu_op", tid=1, pid=1, **args):
+        return {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "pid": pid,
+                "tid": tid, "args": args}  # fmt: skip
+
+    events = [
+        X("ProfilerStep#1", 0, 100, cat="user_annotation"),
+        X("ProfilerStep#2", 100, 100, cat="user_annotation"),
+        X("aten::mm", 10, 5),  # the step's own thread
+        X("aten::mm", 20, 5, tid=2),  # a worker thread, inside step 1
+        X("aten::mm", 120, 5, tid=2),  # inside step 2
+        X("aten::mm", 250, 5, tid=2),  # after the steps: not counted
+        X("cudaLaunchKernel", 30, 2, cat="cuda_runtime", tid=2, correlation=7),
+        X("gemm", 40, 10, cat="kernel", pid=0, tid=7, correlation=7),
+    ]
+    stepped = from_document({"traceEvents": events})
+    kernels, operators = diff(stepped, stepped)
+    assert operators.set_index("operator").loc["aten::mm", "count_a"] == 1.5  # 3 over 2 steps
+    assert kernels.set_index("kernel").loc["gemm", "count_a"] == 0.5  # launched on thread 2
+    forwards = [X("attn_fwd", 0, 100, cat="user_annotation"), *events[2:]]
+    _, operators = diff(from_document({"traceEvents": forwards}), stepped)
+    assert operators.set_index("operator").loc["aten::mm", "count_a"] == 1.0  # its thread only
