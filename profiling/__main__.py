@@ -166,10 +166,11 @@ def _diff(args: argparse.Namespace) -> int:
 
     la, lb = args.label_a or "A", args.label_b or "B"
     kernels, operators = diff(args.trace_a, args.trace_b, la, lb, per_forward=not args.totals)
-    sa, sb = kernels.attrs["scopes"]
-    unit = "per forward" if not args.totals else "whole-trace totals"
-    print(f"{la} = {args.trace_a} ({sa})\n{lb} = {args.trace_b} ({sb})")
-    print(f"{unit}; deltas are {lb} − {la}, largest |Δ total µs| first")
+    (sa, sb), (ua, ub) = kernels.attrs["scopes"], kernels.attrs["units"]
+    print(f"{la} = {args.trace_a} ({sa}, {ua})\n{lb} = {args.trace_b} ({sb}, {ub})")
+    if ua != ub:
+        print("warning: the two are counted over different windows; profile both the same way")
+    print(f"deltas are {lb} − {la}, largest |Δ total µs| first")
     print("\n== kernels ==")
     print(_table(labelled(kernels.drop(columns="name")).head(args.top), args.markdown))
     print("\n== operators ==")

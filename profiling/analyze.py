@@ -156,20 +156,23 @@ def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:
     versions = [f"{k.replace('_', ' ')} {trace.meta[k]}" for k in _VERSION_KEYS if k in trace.meta]
     if versions:
         rows.append(("versions", ", ".join(versions)))
-    per = "attn_fwd span" if not forward_spans(trace).empty else "ProfilerStep"
+    # a trace without attn_fwd spans is counted per ProfilerStep: a training step is forward,
+    # backward and optimiser together, so it is called a step, not a forward
+    per, unit = ("attn_fwd span", "forward") if not forward_spans(trace).empty else (
+        "ProfilerStep", "step")  # fmt: skip
     if st.forwards:
-        rows.append(("forwards", f"{st.forwards} ({per}s)"))
-        rows.append(("CPU µs / forward", f"{st.cpu_us:,.1f} (the {per})"))
+        rows.append((f"{unit}s", f"{st.forwards} ({per}s)"))
+        rows.append((f"CPU µs / {unit}", f"{st.cpu_us:,.1f} (the {per})"))
     if result.has_gpu:
         if st.gpu_us is not None:
-            rows.append(("GPU µs / forward" if st.forwards else "GPU µs", f"{st.gpu_us:,.1f}"))
+            rows.append((f"GPU µs / {unit}" if st.forwards else "GPU µs", f"{st.gpu_us:,.1f}"))
         rows.append(
-            ("kernels / forward" if st.forwards else "kernels",
+            (f"kernels / {unit}" if st.forwards else "kernels",
              f"{st.kernels:.2f} (+ {st.memcpy:.2f} memcpy, {st.memset:.2f} memset)")
         )  # fmt: skip
         if st.gpu_us and st.forwards:
             bound = "CPU-bound" if st.cpu_us > st.gpu_us else "GPU-bound"
-            rows.append(("bound", f"{bound} (CPU vs GPU time per forward)"))
+            rows.append(("bound", f"{bound} (CPU vs GPU time per {unit})"))
         if st.backend:
             rows.append(("SDPA backend", st.backend))
         if st.dominant:

@@ -44,8 +44,8 @@ def diff(
     both tables carry `attrs["labels"]`, `attrs["divisors"]` and `attrs["scopes"]`.
     """
     a, b = as_trace(trace_a), as_trace(trace_b)
-    wa, sa = windows(a)
-    wb, sb = windows(b)
+    wa, sa, ua = windows(a)
+    wb, sb, ub = windows(b)
     na = (len(wa) or 1) if per_forward else 1
     nb = (len(wb) or 1) if per_forward else 1
     kernels = _delta(
@@ -63,7 +63,11 @@ def diff(
     operators = _sorted(operators)[OPERATOR_DIFF_COLUMNS]
     for table in (kernels, operators):
         table.attrs.update(
-            labels=(label_a, label_b), divisors=(na, nb), scopes=(sa, sb), per_forward=per_forward
+            labels=(label_a, label_b),
+            divisors=(na, nb),
+            scopes=(sa, sb),
+            per_forward=per_forward,
+            units=(ua, ub) if per_forward else ("in total", "in total"),
         )
     return kernels, operators
 
@@ -73,15 +77,16 @@ def as_trace(source: TraceLike) -> Trace:
     return source if isinstance(source, Trace) else load(source)
 
 
-def windows(trace: Trace) -> tuple[pd.DataFrame, str]:
-    """The windows one side is counted over: attn_fwd spans, else ProfilerSteps, else none."""
+def windows(trace: Trace) -> tuple[pd.DataFrame, str, str]:
+    """The windows one side is counted over (attn_fwd spans, else ProfilerSteps, else none),
+    what they are, and the unit a count per window is in."""
     forwards = forward_spans(trace)
     if not forwards.empty:
-        return forwards, f"{len(forwards)} attn_fwd spans"
+        return forwards, f"{len(forwards)} attn_fwd spans", "per forward"
     steps = trace.steps()
     if not steps.empty:
-        return steps, f"{len(steps)} ProfilerSteps (no attn_fwd spans)"
-    return steps, "the whole trace (no attn_fwd or ProfilerStep spans)"
+        return steps, f"{len(steps)} ProfilerSteps (no attn_fwd spans)", "per step"
+    return steps, "the whole trace (no attn_fwd or ProfilerStep spans)", "in the whole trace"
 
 
 def labelled(table: pd.DataFrame, label_a: str | None = None, label_b: str | None = None):

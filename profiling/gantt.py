@@ -207,6 +207,11 @@ def busiest_rows(
     return spans.iloc[picked], renumber[row_of_span[picked]], kept_rows, left_out
 
 
+def gantt_x_title(spans: pd.DataFrame) -> str:
+    """Time zero is the first ProfilerStep when the trace has one, else its first span."""
+    return X_TITLE if len(step_rows(spans)) else "µs from the trace's first span (no ProfilerStep)"
+
+
 def _fmt_us(value: float) -> str:
     return f"{value:,.3f} µs" if value < 10 else f"{value:,.1f} µs"
 
@@ -640,7 +645,7 @@ def gantt_spec(
             gridcolor="#eef0f3",
         ),
         xaxis=dict(
-            title=dict(text=X_TITLE),
+            title=dict(text=gantt_x_title(all_spans)),
             zeroline=False,
             gridcolor="#eef0f3",
             showspikes=True,

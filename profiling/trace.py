@@ -392,6 +392,11 @@ def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
     skipped = int((~usable).sum()) - int((cat_values == "Trace")[cat_codes].sum())
     keep = np.flatnonzero(usable)
     if not len(keep):
+        if not skipped:  # only the profiler's own bar: a schedule that never reached `active`
+            raise TraceError(
+                "nothing was recorded: the trace holds only the profiler's own span (with a "
+                "schedule, export after an active step, e.g. from on_trace_ready)"
+            )
         raise TraceError("no complete event has a numeric `ts` and `dur`")
     full = len(keep) == len(x)
     complete = x if full else list(compress(x, usable))

@@ -39,7 +39,7 @@ from profiling.compare_figures import (
 )
 from profiling.config import ConfigError, RunConfig, show
 from profiling.diff import diff, labelled
-from profiling.gantt import FigureSpec, gantt_spec
+from profiling.gantt import FigureSpec, gantt_spec, gantt_x_title
 from profiling.launch import launch_rows
 from profiling.summary import attention_flops
 from profiling.sweep import SWEEP_COLUMNS, SweepResult, doubling
@@ -513,7 +513,8 @@ def diff_headline(kernels: pd.DataFrame, operators: pd.DataFrame) -> str:
     with the totals and name the largest change.
     """
     la, lb = kernels.attrs.get("labels", operators.attrs.get("labels", ("A", "B")))
-    per = "per forward" if kernels.attrs.get("per_forward", True) else "in the whole trace"
+    ua, ub = kernels.attrs.get("units", ("per forward", "per forward"))
+    per = ua if ua == ub else f"({la} {ua}, {lb} {ub})"
     gpu = not kernels.empty
     table, key = (kernels, "kernel") if gpu else (operators, "operator")
     noun = "GPU operation" if gpu else "operator call"  # a kernel, memcpy or memset on a GPU
@@ -523,10 +524,14 @@ def diff_headline(kernels: pd.DataFrame, operators: pd.DataFrame) -> str:
     changed = table[table["delta_count"].abs() > 1e-9]
     na, nb = table["count_a"].sum(), table["count_b"].sum()
     if gpu:
-        ua, ub = kernels["total_us_a"].sum(), kernels["total_us_b"].sum()
-        totals = f"{_count(na)} → {_count(nb)}, {ua:,.1f} → {ub:,.1f} µs, {_signed_us(ub - ua)}"
-    else:
-        totals = f"{_count(na)} → {_count(nb)}; no GPU work in either trace"
+        ta, tb = kernels["total_us_a"].sum(), kernels["total_us_b"].sum()
+        totals = f"{_count(na)} → {_count(nb)}, {ta:,.1f} → {tb:,.1f} µs, {_signed_us(tb - ta)}"
+    else:  # self time: operator totals nest (aten::linear holds aten::mm), self times do not
+        ta, tb = operators["self_us_a"].sum(), operators["self_us_b"].sum()
+        totals = (
+            f"{_count(na)} → {_count(nb)}, self {ta:,.1f} → {tb:,.1f} µs, {_signed_us(tb - ta)}; "
+            "no GPU work in either trace"
+        )
     if changed.empty:
         top = table.iloc[0]
         if abs(top["delta_us"]) < 0.05:
@@ -539,15 +544,41 @@ def diff_headline(kernels: pd.DataFrame, operators: pd.DataFrame) -> str:
     word = "more" if top["delta_count"] > 0 else "fewer"
     change = f"{_count(abs(top['delta_count']))} {word} {_clip(top[key], 60)}"
     if len(changed) == 1:
-        return f"{lb} has {change} {per} ({_signed_us(top['delta_us'])}); {items}: {totals}."
-    delta = nb - na
-    if abs(delta) < 1e-9:
-        lead = f"{lb} runs as many {items} {per} as {la}"
+        line = f"{lb} has {change} {per} ({_signed_us(top['delta_us'])}); {items}: {totals}."
     else:
-        many = items if abs(delta) != 1 else noun
-        lead = f"{lb} runs {_count(abs(delta))} {'more' if delta > 0 else 'fewer'} {many} {per}"
-        lead += f" than {la}"
-    return f"{lead} ({totals}); the largest change: {change} ({_signed_us(top['delta_us'])})."
+        delta = nb - na
+        if abs(delta) < 1e-9:
+            lead = f"{lb} runs as many {items} {per} as {la}"
+        else:
+            many = items if abs(delta) != 1 else noun
+            lead = f"{lb} runs {_count(abs(delta))} {'more' if delta > 0 else 'fewer'} {many} "
+            lead += f"{per} than {la}"
+        line = f"{lead} ({totals}); the largest change: {change} ({_signed_us(top['delta_us'])})."
+    return line + _time_change(table, key, top, gpu)
+
+
+def _time_change(table: pd.DataFrame, key: str, counted: pd.Series, gpu: bool) -> str:
+    """The name whose time moved most, when that is not the count change named already (a
+    GEMM 450 µs slower outweighs 3 more fill_ calls); CPU operators by self time."""
+    measure = "delta_us" if gpu else "delta_self_us"
+    top = table.loc[table[measure].abs().idxmax()]
+    if top[key] == counted[key] or abs(top[measure]) <= 2 * abs(counted[measure]):
+        return ""
+    what = "time" if gpu else "self time"
+    return f" The largest change in {what}: {_clip(top[key], 60)} ({_signed_us(top[measure])})."
+
+
+def diff_scopes(kernels: pd.DataFrame) -> str:
+    """What each side was counted over; a warning when the two differ."""
+    (la, lb), (sa, sb) = kernels.attrs["labels"], kernels.attrs["scopes"]
+    ua, ub = kernels.attrs["units"]
+    text = f"Counted over: {la}, {sa}; {lb}, {sb}."
+    if ua != ub:
+        text += (
+            f" ⚠ The two are counted over different windows ({ua} against {ub}), so their "
+            "figures do not compare like for like: profile both the same way."
+        )
+    return text
 
 
 def _rounded(table: pd.DataFrame) -> pd.DataFrame:
@@ -567,7 +598,7 @@ def diff_page(a: Trace | Path, b: Trace | Path, label_a: str, label_b: str) -> D
     kernels, operators = diff(a, b, label_a, label_b)
     return DiffPage(
         # Markdown on the page: names from an uploaded trace are escaped so they read as text
-        headline=_escape_md(diff_headline(kernels, operators)),
+        headline=_escape_md(f"{diff_headline(kernels, operators)}\n\n{diff_scopes(kernels)}"),
         kernels=labelled(_rounded(kernels)),
         operators=labelled(_rounded(operators)),
     )
@@ -727,10 +758,11 @@ def analyze_page(path: Any, window: tuple[float, float] | None = None) -> Analyz
         if window[1] < first or window[0] > last:
             raise ConfigError(
                 f"the window {window[0]:,.0f} … {window[1]:,.0f} µs holds no spans: this trace "
-                f"runs from {first:,.0f} to {last:,.0f} µs (µs from its first profiled step)"
+                f"runs from {first:,.0f} to {last:,.0f} µs ({gantt_x_title(result.spans)})"
             )
     launch = set(launch_rows(result.launch)) if result.has_gpu else set()
-    rows = [r for r in result.summary if r not in launch]
+    said = {("note", result.kernel_scope)}  # the kernel-table row below says it already
+    rows = [r for r in result.summary if r not in launch and r not in said]
     rows.insert(2, ("kernel table", result.kernel_scope))
     title = f"{name} · {result.n_spans:,} spans"
     return AnalyzePage(

@@ -134,3 +134,27 @@ def test_operator_table_counts_calls_as_key_averages_does(tmp_path):
         assert row["calls"] == ref.count, name
         assert row["total_us"] == pytest.approx(ref.cpu_time_total, rel=0.01, abs=1), name
         assert row["self_us"] == pytest.approx(ref.self_cpu_time_total, rel=0.01, abs=1), name
+
+
+def test_training_steps_are_called_steps_and_cpu_only_is_said_once(tmp_path):
+    """A trace without attn_fwd spans is counted per ProfilerStep: forward, backward and the
+    optimiser together are a step, not a forward."""
+    from profiling import views_compare as vc
+    from profiling.gantt import X_TITLE
+
+    def X(name, ts, dur, cat="cpu_op"):
+        return {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "pid": 1, "tid": 1}
+
+    events = [X("ProfilerStep#1", 0, 100, "user_annotation"), X("aten::mm", 10, 20),
+              X("ProfilerStep#2", 100, 100, "user_annotation"), X("aten::mm", 110, 20)]  # fmt: skip
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    rows = dict(analyze(path).summary)
+    assert rows["steps"] == "2 (ProfilerSteps)" and "CPU µs / step" in rows
+    assert not any("forward" in label for label in rows)
+    page = vc.analyze_page(str(path))
+    assert page.summary.count(CPU_ONLY) == 1
+    assert page.figure.layout["xaxis"]["title"]["text"] == X_TITLE
+    path.write_text(json.dumps({"traceEvents": [X("aten::mm", 10, 20)]}))
+    title = vc.analyze_page(str(path)).figure.layout["xaxis"]["title"]["text"]
+    assert title == "µs from the trace's first span (no ProfilerStep)"

@@ -34,7 +34,8 @@ def test_compare_prints_the_glance_table_and_writes_the_zip(tmp_path, capsys):
 def test_diff_reads_the_memcpy_off(capsys):
     assert main(["diff", NAIVE, FLASH, "--label-a", "naive", "--label-b", "flash"]) == 0
     out = capsys.readouterr().out
-    assert "per forward; deltas are flash − naive" in out
+    assert "(3 attn_fwd spans, per forward)" in out and "deltas are flash − naive" in out
+    assert "warning" not in out
     line = next(ln for ln in out.splitlines() if "Memcpy DtoD" in ln)
     assert line.split()[:6] == ["Memcpy", "DtoD", "memcpy", "only", "naive", "1"]
     assert "== operators ==" in out and "aten::_scaled_dot_product_flash_attention" in out
@@ -43,7 +44,7 @@ def test_diff_reads_the_memcpy_off(capsys):
 def test_diff_markdown_and_totals(capsys):
     assert main(["diff", NAIVE, NAIVE, "--totals", "--markdown", "--top", "3"]) == 0
     out = capsys.readouterr().out
-    assert "whole-trace totals" in out
+    assert "(3 attn_fwd spans, in total)" in out
     assert "| kernel | category | where | count A | count B | Δ count (B − A) |" in out
 
 

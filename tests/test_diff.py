@@ -123,3 +123,33 @@ def test_a_step_counts_every_thread_a_forward_only_its_own():
     forwards = [X("attn_fwd", 0, 100, cat="user_annotation"), *events[2:]]
     _, operators = diff(from_document({"traceEvents": forwards}), stepped)
     assert operators.set_index("operator").loc["aten::mm", "count_a"] == 1.0  # its thread only
+
+
+def _cpu_trace(steps: bool, mm_us: float, fills: int):
+    from tests.conftest import from_document
+
+    def X(name, ts, dur, cat="cpu_op"):
+        return {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "pid": 1, "tid": 1}
+
+    window = ("ProfilerStep#1", "user_annotation") if steps else ("attn_fwd", "user_annotation")
+    events = [X(window[0], 0, 2_000, cat=window[1]), X("aten::mm", 10, mm_us)]
+    events += [X("aten::fill_", 1_000 + 10 * i, 2) for i in range(fills)]
+    return from_document({"traceEvents": events})
+
+
+def test_headline_unit_scopes_and_the_largest_change_in_time():
+    from profiling import views_compare as vc
+
+    a, b = _cpu_trace(True, 10.0, 1), _cpu_trace(True, 500.0, 4)
+    kernels, operators = diff(a, b, "small", "big")
+    headline = vc.diff_headline(kernels, operators)
+    # the count change is named, and so is the far larger change in time
+    assert headline.startswith("big has 3 more aten::fill_ per step (+6.0 µs)")
+    assert "self 12.0 → 508.0 µs" in headline
+    assert headline.endswith("The largest change in self time: aten::mm (+490.0 µs).")
+    assert "⚠" not in vc.diff_scopes(kernels)
+    # different windows on the two sides are said, not silently divided differently
+    kernels, operators = diff(_cpu_trace(False, 10.0, 1), b, "fwd", "step")
+    assert "(fwd per forward, step per step)" in vc.diff_headline(kernels, operators)
+    scopes = vc.diff_scopes(kernels)
+    assert "fwd, 1 attn_fwd spans; step, 1 ProfilerSteps" in scopes and "⚠" in scopes

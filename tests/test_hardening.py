@@ -669,7 +669,9 @@ def test_names_from_an_uploaded_trace_are_text_everywhere(tmp_path):
     assert "<img" not in headline and "<script" not in headline
     assert IMG in set(kernel_delta["kernel"]) or IMG in set(operator_delta["operator"])
     page = vc.diff_page(NAIVE, path, "a", "b")
-    assert page.headline == vc._escape_md(vc.diff_headline(*vc.diff(NAIVE, path, "a", "b")))
+    tables = vc.diff(NAIVE, path, "a", "b")
+    expected = f"{vc.diff_headline(*tables)}\n\n{vc.diff_scopes(tables[0])}"
+    assert page.headline == vc._escape_md(expected)
 
 
 def test_error_messages_echo_hostile_text_only_as_a_short_repr():

@@ -338,3 +338,11 @@ def test_ints_past_int64_and_odd_device_properties_still_load(tmp_path):
     assert t.steps().empty  # a step number past int64 is no step
     assert t.device_properties == [{"name": "H200"}]
     assert any(lane.startswith(f"GPU {huge}") for lane in t.lanes)
+
+
+def test_a_trace_with_only_the_profilers_own_span_says_nothing_was_recorded(tmp_path):
+    events = [X("PyTorch Profiler (0)", 0, 10, cat="Trace")]
+    with pytest.raises(trace.TraceError, match="nothing was recorded"):
+        trace.load(_write(tmp_path, events))
+    with pytest.raises(trace.TraceError, match="no complete event has a numeric"):
+        trace.load(_write(tmp_path, [*events, X("a", "x", None)]))
