@@ -397,8 +397,9 @@ def analyze(
             per span (a large trace is otherwise drawn at reduced detail).
 
     Returns:
-        summary (HTML), GPU idle & launch overhead (HTML), operator table (from cpu_op spans),
-        kernel table, Gantt chart (plotly).
+        summary (HTML), GPU idle & launch overhead (HTML), operator table (cpu_op and
+        record_function spans, counted as key_averages counts them), kernel table, Gantt chart
+        (plotly).
     """
     window = _guarded("analyze", vc.gantt_window, window_start_us, window_end_us)
     shown = _guarded("analyze", vc.analyze_page, trace, window)
@@ -599,7 +600,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
                 column_widths=vc.KERNEL_DIFF_WIDTHS, max_chars=80,
             )  # fmt: skip
             operator_delta = _table(
-                "Operators (cpu_op spans): per name, per forward", "operator-delta",
+                "Operators (cpu_op spans): per name, per window", "operator-delta",
                 datatype=vc.OPERATOR_DIFF_TYPES, column_widths=vc.OPERATOR_DIFF_WIDTHS,
                 max_chars=80,
             )  # fmt: skip
@@ -668,7 +669,8 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             an_launch = gr.HTML("", elem_id="an-launch", css_template=ROWS_CSS)
             an_gantt = gr.Plot(label="Timeline", elem_id="an-gantt")
             an_operators = _table(
-                "Operators (cpu_op spans, whole trace)", "an-operators",
+                "Operators and record_function spans (whole trace, counted as key_averages)",
+                "an-operators",
                 headers=list(vc.ANALYZE_OPERATOR_COLUMNS.values()),
                 datatype=["str", *["number"] * 5], max_chars=90,
             )  # fmt: skip

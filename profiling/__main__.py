@@ -203,7 +203,7 @@ def _analyze(args: argparse.Namespace) -> int:
     result = analyze(args.trace, max_expanded_bytes=args.max_mib * 1024**2)
     width = max(len(k) for k, _ in result.summary)
     print("\n".join(f"{k:>{width}}  {v}" for k, v in result.summary))
-    print(f"\n== operators (cpu_op spans, whole trace; top {args.top}) ==")
+    print(f"\n== operators and record_function spans (whole trace; top {args.top}) ==")
     print(_table(result.operators.head(args.top), args.markdown))
     if result.has_gpu:
         print(f"\n== kernels ({result.kernel_scope}) ==")

@@ -19,7 +19,15 @@ import pandas as pd
 from profiling.kernels import KERNEL_COLUMNS, kernel_table
 from profiling.launch import LaunchStats, launch_rows, launch_stats
 from profiling.summary import ForwardStats, forward_spans, gpu_work, launched_within, per_forward
-from profiling.trace import Trace, TraceError, load, operator_rows, own_calls
+from profiling.trace import (
+    Trace,
+    TraceError,
+    load,
+    operator_rows,
+    own_calls,
+    per_value,
+    step_number,
+)
 
 MAX_UPLOAD_BYTES = 100 * 1024**2  # the file as uploaded (gzip or not)
 MAX_EXPANDED_BYTES = 1024**3  # the JSON once decompressed
@@ -35,7 +43,7 @@ class AnalyzeResult:
     summary: list[tuple[str, str]]  # (label, text) rows, as summary_rows gives for a run
     stats: ForwardStats
     launch: LaunchStats
-    operators: pd.DataFrame  # OPERATOR_COLUMNS, aggregated from cpu_op spans
+    operators: pd.DataFrame  # OPERATOR_COLUMNS: cpu_op and record_function spans per name
     kernels: pd.DataFrame  # profiling.kernels.KERNEL_COLUMNS
     kernel_scope: str
     spans: pd.DataFrame  # the trace model, for the Gantt
@@ -108,11 +116,15 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
 
 
 def operator_sums(spans: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
-    """Per operator name over the cpu_op spans at `rows`: calls, total µs and self µs, counted
+    """Per name over the spans at `rows`: calls, total µs and self µs, counted
     as key_averages counts them (an op's redispatch to itself is one call, see own_calls)."""
-    ops = spans.iloc[rows]
-    self_us = ops.groupby("name", observed=True, sort=False)["self_us"].sum()
-    own = ops[own_calls(spans, rows)].groupby("name", observed=True, sort=False)
+    ops = spans.iloc[rows][["dur_us", "self_us"]]
+    # every ProfilerStep#N is one row "ProfilerStep*", as key_averages groups them
+    names = per_value(spans["name"], lambda n: "ProfilerStep*" if step_number(n) >= 0 else n, "")
+    key = pd.Series(names[rows], index=ops.index, name="name")
+    self_us = ops.groupby(key, sort=False)["self_us"].sum()
+    calls = own_calls(spans, rows)
+    own = ops[calls].groupby(key[calls], sort=False)
     return pd.DataFrame(
         {
             "calls": own.size().reindex(self_us.index, fill_value=0),
@@ -123,8 +135,9 @@ def operator_sums(spans: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
 
 
 def operator_table(trace: Trace) -> pd.DataFrame:
-    """cpu_op spans per name: calls, total and self µs, mean, share of all operator self time."""
-    rows = operator_rows(trace.spans)
+    """cpu_op and record_function spans per name (what key_averages lists on the CPU): calls,
+    total and self µs, mean, share of all self time."""
+    rows = operator_rows(trace.spans, annotations=True)
     if not len(rows):
         return pd.DataFrame(columns=OPERATOR_COLUMNS)
     table = operator_sums(trace.spans, rows)

@@ -96,9 +96,12 @@ def step_rows(spans: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(is_in(spans["kind"], "cpu") & named)
 
 
-def operator_rows(spans: pd.DataFrame) -> np.ndarray:
-    """Positions of the CPU operator spans (`cpu_op`): what an operator table counts."""
-    return np.flatnonzero(is_in(spans["kind"], "cpu") & is_in(spans["category"], "cpu op"))
+def operator_rows(spans: pd.DataFrame, annotations: bool = False) -> np.ndarray:
+    """Positions of the CPU operator spans (`cpu_op`), and with `annotations` the
+    record_function spans too (DataLoader's `__next__`, `Optimizer.step`, ProfilerSteps): the
+    CPU side of what key_averages tables."""
+    wanted = ("cpu op", "annotation") if annotations else ("cpu op",)
+    return np.flatnonzero(is_in(spans["kind"], "cpu") & is_in(spans["category"], *wanted))
 
 
 def own_calls(spans: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
@@ -454,6 +457,7 @@ def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
     end = start + dur
     depth, overlap = _depth_and_overlap(lane, start, end)
     parent = _parents(depth, lane)
+    _renest_crossings(lane, start, end, depth, parent, overlap)
     correlation, external = correlation[o], external[o]
     launch = is_launch_cat[cat_codes[o]]
     link = _links(correlation, gpu & ~is_ann[o], launch)
@@ -636,6 +640,42 @@ def _parents(depth: np.ndarray, lane: np.ndarray) -> np.ndarray:
         ok &= lane[cand] == lane[child]
         parent[child[ok]] = cand[ok]
     return parent
+
+
+def _renest_crossings(
+    lane: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    depth: np.ndarray,
+    parent: np.ndarray,
+    overlap: np.ndarray,
+) -> None:
+    """Lanes where a span outlives the parent the counting found (a `with_stack` trace: a
+    record_function starts inside `_record_function_enter_new` and ends long after it) are
+    nested again as torch nests them (EventList's populate_cpu_children): a span's parent is
+    the innermost open span that contains it whole, and a crossed span is closed and flagged.
+    In place; a per-span loop, but only over the lanes that need it."""
+    eps = 2e-3
+    crossed = (parent >= 0) & (end > end[np.clip(parent, 0, None)] + eps)
+    bounds = np.flatnonzero(lane[1:] != lane[:-1]) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(lane)], strict=True):
+        if not crossed[lo:hi].any():
+            continue
+        s, e = start[lo:hi].tolist(), end[lo:hi].tolist()
+        stack: list[int] = []
+        for i in range(hi - lo):
+            while stack:
+                top = stack[-1]
+                if s[i] >= e[top] - eps:  # ended before i starts
+                    stack.pop()
+                elif e[i] > e[top] + eps:  # i crosses top's end: top cannot hold it
+                    overlap[lo + i] = overlap[lo + top] = True
+                    stack.pop()
+                else:
+                    break
+            parent[lo + i] = lo + stack[-1] if stack else -1
+            depth[lo + i] = len(stack)
+            stack.append(i)
 
 
 def _self_time(dur: np.ndarray, parent: np.ndarray) -> np.ndarray:

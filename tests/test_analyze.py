@@ -112,23 +112,29 @@ def test_upload_size_is_checked_before_reading(tmp_path, monkeypatch):
         analyze(tmp_path / "missing.json")
 
 
-def test_operator_table_counts_calls_as_key_averages_does(tmp_path):
+@pytest.mark.parametrize("with_stack", [False, True])
+def test_operator_table_counts_calls_as_key_averages_does(tmp_path, with_stack):
     """An op that redispatches to itself (aten::mean inside aten::mean) is one call with one
-    total, as in key_averages; every operator's calls, total and self time agree with it."""
+    total, as in key_averages; record_function spans are rows too; every row's calls, total
+    and self time agree with key_averages, also when Python frames interleave (with_stack)."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     lin = torch.nn.Linear(16, 16)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
     x = torch.randn(4, 16)
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    with profile(activities=[ProfilerActivity.CPU], with_stack=with_stack) as prof:
         for _ in range(3):
-            lin(x).pow(2).mean().backward()
+            with record_function("my_block"):
+                lin(x).pow(2).mean().backward()
+            opt.step()  # records Optimizer.step#SGD.step
             x.div_(1.0001)
     path = tmp_path / "t.json"
     prof.export_chrome_trace(str(path))
     reference = {e.key: e for e in prof.key_averages()}
     table = analyze(path).operators.set_index("operator")
     assert reference["aten::mean"].count == 3 and table.loc["aten::mean", "calls"] == 3
+    assert {"my_block", "Optimizer.step#SGD.step"} <= set(table.index)
     for name, row in table.iterrows():
         ref = reference[name]
         assert row["calls"] == ref.count, name

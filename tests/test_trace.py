@@ -346,3 +346,25 @@ def test_a_trace_with_only_the_profilers_own_span_says_nothing_was_recorded(tmp_
         trace.load(_write(tmp_path, events))
     with pytest.raises(trace.TraceError, match="no complete event has a numeric"):
         trace.load(_write(tmp_path, [*events, X("a", "x", None)]))
+
+
+def test_a_span_outliving_its_parent_nests_as_torch_nests_it(tmp_path):
+    """with_stack: record_function starts inside `_record_function_enter_new` and ends long
+    after it. Its parent is the innermost span holding it whole; the crossed one is flagged."""
+    events = [
+        X("frame", 0, 100, cat="python_function"),
+        X("_record_function_enter_new", 10, 20, cat="python_function"),
+        X("my_block", 20, 70, cat="user_annotation"),  # crosses the builtin's end at 30
+        X("inner frame", 40, 10, cat="python_function"),
+    ]
+    spans = trace.load(_write(tmp_path, events)).spans
+    names = spans["name"].tolist()
+    parent_of = {
+        n: (names[p] if p >= 0 else None) for n, p in zip(names, spans["parent"], strict=True)
+    }
+    s = spans.set_index("name")
+    assert parent_of == {"frame": None, "_record_function_enter_new": "frame",
+                         "my_block": "frame", "inner frame": "my_block"}  # fmt: skip
+    assert s.loc["my_block", "depth"] == 1 and s.loc["inner frame", "depth"] == 2
+    assert s.loc["my_block", "self_us"] == 60.0  # 70 minus the 10 of the frame inside it
+    assert set(s.index[s["overlap"]]) == {"_record_function_enter_new", "my_block"}
