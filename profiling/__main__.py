@@ -106,7 +106,7 @@ def views_parser() -> argparse.ArgumentParser:
     d.add_argument("trace_b", metavar="B.json[.gz]")
     d.add_argument("--label-a", default=None, help="name of A in the tables (default: A)")
     d.add_argument("--label-b", default=None, help="name of B in the tables (default: B)")
-    d.add_argument("--totals", action="store_true", help="whole-trace totals, not per forward")
+    d.add_argument("--totals", action="store_true", help="totals over the windows, not per window")
     d.add_argument("--top", type=int, default=25, help="rows to print per table")
     d.add_argument("--markdown", action="store_true", help="print Markdown tables")
 
