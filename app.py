@@ -334,8 +334,8 @@ def diff(
         label_b: B's name in the tables (default "B").
 
     Returns:
-        a one-line headline, the kernel delta table, the operator delta table (per forward,
-        sorted by |Δ total µs|).
+        the headline and what each side was counted over, the kernel delta table, the operator
+        delta table (per window: forward, step or whole trace; sorted by |Δ total µs|).
     """
     shown = _guarded("diff", vc.diff_upload_page, trace_a, trace_b, label_a, label_b)
     return shown.headline, shown.kernels, shown.operators
@@ -563,8 +563,10 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
 
         with gr.Tab("Diff", id="diff"):
             gr.Markdown(
-                "What changed between two runs, per kernel name and per operator, per forward: "
-                "count and total µs of each side and the delta (B − A), largest |Δ| first."
+                "What changed between two runs, per kernel name and per operator, per window "
+                "(per forward with `attn_fwd` spans, else per ProfilerStep, else the whole "
+                "trace; the line under the headline says which): count and total µs of each "
+                "side and the delta (B − A), largest |Δ| first."
             )
             with gr.Row(equal_height=False):
                 with gr.Column(min_width=320):
@@ -596,7 +598,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
                     diff_runs_button = gr.Button("Diff these runs", elem_id="diff-runs-button")
             diff_headline = gr.Markdown("", elem_id="diff-headline")
             kernel_delta = _table(
-                "Kernels: per name, per forward", "kernel-delta", datatype=vc.KERNEL_DIFF_TYPES,
+                "Kernels: per name, per window", "kernel-delta", datatype=vc.KERNEL_DIFF_TYPES,
                 column_widths=vc.KERNEL_DIFF_WIDTHS, max_chars=80,
             )  # fmt: skip
             operator_delta = _table(

@@ -155,8 +155,9 @@ def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:
     gpu_lanes = sum(1 for lane in trace.lanes if lane.startswith("GPU"))
     rows = [
         ("trace", result.name),
-        ("events", f"{result.n_events:,} events → {result.n_spans:,} spans in "
-                   f"{len(trace.lanes)} lanes ({gpu_lanes} GPU), {result.skipped} skipped"),
+        ("events", f"{_many(result.n_events, 'event')} → {_many(result.n_spans, 'span')} "
+                   f"in {_many(len(trace.lanes), 'lane')} ({gpu_lanes} GPU), "
+                   f"{result.skipped} skipped"),
     ]  # fmt: skip
     for i, p in enumerate(result.device_properties):
         mem = p.get("totalGlobalMem")
@@ -194,6 +195,10 @@ def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:
         rows += launch_rows(result.launch)
     rows += [("note", n) for n in result.notes]
     return rows
+
+
+def _many(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 _VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version")

@@ -406,13 +406,14 @@ def launch_rows(stats: LaunchStats) -> list[tuple[str, str]]:
     ]  # fmt: skip
     if stats.launches:
         rows += [
-            ("CPU launch", f"mean {stats.cpu_launch_mean_us:.1f} µs, max "
-                           f"{stats.cpu_launch_max_us:.1f} µs, "
+            ("CPU launch", f"mean {stats.cpu_launch_mean_us:,.1f} µs, max "
+                           f"{stats.cpu_launch_max_us:,.1f} µs, "
                            f"{stats.cpu_launch_us_per_forward:.1f} µs per forward"),
-            ("launch delay", f"mean {stats.launch_delay_mean_us:.1f} µs, max "
-                             f"{stats.launch_delay_max_us:.1f} µs (GPU start − launch end)"),
-            ("launch → start", f"mean {stats.launch_to_start_mean_us:.1f} µs, max "
-                               f"{stats.launch_to_start_max_us:.1f} µs (GPU start − launch start)"),
+            ("launch delay", f"mean {stats.launch_delay_mean_us:,.1f} µs, max "
+                             f"{stats.launch_delay_max_us:,.1f} µs (GPU start − launch end)"),
+            ("launch → start", f"mean {stats.launch_to_start_mean_us:,.1f} µs, max "
+                               f"{stats.launch_to_start_max_us:,.1f} µs "
+                               "(GPU start − launch start)"),
         ]  # fmt: skip
     return rows
 

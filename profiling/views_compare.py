@@ -12,6 +12,7 @@ import html
 import logging
 import math
 import os
+import re
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -366,11 +367,21 @@ def compare_note(result: CompareResult) -> str:
     items = [f"**{peak}:** {rest}" + (f" ({result.peak.source})" if result.peak else "")]
     items += [n for n in result.notes if not n.startswith("% of peak")]
     items += [f"not run — `{r.variant}` ({r.status}): {r.reason}" for r in result.runs if not r.ok]
-    return "\n".join([_escape_md(head), "", *(f"- {_escape_md(i)}" for i in items)])
+    # our own Markdown (bold, code) around text from the app and torch: HTML escaped only
+    text = [html.escape(t, quote=False) for t in (head, *items)]
+    return "\n".join([text[0], "", *(f"- {t}" for t in text[1:])])
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]!|~$])")
+_MD_LINE_START = re.compile(r"^(\s*)([-+#>]|\d+[.)])", re.MULTILINE)
 
 
 def _escape_md(text: str) -> str:
-    return html.escape(text, quote=False)
+    """Text from a trace or a caller, shown in a Markdown component as it is: HTML escaped,
+    and the characters that make emphasis, code, links, tables or maths backslash-escaped (a
+    kernel named `*mm*` or `[x](http://…)` must not become italics or a link)."""
+    text = _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
+    return _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), text)
 
 
 def peaks_view() -> pd.DataFrame:
@@ -514,7 +525,7 @@ def diff_headline(kernels: pd.DataFrame, operators: pd.DataFrame) -> str:
     """
     la, lb = kernels.attrs.get("labels", operators.attrs.get("labels", ("A", "B")))
     ua, ub = kernels.attrs.get("units", ("per forward", "per forward"))
-    per = ua if ua == ub else f"({la} {ua}, {lb} {ub})"
+    per = ua if ua == ub else "per window"  # which windows, and a warning: diff_scopes
     gpu = not kernels.empty
     table, key = (kernels, "kernel") if gpu else (operators, "operator")
     noun = "GPU operation" if gpu else "operator call"  # a kernel, memcpy or memset on a GPU
@@ -522,6 +533,11 @@ def diff_headline(kernels: pd.DataFrame, operators: pd.DataFrame) -> str:
     if table.empty:
         return "Nothing to compare: neither trace holds GPU work or CPU operators."
     changed = table[table["delta_count"].abs() > 1e-9]
+    measure = "delta_us" if gpu else "delta_self_us"  # operator totals nest, self times do not
+
+    def moved(row: pd.Series) -> str:
+        return _signed_us(row[measure]) if gpu else f"self {_signed_us(row[measure])}"
+
     na, nb = table["count_a"].sum(), table["count_b"].sum()
     if gpu:
         ta, tb = kernels["total_us_a"].sum(), kernels["total_us_b"].sum()
@@ -533,18 +549,18 @@ def diff_headline(kernels: pd.DataFrame, operators: pd.DataFrame) -> str:
             "no GPU work in either trace"
         )
     if changed.empty:
-        top = table.iloc[0]
-        if abs(top["delta_us"]) < 0.05:
+        top = table.loc[table[measure].abs().idxmax()]
+        if abs(top[measure]) < 0.05:
             return f"{lb} and {la} run the same {items} {per}, the same number of times."
         return (
             f"{lb} runs the same {items} as {la} {per} ({totals}); the largest change is "
-            f"{_clip(top[key], 60)} ({_signed_us(top['delta_us'])})."
+            f"{_clip(top[key], 60)} ({moved(top)})."
         )
-    top = changed.iloc[0]
+    top = changed.loc[changed[measure].abs().idxmax()]
     word = "more" if top["delta_count"] > 0 else "fewer"
     change = f"{_count(abs(top['delta_count']))} {word} {_clip(top[key], 60)}"
     if len(changed) == 1:
-        line = f"{lb} has {change} {per} ({_signed_us(top['delta_us'])}); {items}: {totals}."
+        line = f"{lb} has {change} {per} ({moved(top)}); {items}: {totals}."
     else:
         delta = nb - na
         if abs(delta) < 1e-9:
@@ -553,7 +569,7 @@ def diff_headline(kernels: pd.DataFrame, operators: pd.DataFrame) -> str:
             many = items if abs(delta) != 1 else noun
             lead = f"{lb} runs {_count(abs(delta))} {'more' if delta > 0 else 'fewer'} {many} "
             lead += f"{per} than {la}"
-        line = f"{lead} ({totals}); the largest change: {change} ({_signed_us(top['delta_us'])})."
+        line = f"{lead} ({totals}); the largest change: {change} ({moved(top)})."
     return line + _time_change(table, key, top, gpu)
 
 

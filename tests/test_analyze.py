@@ -157,6 +157,7 @@ def test_training_steps_are_called_steps_and_cpu_only_is_said_once(tmp_path):
     path.write_text(json.dumps({"traceEvents": events}))
     rows = dict(analyze(path).summary)
     assert rows["steps"] == "2 (ProfilerSteps)" and "CPU µs / step" in rows
+    assert rows["events"] == "4 events → 4 spans in 1 lane (0 GPU), 0 skipped"
     assert not any("forward" in label for label in rows)
     page = vc.analyze_page(str(path))
     assert page.summary.count(CPU_ONLY) == 1
