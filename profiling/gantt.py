@@ -207,9 +207,10 @@ def busiest_rows(
     return spans.iloc[picked], renumber[row_of_span[picked]], kept_rows, left_out
 
 
-def gantt_x_title(spans: pd.DataFrame) -> str:
+def gantt_x_title(spans: pd.DataFrame, steps: np.ndarray | None = None) -> str:
     """Time zero is the first ProfilerStep when the trace has one, else its first span."""
-    return X_TITLE if len(step_rows(spans)) else "µs from the trace's first span (no ProfilerStep)"
+    steps = step_rows(spans) if steps is None else steps
+    return X_TITLE if len(steps) else "µs from the trace's first span (no ProfilerStep)"
 
 
 def _fmt_us(value: float) -> str:
@@ -461,7 +462,7 @@ def aggregate_hover(agg: pd.DataFrame) -> list[str]:
     ]  # fmt: skip
 
 
-def _boundary_rows(spans: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _boundary_rows(spans: pd.DataFrame, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the first MAX_MARKERS ProfilerStep and `attn_fwd` CPU spans, by start."""
     start = spans["start_us"].to_numpy(dtype=float)
 
@@ -469,7 +470,7 @@ def _boundary_rows(spans: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         return rows[np.argsort(start[rows], kind="stable")][:MAX_MARKERS]
 
     forwards = np.flatnonzero(is_in(spans["kind"], "cpu") & is_in(spans["name"], FORWARD))
-    return first(step_rows(spans)), first(forwards)
+    return first(steps), first(forwards)
 
 
 @dataclass
@@ -613,7 +614,8 @@ def gantt_spec(
                     visible="legendonly",
                 )
             )
-    shapes, annotations = _marks(all_spans) if marks else ([], [])
+    steps = step_rows(all_spans)
+    shapes, annotations = _marks(all_spans, steps) if marks else ([], [])
     note = " ".join(n for n in (left_out.note(), lod_note(detail)) if n)
     if note:
         annotations.append(
@@ -645,7 +647,7 @@ def gantt_spec(
             gridcolor="#eef0f3",
         ),
         xaxis=dict(
-            title=dict(text=gantt_x_title(all_spans)),
+            title=dict(text=gantt_x_title(all_spans, steps)),
             zeroline=False,
             gridcolor="#eef0f3",
             showspikes=True,
@@ -660,9 +662,11 @@ def gantt_spec(
     return FigureSpec(data=traces, layout=layout)
 
 
-def _marks(spans: pd.DataFrame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _marks(
+    spans: pd.DataFrame, steps: np.ndarray
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Shade each attn_fwd, draw a dashed line at each ProfilerStep start (labelled on top)."""
-    steps, forwards = _boundary_rows(spans)
+    steps, forwards = _boundary_rows(spans, steps)
     start = spans["start_us"].to_numpy(dtype=float)
     end = spans["end_us"].to_numpy(dtype=float)
     names = _strings(spans["name"])

@@ -15,7 +15,7 @@ import pandas as pd
 
 from attention.sdpa import BACKEND_OPS
 from profiling.kernels import decode, short_name
-from profiling.trace import Trace, is_in, per_value, step_number, step_rows
+from profiling.trace import Trace, is_in, step_number, step_rows
 
 FORWARD = "attn_fwd"
 GPU_WORK = ("kernel", "memcpy", "memset")
@@ -120,9 +120,9 @@ def starts_inside(s: pd.DataFrame, rows: np.ndarray, windows: np.ndarray) -> np.
     work on its own): one sorted search per thread, and one for the steps."""
     start, end = s["start_us"].to_numpy(), s["end_us"].to_numpy()
     t = start[rows]
-    is_step = per_value(s["name"], step_number, -1).astype(np.int64)[windows] >= 0
-    inside = _within(t, start[windows[is_step]], end[windows[is_step]])
-    local = windows[~is_step]
+    steps = _named_steps(s, windows)
+    inside = _within(t, start[windows[steps]], end[windows[steps]])
+    local = windows[~steps]
     if len(local):
         thread = _thread_codes(s)
         row_thread, w_thread = thread[rows], thread[local]
@@ -130,6 +130,16 @@ def starts_inside(s: pd.DataFrame, rows: np.ndarray, windows: np.ndarray) -> np.
             mine = local[w_thread == code]
             inside |= (row_thread == code) & _within(t, start[mine], end[mine])
     return inside
+
+
+def _named_steps(s: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Per row of `rows` (CPU spans), whether its name is a ProfilerStep's; reads only those
+    rows' names (pandas' accessors cost more than the test on a run's few windows)."""
+    names = s["name"].array
+    if isinstance(names, pd.Categorical):
+        values, codes = names.categories, names.codes[rows]
+        return np.array([c >= 0 and step_number(values[c]) >= 0 for c in codes], dtype=bool)
+    return np.array([step_number(n) >= 0 for n in np.asarray(names)[rows]], dtype=bool)
 
 
 def _within(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -85,7 +85,12 @@ class Trace:
 def step_number(name: Any) -> int:
     """N of a `ProfilerStep#N` name, else -1: the one test for "this span is a step" (time
     zero, each span's step, the step windows and the Gantt's step lines all use it)."""
-    m = _STEP.match(name) if isinstance(name, str) else None
+    return _step_number(name) if isinstance(name, str) else -1
+
+
+@lru_cache(maxsize=65536)
+def _step_number(name: str) -> int:  # a run's names repeat run after run: matched once each
+    m = _STEP.match(name)
     return int(m.group(1)) if m and len(m.group(1)) <= _ID_DIGITS else -1
 
 
@@ -657,6 +662,8 @@ def _renest_crossings(
     In place; a per-span loop, but only over the lanes that need it."""
     eps = 2e-3
     crossed = (parent >= 0) & (end > end[np.clip(parent, 0, None)] + eps)
+    if not crossed.any():  # properly nested: the counting was right
+        return
     bounds = np.flatnonzero(lane[1:] != lane[:-1]) + 1
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(lane)], strict=True):
         if not crossed[lo:hi].any():
