@@ -139,7 +139,6 @@ def views_main(argv: list[str]) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    import shutil
 
     from profiling.compare import compare
 
@@ -155,9 +154,7 @@ def _compare(args: argparse.Namespace) -> int:
         print("\n".join(f"  {r.variant} ({r.status}): {r.reason}" for r in missing.itertuples()))
     print("\n" + "\n".join(result.notes))
     if result.zip_path:
-        dest = Path(args.out) / result.zip_path.name
-        shutil.copyfile(result.zip_path, dest)
-        print(f"zip: {dest}")
+        print(f"zip: {_keep_zip(result.zip_path, Path(args.out))}")
     return 0 if result.ran else 1
 
 
@@ -179,7 +176,6 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    import shutil
 
     from profiling.sweep import sweep
 
@@ -190,11 +186,23 @@ def _sweep(args: argparse.Namespace) -> int:
     print(_table(result.table, args.markdown))
     print("\n" + "\n".join(result.notes))
     if result.zip_path:
-        dest = Path(args.out) / result.zip_path.name
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(result.zip_path, dest)
-        print(f"zip: {dest}")
+        print(f"zip: {_keep_zip(result.zip_path, Path(args.out))}")
     return 0 if (result.table["status"] == "ok").any() else 1
+
+
+def _keep_zip(made: Path, out: Path) -> Path:
+    """Move a job's zip from its temp folder into `out` (made if missing) under a name no
+    earlier zip there has: another Compare of other variants, or a Sweep of other lengths,
+    at the same shape must not overwrite it."""
+    import shutil
+
+    out.mkdir(parents=True, exist_ok=True)
+    dest, n = out / made.name, 2
+    while dest.exists():
+        dest, n = out / f"{made.stem}-{n}{made.suffix}", n + 1
+    shutil.move(made, dest)
+    shutil.rmtree(made.parent, ignore_errors=True)  # the attnprof-zip-* folder it came from
+    return dest
 
 
 def _analyze(args: argparse.Namespace) -> int:
@@ -275,7 +283,7 @@ def _table(table, markdown: bool) -> str:
     from profiling.compare import markdown as to_markdown
     from profiling.compare import text_table
 
-    if table.empty:
+    if table.empty and not markdown:
         return "(empty)"
     return to_markdown(table) if markdown else text_table(table)
 

@@ -252,6 +252,7 @@ def sweep_zip(result: SweepResult) -> Path:
     c = result.shape
     mask = "causal" if c["causal"] else "full"
     tag = f"{c['batch']}_{c['heads']}_{c['head_dim']}_{c['dtype']}_{mask}_{result.device}"
+    tag += f"_{c['steps']}steps"
     return write_zip(entries, f"sweep_{tag}.zip")
 
 

@@ -31,6 +31,23 @@ def test_compare_prints_the_glance_table_and_writes_the_zip(tmp_path, capsys):
     assert (tmp_path / "naive" / "naive_1_2_64_32_float32_causal_cpu_3steps.json.gz").exists()
 
 
+def test_a_compare_where_nothing_ran_still_keeps_its_zip_and_never_overwrites(tmp_path, capsys):
+    """--out need not exist; a second job at the same shape gets its own zip; --markdown
+    prints a header-only table when no row ran; the zip's temp folder goes."""
+    out = tmp_path / "new" / "folder"
+    argv = ["compare", "--variants", "sdpa-cudnn", "--seq-len", "64", *SMALL, "--device", "cpu",
+            "--out", str(out), "--markdown"]  # fmt: skip
+    assert main(argv) == 1  # nothing ran: 1, not a crash
+    printed = capsys.readouterr().out
+    assert "| variant | kernels/fwd |" in printed and "(empty)" not in printed
+    assert main(argv) == 1
+    second = out / "compare_1_2_64_32_float32_causal_cpu_3steps-2.zip"
+    assert {p.name for p in out.glob("compare_*.zip")} == {second.name, second.name[:-6] + ".zip"}
+    made = [ln.split("zip: ", 1)[1] for ln in capsys.readouterr().out.splitlines()
+            if ln.startswith("zip: ")]  # fmt: skip
+    assert made == [str(second)]
+
+
 def test_diff_reads_the_memcpy_off(capsys):
     assert main(["diff", NAIVE, FLASH, "--label-a", "naive", "--label-b", "flash"]) == 0
     out = capsys.readouterr().out
