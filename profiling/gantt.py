@@ -462,11 +462,17 @@ def aggregate_hover(agg: pd.DataFrame) -> list[str]:
     ]  # fmt: skip
 
 
-def _boundary_rows(spans: pd.DataFrame, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the first MAX_MARKERS ProfilerStep and `attn_fwd` CPU spans, by start."""
+def _boundary_rows(
+    spans: pd.DataFrame, steps: np.ndarray, window: tuple[float, float] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the first MAX_MARKERS ProfilerStep and `attn_fwd` CPU spans in view (the
+    window, else the whole trace), by start: a window late in a long trace gets its own."""
     start = spans["start_us"].to_numpy(dtype=float)
+    end = spans["end_us"].to_numpy(dtype=float)
 
     def first(rows: np.ndarray) -> np.ndarray:
+        if window is not None:
+            rows = rows[(end[rows] >= window[0]) & (start[rows] <= window[1])]
         return rows[np.argsort(start[rows], kind="stable")][:MAX_MARKERS]
 
     forwards = np.flatnonzero(is_in(spans["kind"], "cpu") & is_in(spans["name"], FORWARD))
@@ -615,7 +621,8 @@ def gantt_spec(
                 )
             )
     steps = step_rows(all_spans)
-    shapes, annotations = _marks(all_spans, steps) if marks else ([], [])
+    view = detail.window if window is not None else None
+    shapes, annotations = _marks(all_spans, steps, view) if marks else ([], [])
     note = " ".join(n for n in (left_out.note(), lod_note(detail)) if n)
     if note:
         annotations.append(
@@ -663,10 +670,10 @@ def gantt_spec(
 
 
 def _marks(
-    spans: pd.DataFrame, steps: np.ndarray
+    spans: pd.DataFrame, steps: np.ndarray, window: tuple[float, float] | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Shade each attn_fwd, draw a dashed line at each ProfilerStep start (labelled on top)."""
-    steps, forwards = _boundary_rows(spans, steps)
+    steps, forwards = _boundary_rows(spans, steps, window)
     start = spans["start_us"].to_numpy(dtype=float)
     end = spans["end_us"].to_numpy(dtype=float)
     names = _strings(spans["name"])

@@ -341,3 +341,19 @@ def test_thousands_of_lanes_keep_the_busiest_rows_and_say_so():
         f"drawn, and {hidden:,} spans on the other {5_003 - MAX_ROWS:,} are not" in note
     )
     assert fig.layout.height <= 150 + 26 * MAX_ROWS
+
+
+def test_a_window_late_in_a_long_trace_gets_its_own_step_lines(big_trace):
+    """Step lines and attn_fwd shading are picked among the steps in view, not the trace's
+    first MAX_MARKERS (a window past the 60th step was drawn bare)."""
+    from profiling.gantt import MAX_MARKERS
+
+    spans = big_trace.spans
+    steps = big_trace.steps().sort_values("start_us")
+    assert len(steps) > MAX_MARKERS + 5
+    late = steps.iloc[MAX_MARKERS + 2]
+    window = (float(late["start_us"]), float(late["end_us"]))
+    layout = gantt_spec(spans, big_trace.lanes, window=window).layout
+    xs = [s["x0"] for s in layout["shapes"]]
+    assert any(window[0] <= x <= window[1] for x in xs)
+    assert f"step {late['name'].split('#')[1]}" in [a["text"] for a in layout["annotations"]]
