@@ -168,7 +168,10 @@ def _compiled_naive(p: Problem) -> Built:
     from attention.compiled import build_compiled_naive
 
     forward = build_compiled_naive(p.head_dim, p.seq_len, p.causal, p.device)
-    return Built(forward, "torch.compile (Inductor)")
+    return Built(
+        forward,
+        "torch.compile (Inductor)" if p.device == "cuda" else "torch.compile (Inductor, C++)",
+    )
 
 
 def _hub(repo: str) -> Callable[[Problem], Built]:

@@ -30,10 +30,10 @@ from profiling import trace as trace_model
 from profiling.config import WAIT, WARMUP, ConfigError, RunConfig, check_memory, resolve_device
 from profiling.kernels import kernel_table
 from profiling.summary import (
-    CAUSAL_CONVENTION,
     FORWARD,
     Summary,
     attention_flops,
+    flops_convention,
     forward_work,
     per_forward,
 )
@@ -302,10 +302,11 @@ def _result(config, built: Built, prof, paths, peak, reference, device) -> Profi
         config.batch, config.heads, config.seq_len, config.head_dim, config.causal
     )
     if device == "cuda" and stats.gpu_us:
-        tflops, basis = flops / (stats.gpu_us * 1e-6) / 1e12, f"GPU time; {CAUSAL_CONVENTION}"
+        tflops = flops / (stats.gpu_us * 1e-6) / 1e12
+        basis = f"GPU time; {flops_convention(config.causal)}"
     else:
         tflops = flops / (stats.cpu_us * 1e-6) / 1e12 if stats.cpu_us > 0 else None
-        basis = f"CPU time of attn_fwd (no GPU); {CAUSAL_CONVENTION}"
+        basis = f"CPU time of attn_fwd (no GPU); {flops_convention(config.causal)}"
     ran = built.ran
     if config.spec.family == "sdpa":
         ran = f"SDPA {stats.backend}" if stats.backend else "SDPA (backend not visible in trace)"

@@ -20,6 +20,12 @@ from profiling.trace import Trace, is_in, step_number, step_rows
 FORWARD = "attn_fwd"
 GPU_WORK = ("kernel", "memcpy", "memset")
 CAUSAL_CONVENTION = "causal attention counted as half of the 4·B·H·S²·D FLOPs of full attention"
+FULL_CONVENTION = "full attention: 4·B·H·S²·D FLOPs"
+
+
+def flops_convention(causal: bool) -> str:
+    """How TFLOP/s counted the work: the causal halving is only said of a causal run."""
+    return CAUSAL_CONVENTION if causal else FULL_CONVENTION
 
 
 def attention_flops(batch: int, heads: int, seq_len: int, head_dim: int, causal: bool) -> float:

@@ -201,12 +201,21 @@ def test_reference_chunks_grow_with_spare_memory(monkeypatch):
     assert len(calls) == 1
 
 
-def test_flex_on_a_cpu_says_what_inductor_generated_there():
+@pytest.mark.parametrize("variant", ["flex", "compiled-naive"])
+def test_compiled_variants_on_a_cpu_say_what_inductor_generated_there(variant):
     """On a CPU Inductor writes C++, not Triton; its compiled graph is one opaque call."""
-    why = VARIANTS["flex"].unavailable("cpu", torch.float32)
+    why = VARIANTS[variant].unavailable("cpu", torch.float32)
     if why:
         pytest.skip(why)
-    s = run(small("flex")).summary
+    s = run(small(variant)).summary
     assert s.ran == "torch.compile (Inductor, C++)"
     if s.dominant_kernel.startswith("## Call CompiledFxGraph"):
         assert "the graph torch.compile generated" in s.dominant_decoded
+
+
+def test_the_flop_convention_is_said_for_causal_runs_only():
+    causal, full = (run(small("naive", causal=c)).summary for c in (True, False))
+    assert "causal attention counted as half" in causal.tflops_basis
+    assert "full attention: 4·B·H·S²·D FLOPs" in full.tflops_basis
+    assert "half" not in full.tflops_basis
+    assert full.flops_per_forward == 2 * causal.flops_per_forward
