@@ -703,10 +703,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             concurrency_id=views.GPU_GROUP,
             trigger_mode="once",
             preprocess=False,  # raw values reach the backend, which checks every one
-        ).failure(
-            _cleared(len(outputs), views.failed_html()), None, outputs, api_visibility="private",
-            queue=False,
-        )  # fmt: skip
+        ).failure(_cleared(len(outputs), views.failed_html()), None, outputs, **QUIET)
         variant.change(show_lesson, [variant, dtype], lesson, api_visibility="private", queue=False)
         dtype.change(
             relabel_variants, [variant, dtype], [variant, lesson], api_visibility="private",
@@ -727,9 +724,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
         compared.success(
             fill_diff_picks, compare_runs, [pick_a, pick_b], api_visibility="private", queue=False
         )
-        compared.failure(
-            _cleared(len(cmp_outputs)), None, cmp_outputs, api_visibility="private", queue=False
-        )
+        compared.failure(_cleared(len(cmp_outputs)), None, cmp_outputs, **QUIET)
         cmp_dtype = cmp_shape[1]
         cmp_dtype.change(
             relabel_multiselect, [cmp_variants, cmp_dtype], cmp_variants, api_visibility="private",
@@ -746,7 +741,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             concurrency_limit=vc.TRACE_CONCURRENCY,
             concurrency_id=vc.TRACE_GROUP,
             trigger_mode="once",
-        ).failure(clear_diff, None, diff_outputs, api_visibility="private", queue=False)
+        ).failure(clear_diff, None, diff_outputs, **QUIET)
         diff_runs_button.click(
             diff_runs,
             inputs=[pick_a, pick_b, compare_runs],
@@ -755,7 +750,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             concurrency_limit=vc.TRACE_CONCURRENCY,
             concurrency_id=vc.TRACE_GROUP,
             trigger_mode="once",
-        ).failure(clear_diff, None, diff_outputs, api_visibility="private", queue=False)
+        ).failure(clear_diff, None, diff_outputs, **QUIET)
 
         sw_outputs = [sw_time, sw_memory, sw_table, sw_zip]
         sw_button.click(

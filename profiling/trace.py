@@ -50,6 +50,8 @@ CATEGORY = {
     "python_function": "python",
 }
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_INT64 = 2**63  # ids and step numbers past int64 count as absent
+_ID_DIGITS = 18  # digits any int64 step number fits in (checked before int(): no huge parse)
 
 DEFAULT_MAX_BYTES = 2 * 1024**3  # expanded JSON; the app passes its own, smaller limits
 
@@ -527,9 +529,6 @@ def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
     return _from_codes(remap.reshape(-1)[codes], uniques.astype(object))
 
 
-_ID_DIGITS = 18  # any int of up to 18 digits fits int64
-
-
 def _int_column(values: list[Any]) -> np.ndarray:
     """Integer ids with -1 for missing (ids in traces are ints; anything else, or an int past
     int64, counts as absent)."""
@@ -538,9 +537,6 @@ def _int_column(values: list[Any]) -> np.ndarray:
         dtype=np.int64,
         count=len(values),
     )
-
-
-_INT64 = 2**63
 
 
 def _lane_metadata(events: list[Any]) -> dict[tuple[str, str], str]:
@@ -599,6 +595,9 @@ def _num(x: str) -> float:
         return float("inf")
 
 
+_EPS_US = 2e-3  # µs floats with ns resolution: a 1–2 ns 'overlap' is rounding
+
+
 def _depth_and_overlap(
     lane: np.ndarray, starts_all: np.ndarray, ends_all: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -613,7 +612,7 @@ def _depth_and_overlap(
     depth = np.zeros(n, dtype=np.int64)
     overlap = np.zeros(n, dtype=bool)
     bounds = np.flatnonzero(lane[1:] != lane[:-1]) + 1
-    eps = 2e-3  # µs floats with ns resolution: a 1–2 ns 'overlap' is rounding
+    eps = _EPS_US
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n], strict=True):
         s, e = starts_all[lo:hi], ends_all[lo:hi]
         ended = np.searchsorted(np.sort(e), s + eps, side="right") - (e <= s + eps)
@@ -660,7 +659,7 @@ def _renest_crossings(
     nested again as torch nests them (EventList's populate_cpu_children): a span's parent is
     the innermost open span that contains it whole, and a crossed span is closed and flagged.
     In place; a per-span loop, but only over the lanes that need it."""
-    eps = 2e-3
+    eps = _EPS_US
     crossed = (parent >= 0) & (end > end[np.clip(parent, 0, None)] + eps)
     if not crossed.any():  # properly nested: the counting was right
         return

@@ -570,17 +570,17 @@ def diff_headline(kernels: pd.DataFrame, operators: pd.DataFrame) -> str:
             lead = f"{lb} runs {_count(abs(delta))} {'more' if delta > 0 else 'fewer'} {many} "
             lead += f"{per} than {la}"
         line = f"{lead} ({totals}); the largest change: {change} ({moved(top)})."
-    return line + _time_change(table, key, top, gpu)
+    return line + _time_change(table, key, top, measure)
 
 
-def _time_change(table: pd.DataFrame, key: str, counted: pd.Series, gpu: bool) -> str:
-    """The name whose time moved most, when that is not the count change named already (a
-    GEMM 450 µs slower outweighs 3 more fill_ calls); CPU operators by self time."""
-    measure = "delta_us" if gpu else "delta_self_us"
+def _time_change(table: pd.DataFrame, key: str, counted: pd.Series, measure: str) -> str:
+    """The name whose time (`measure`: total for GPU work, self for CPU operators) moved most,
+    when that is not the count change named already (a GEMM 450 µs slower outweighs 3 more
+    fill_ calls)."""
     top = table.loc[table[measure].abs().idxmax()]
     if top[key] == counted[key] or abs(top[measure]) <= 2 * abs(counted[measure]):
         return ""
-    what = "time" if gpu else "self time"
+    what = "time" if measure == "delta_us" else "self time"
     return f" The largest change in {what}: {_clip(top[key], 60)} ({_signed_us(top[measure])})."
 
 
