@@ -74,7 +74,9 @@ _HINTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^Memset"), "memset (workspace or output zeroing)"),
     (re.compile(r"sm(\d\d)(?:a)?_"), "built for sm_{0}"),
     (re.compile(r"bf16|BFloat16"), "bf16 data"),
-    (re.compile(r"(?<![a-z])f16|c10::Half|__half"), "fp16 data"),
+    # cuDNN writes `wgmma_f16` for fp16 and bf16 inputs alike: the MMA's width, not a dtype
+    (re.compile(r"mma_f16"), "f16 = 16-bit MMA inputs (fp16 or bf16: the name does not say)"),
+    (re.compile(r"(?<![a-z])(?<!mma_)f16|c10::Half|__half"), "fp16 data"),
     (re.compile(r"f32f32|<float,"), "fp32 data"),
     (re.compile(r"tilesize(\d+x\d+x\d+)|_(\d+x\d+)_\d+x\d+_"), "tile {0}"),
 ]

@@ -189,6 +189,14 @@ def test_kernel_name_decoding(name, category, phrase):
     assert phrase in decode(name)
 
 
+def test_cudnn_mma_width_is_not_read_as_fp16_data():
+    # the cuDNN kernel of a bf16 run (tests/fixtures/sdpa_cudnn_*) says `wgmma_f16`
+    name = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1"
+    assert "fp16 data" not in decode(name)
+    assert "fp16 or bf16" in decode(name)
+    assert "fp16 data" in decode("ampere_fp16_s16816gemm_f16_128x64_tn")
+
+
 def test_short_names_are_readable():
     long = (
         "void (anonymous namespace)::softmax_warp_forward<c10::BFloat16, c10::BFloat16, float, "
