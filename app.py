@@ -3,7 +3,10 @@
 Data walks one way: raw inputs → validation (RunConfig.from_user, profiling.views_compare) →
 one GPU function per job (profile_on_gpu: one run; compare_on_gpu, sweep_on_gpu: several runs
 one after another) → plain results → profiling.views / views_compare → components. Diff and
-Analyse read uploaded traces on the CPU, in their own concurrency group. Errors a user can act
+Analyse read uploaded traces on the CPU, in their own concurrency group. Profile, Compare and
+Sweep run on profiling.jobs' one device worker, so a job a client cancels stops instead of
+running on beside the next one; on a CPU-only machine Diff and Analyse take that worker too, or
+an upload parsed alongside a run would inflate its CPU times. Errors a user can act
 on become gr.Error with the backend's message; anything else is logged here and shown as a
 generic gr.Error, never as a traceback. Profile, Compare and Sweep take their values
 unprocessed (preprocess=False): Gradio's own checks answer a string or a list in a slider with a
@@ -20,7 +23,7 @@ from typing import Any
 import gradio as gr
 import spaces  # before torch (imported by profiling/attention) touches CUDA: ZeroGPU patches it
 
-from profiling import views
+from profiling import jobs, views
 from profiling import views_compare as vc
 from profiling.compare import CompareResult
 from profiling.compare import compare as run_compare
@@ -158,6 +161,7 @@ def profile(
     progress(0.0, desc="waiting for the GPU" if DEVICE == "cuda" else "starting")
     try:
         result = profile_on_gpu(config, progress)
+        RUN_DIRS.add(result.trace_json.parent)  # kept in the count even if its page fails
         shown = views.page(result)
     except gr.Error:
         raise
@@ -166,7 +170,6 @@ def profile(
     except Exception:
         log.exception("profile failed for %s", config)
         raise gr.Error(views.GENERIC_ERROR, print_exception=False) from None
-    RUN_DIRS.add(result.trace_json.parent)
     return (
         shown.strip,
         shown.summary,
@@ -235,7 +238,7 @@ def _guarded(what: str, fn: Callable[..., Any], *args: Any) -> Any:
     """Call a backend or view function; its errors become the gr.Error the user sees."""
     try:
         return fn(*args)
-    except gr.Error:
+    except (gr.Error, jobs.JobCancelled):
         raise
     except USER_ERRORS as exc:
         raise _user_error(exc) from None
@@ -253,7 +256,12 @@ def compare_on_gpu(request: vc.JobRequest, progress: Any = None) -> CompareResul
     """The GPU work of a Compare: every variant profiled one after another, plain data back."""
     return _guarded(
         "compare_on_gpu",
-        lambda: run_compare(request.variants, progress=_report(progress), **request.shape),
+        lambda: run_compare(
+            request.variants,
+            progress=_report(progress),
+            stop=jobs.stop_requested,
+            **request.shape,
+        ),
     )
 
 
@@ -267,6 +275,7 @@ def sweep_on_gpu(request: vc.JobRequest, progress: Any = None) -> SweepResult:
             request.seq_lens,
             progress=_report(progress),
             check=vc.point_check(DEVICE),
+            stop=jobs.stop_requested,
             **request.shape,
         ),
     )
@@ -310,8 +319,8 @@ def compare(
     )  # fmt: skip
     progress(0.0, desc="waiting for the GPU" if DEVICE == "cuda" else "starting")
     result = compare_on_gpu(request, progress)
-    shown = _guarded("compare views", vc.compare_page, result, DEVICE)
     _keep(result.out_dir, result.zip_path.parent if result.zip_path else None)
+    shown = _guarded("compare views", vc.compare_page, result, DEVICE)
     zip_path = str(shown.zip_path) if shown.zip_path else None
     return shown.glance, shown.note, shown.bars, shown.gantts, zip_path, shown.traces
 
@@ -378,8 +387,8 @@ def sweep(
     )  # fmt: skip
     progress(0.0, desc="waiting for the GPU" if DEVICE == "cuda" else "starting")
     result = sweep_on_gpu(request, progress)
-    shown = _guarded("sweep views", vc.sweep_page, result, DEVICE)
     _keep(result.out_dir, result.zip_path.parent if result.zip_path else None)
+    shown = _guarded("sweep views", vc.sweep_page, result, DEVICE)
     zip_path = str(shown.zip_path) if shown.zip_path else None
     return shown.time, shown.memory, shown.table, zip_path
 
@@ -412,6 +421,12 @@ def relabel_multiselect(chosen: list[str] | None, dtype: str) -> Any:
 
 
 # -- the page -------------------------------------------------------------------------------------
+def _trace_job(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Diff and Analyse: on a CPU-only machine they queue for the device worker (their parse
+    would share the cores a run is timing); beside a GPU they run at once in Gradio's threads."""
+    return jobs.on_device(fn) if DEVICE == "cpu" else fn
+
+
 def _slider(name: str, label: str, info: str | None = None, prefix: str = "") -> gr.Slider:
     low, high, step = RANGES[name]
     return gr.Slider(
@@ -695,7 +710,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             txt_file,
         ]
         run_button.click(
-            profile,
+            jobs.on_device(profile),
             inputs=inputs,
             outputs=outputs,
             api_name="profile",
@@ -712,7 +727,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
 
         cmp_outputs = [glance, cmp_note, cmp_bars, cmp_gantts, cmp_zip]
         compared = cmp_button.click(
-            compare,
+            jobs.on_device(compare),
             inputs=[cmp_variants, *cmp_shape],
             outputs=[*cmp_outputs, compare_runs],
             api_name="compare",
@@ -734,7 +749,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
         diff_outputs = [diff_headline, kernel_delta, operator_delta]
         clear_diff = _cleared(len(diff_outputs))
         diff_button.click(
-            diff,
+            _trace_job(diff),
             inputs=[file_a, file_b, label_a, label_b],
             outputs=diff_outputs,
             api_name="diff",
@@ -743,7 +758,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             trigger_mode="once",
         ).failure(clear_diff, None, diff_outputs, **QUIET)
         diff_runs_button.click(
-            diff_runs,
+            _trace_job(diff_runs),
             inputs=[pick_a, pick_b, compare_runs],
             outputs=diff_outputs,
             api_visibility="private",
@@ -754,7 +769,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
 
         sw_outputs = [sw_time, sw_memory, sw_table, sw_zip]
         sw_button.click(
-            sweep,
+            jobs.on_device(sweep),
             inputs=[sw_variants, sw_lengths, *sw_shape],
             outputs=sw_outputs,
             api_name="sweep",
@@ -771,7 +786,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
 
         an_outputs = [an_summary, an_launch, an_operators, an_kernels, an_gantt]
         an_button.click(
-            analyze,
+            _trace_job(analyze),
             inputs=[an_file, an_from, an_to],
             outputs=an_outputs,
             api_name="analyze",

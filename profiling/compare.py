@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
@@ -23,6 +24,7 @@ import torch
 
 from attention import VARIANTS
 from profiling.config import DTYPES, ConfigError, RunConfig, resolve_device
+from profiling.jobs import JobCancelled
 from profiling.launch import LaunchStats, launch_stats
 from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
 from profiling.summary import FORWARD, Summary
@@ -187,12 +189,14 @@ def compare(
     out_dir: str | Path | None = None,
     progress: Progress | None = None,
     make_zip: bool = True,
+    stop: Callable[[], bool] | None = None,
     **shape: Any,
 ) -> CompareResult:
     """Profile each variant at one shape, one after another; never raises for one variant.
 
     `shape` takes RunConfig's fields but `variant` (seq_len, dtype, batch, heads, head_dim,
-    causal, device, steps). Raises ConfigError only for a bad shape or an unknown variant id.
+    causal, device, steps). Raises ConfigError only for a bad shape or an unknown variant id,
+    and JobCancelled when `stop()` is true before a variant (its folder is then removed).
     """
     base = shape_config(**shape)
     device = resolve_device(base.device)
@@ -207,6 +211,7 @@ def compare(
     report = progress or (lambda fraction, text: None)
     runs: list[VariantRun] = []
     for i, name in enumerate(names):
+        cancelled(stop, out, made=out_dir is None)
         step = _scaled(report, i, len(names), name)
         step(0.0, "starting")
         runs.append(profile_one(base.with_(variant=name), out / name, step))
@@ -226,6 +231,15 @@ def compare(
     if make_zip:
         result.zip_path = compare_zip(result)
     return result
+
+
+def cancelled(stop: Callable[[], bool] | None, out: Path, made: bool) -> None:
+    """Between two runs of a job: end it if its client cancelled it, removing the folder it
+    made (the runs so far and their traces are nobody's now)."""
+    if stop is not None and stop():
+        if made:
+            shutil.rmtree(out, ignore_errors=True)
+        raise JobCancelled(f"cancelled; {out.name} removed" if made else "cancelled")
 
 
 def profile_one(config: RunConfig, out_dir: Path, progress: Progress) -> VariantRun:

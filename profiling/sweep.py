@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from attention import VARIANTS
-from profiling.compare import markdown, shape_config, write_zip
+from profiling.compare import cancelled, markdown, shape_config, write_zip
 from profiling.config import (
     LIMITS,
     ConfigError,
@@ -109,6 +109,7 @@ def sweep(
     progress: Progress | None = None,
     make_zip: bool = True,
     check: Callable[[RunConfig], None] | None = None,
+    stop: Callable[[], bool] | None = None,
     **shape: Any,
 ) -> SweepResult:
     """Profile every (variant, seq_len) point, one after another; never raises for a point.
@@ -116,6 +117,7 @@ def sweep(
     `shape` takes RunConfig's fields but `variant` and `seq_len`. Raises ConfigError only for a
     bad shape, an unknown variant or an invalid sequence length. `check` is an extra admission
     test per point (the app's CPU budget): a ConfigError from it marks the point refused.
+    Raises JobCancelled when `stop()` is true before a point (its folder is then removed).
     """
     names = list(dict.fromkeys(variants))
     unknown = [v for v in names if v not in VARIANTS]
@@ -147,6 +149,8 @@ def sweep(
                 )
                 points.append(SweepPoint(name, s, status, reason, estimate_mib=est))
                 continue
+
+            cancelled(stop, out, made=out_dir is None)
 
             def step(fraction: float, text: str, i: int = i, name: str = name, s: int = s) -> None:
                 report((i + fraction) / total, f"{name} S={s} ({i + 1}/{total}): {text}")

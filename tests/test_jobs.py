@@ -1,0 +1,189 @@
+"""Device jobs: one at a time, and a job its client cancels stops (profiling.jobs, the app).
+
+Found by an audit: Gradio frees a cancelled event's slot while a plain handler runs on, so four
+submitted-and-cancelled Sweeps kept the CPU busy for two minutes and the next Profile waited
+43 s; and on a CPU machine an Analyse beside a Profile nearly doubled its CPU µs per forward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from gradio_client import handle_file
+
+import app
+from profiling import jobs
+from profiling import sweep as sweep_module
+from profiling import views_compare as vc
+from profiling.compare import compare
+from profiling.sweep import sweep
+
+FIXTURES = Path(__file__).parent / "fixtures"
+NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
+SHAPE = dict(dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
+TINY = dict(variant="naive", seq_len=128, **SHAPE)
+
+
+def test_a_job_cancelled_before_its_turn_never_runs():
+    ran: list[str] = []
+
+    async def main() -> bool:
+        gate = threading.Event()
+        first = asyncio.create_task(jobs.run_on_device(lambda: (gate.wait(10), ran.append("1"))))
+        await asyncio.sleep(0.05)
+        second = asyncio.create_task(jobs.run_on_device(ran.append, "2"))
+        await asyncio.sleep(0.05)
+        second.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await second
+        gate.set()
+        await first
+        return await jobs.run_on_device(lambda: ran.append("3") or jobs.stop_requested())
+
+    assert asyncio.run(main()) is False  # a job nobody cancelled is not told to stop
+    assert ran == ["1", "3"]
+
+
+def test_a_running_job_sees_its_cancellation_and_the_callers_context():
+    seen: dict[str, object] = {}
+    caller = contextvars.ContextVar("caller", default="unset")
+
+    def job() -> None:
+        seen["context"] = caller.get()
+        started.set()
+        deadline = time.monotonic() + 10
+        while not jobs.stop_requested() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen["stopped"] = jobs.stop_requested()
+
+    started = threading.Event()
+
+    async def main() -> None:
+        caller.set("request 7")
+        task = asyncio.create_task(jobs.run_on_device(job))
+        await asyncio.to_thread(started.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await jobs.run_on_device(lambda: None)  # the worker is free again: the job ended
+
+    asyncio.run(main())
+    assert seen == {"context": "request 7", "stopped": True}
+    assert jobs.stop_requested() is False  # outside a job
+
+
+def test_on_device_keeps_the_handlers_name_signature_and_docstring():
+    queued = jobs.on_device(app.profile)
+    assert asyncio.iscoroutinefunction(queued)
+    assert queued.__name__ == "profile" and queued.__doc__ == app.profile.__doc__
+    assert list(inspect.signature(queued).parameters)[-1] == "progress"
+
+
+@pytest.mark.parametrize("job", ["compare", "sweep"])
+def test_compare_and_sweep_stop_before_their_next_run_and_remove_their_folder(job, monkeypatch):
+    made: list[Path] = []
+    real = sweep_module._profile_point if job == "sweep" else None
+    calls = iter([False, True])  # cancelled once the first run is done
+
+    if job == "compare":
+        import profiling.compare as compare_module
+
+        real_one = compare_module.profile_one
+
+        def one(config, out_dir, progress):
+            made.append(out_dir.parent)
+            return real_one(config, out_dir, progress)
+
+        monkeypatch.setattr(compare_module, "profile_one", one)
+        with pytest.raises(jobs.JobCancelled):
+            compare(["naive", "naive-inplace"], stop=lambda: next(calls), seq_len=128, **SHAPE)
+    else:
+
+        def point(config, out, *args):
+            made.append(out.parent)
+            return real(config, out, *args)
+
+        monkeypatch.setattr(sweep_module, "_profile_point", point)
+        with pytest.raises(jobs.JobCancelled):
+            sweep(["naive"], [128, 256], stop=lambda: next(calls), **SHAPE)
+    assert len(made) == 1  # the second run never started
+    assert not made[0].exists()  # the first run's traces went with the job's folder
+
+
+def test_a_cancelled_sweep_stops_and_the_next_profile_does_not_wait_for_it(client, monkeypatch):
+    points: list[int] = []
+    folders: list[Path] = []
+    started, release = threading.Event(), threading.Event()
+    real = sweep_module._profile_point
+
+    def point(config, out, *args):
+        points.append(config.seq_len)
+        folders.append(out.parent)
+        started.set()
+        release.wait(60)  # hold the first point until the client has cancelled
+        return real(config, out, *args)
+
+    monkeypatch.setattr(sweep_module, "_profile_point", point)
+    job = client.submit(["naive"], [256, 512, 1024], *SHAPE.values(), api_name="/sweep")
+    assert started.wait(60)
+    job.cancel()  # returns once the server has cancelled the event's task
+    release.set()
+    _, summary, *_ = client.predict(**TINY, api_name="/profile")
+    assert summary["config"]["seq_len"] == 128
+    assert points == [256]  # before: 256, 512 and 1024 ran on in the background
+    assert not folders[0].exists()
+
+
+@pytest.mark.skipif(app.DEVICE != "cpu", reason="beside a GPU, Analyse runs at once")
+def test_on_a_cpu_analyse_waits_for_a_running_profile(client, monkeypatch):
+    events: list[str] = []
+    started, release = threading.Event(), threading.Event()
+    real_run, real_page = app.profile_on_gpu, vc.analyze_page
+
+    def held(config, progress=None):
+        events.append("profile starts")
+        started.set()
+        release.wait(60)
+        result = real_run(config, progress)
+        events.append("profile ends")
+        return result
+
+    def page(*args):
+        events.append("analyse")
+        return real_page(*args)
+
+    monkeypatch.setattr(app, "profile_on_gpu", held)
+    monkeypatch.setattr(vc, "analyze_page", page)
+    profiled = client.submit(**TINY, api_name="/profile")
+    assert started.wait(60)
+    analysed = client.submit(handle_file(str(NAIVE)), None, None, api_name="/analyze")
+    time.sleep(1.0)  # time enough for an Analyse that did not wait to start
+    release.set()
+    profiled.result(timeout=120)
+    analysed.result(timeout=120)
+    assert events == ["profile starts", "profile ends", "analyse"]
+
+
+def test_a_run_whose_page_fails_still_counts_toward_the_kept_folders(monkeypatch):
+    made: list[Path] = []
+    real_run = app.profile_on_gpu
+
+    def run(config, progress=None):
+        result = real_run(config, progress)
+        made.append(result.trace_json.parent)
+        return result
+
+    def broken_page(result):
+        raise ValueError("a view bug")
+
+    monkeypatch.setattr(app, "profile_on_gpu", run)
+    monkeypatch.setattr(app.views, "page", broken_page)
+    with pytest.raises(app.gr.Error):
+        app.profile(**TINY)
+    assert made and made[0] in app.RUN_DIRS._dirs  # removed with the oldest, not in an hour
