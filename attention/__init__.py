@@ -106,13 +106,19 @@ def _kernels_hub(repo: str, archs: tuple[tuple[int, int], ...]):
             return f"{repo} needs a CUDA GPU (this run is on {device})"
         if dtype not in HALF:
             return f"{repo} supports only float16 and bfloat16"
-        if _capability() not in archs:
+        if not built_for(_capability(), archs):
             major, minor = _capability()
             wanted = ", ".join(f"{a}.{b}" for a, b in archs)
             return f"{repo} is built for compute capability {wanted} (this GPU: {major}.{minor})"
         return None
 
     return check
+
+
+def built_for(capability: tuple[int, int], archs: tuple[tuple[int, int], ...]) -> bool:
+    """CUDA's rule, as `kernels` applies it: a build for X.Y runs on X.Z for any Z ≥ Y (an
+    sm_80 build runs on an L4's 8.9), never across major versions."""
+    return any(capability[0] == major and capability[1] >= minor for major, minor in archs)
 
 
 def _local_triton(device: str, dtype: torch.dtype) -> str | None:
@@ -179,6 +185,7 @@ def _hub(repo: str) -> Callable[[Problem], Built]:
         from attention import hub
 
         kernel = hub.load(repo)
+        hub.check_head_dim(kernel, p.head_dim)
         return Built(
             lambda q, k, v: hub.call(kernel, q, k, v, p.causal), kernel.source, kernel.note
         )
@@ -190,6 +197,7 @@ def _local_build(p: Problem) -> Built:
     from attention import hub
 
     kernel = hub.load_local_build()
+    hub.check_head_dim(kernel, p.head_dim)
     return Built(lambda q, k, v: hub.call(kernel, q, k, v, p.causal), kernel.source)
 
 

@@ -4,12 +4,19 @@ Resolution order: a `LOCAL_KERNELS` override of the repo → the Hugging Face Hu
 build bundled in `attention/flash_triton` (loaded by `kernels` from disk). The loaded kernel
 carries a `source` line so the page can say which of the three actually ran. Only repos on
 `ALLOWED` are ever passed to `kernels`; no user text reaches a repo id or `trust_remote_code`.
+
+The Hub is asked at most once per `RETRY_S` for a repo it failed to give: a failure or a
+fallback is remembered that long (a transient outage does not pin the fallback for the life of
+the process, and clicks do not each wait on the network), and a Hub that accepts connections
+but never answers costs `HUB_TIMEOUT_S`, not a run held forever under the runner's lock.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +30,8 @@ ALLOWED: dict[str, int] = {  # repo → the `version=` the post pins
 }
 LOCAL_BUILD = Path(__file__).resolve().parent / "flash_triton"
 LOCAL_BUILD_LABEL = "local Triton build (attention/flash_triton)"
+HUB_TIMEOUT_S = 30.0  # kernels' Hub calls have no timeout of their own
+RETRY_S = 300.0  # how long a Hub failure (or the fallback it led to) is remembered
 
 
 class KernelLoadError(RuntimeError):
@@ -34,19 +43,30 @@ class LoadedKernel:
     flash_attn_func: Callable[..., object]
     source: str  # e.g. "Hub kernels-community/flash-attn2 v3"
     note: str = ""  # why the Hub was not used, when it was not
+    head_dims: tuple[int, ...] | None = None  # the head dims it supports, when it says
 
 
-_cache: dict[tuple[str, str, bool], LoadedKernel] = {}
+# key → (the kernel or the error, monotonic time after which the Hub is asked again)
+_cache: dict[tuple[str, ...], tuple[LoadedKernel | KernelLoadError, float]] = {}
 
 
 def load(repo: str, *, fallback: bool = True) -> LoadedKernel:
     """Resolve `repo` (override → Hub → bundled build); raise KernelLoadError with the cause."""
     if repo not in ALLOWED:
         raise KernelLoadError(f"{repo!r} is not on this app's kernel allow-list")
-    key = (repo, os.environ.get("LOCAL_KERNELS", ""), fallback)
-    if key not in _cache:
-        _cache[key] = _resolve(repo, fallback)
-    return _cache[key]
+    env = ("LOCAL_KERNELS", "HF_HUB_OFFLINE", "HF_ENDPOINT")
+    key = (repo, str(fallback), *(os.environ.get(name, "") for name in env))
+    cached = _cache.get(key)
+    if cached is None or time.monotonic() >= cached[1]:
+        try:
+            kernel: LoadedKernel | KernelLoadError = _resolve(repo, fallback)
+        except KernelLoadError as exc:
+            kernel = exc
+        settled = isinstance(kernel, LoadedKernel) and not kernel.note
+        cached = _cache[key] = (kernel, float("inf") if settled else time.monotonic() + RETRY_S)
+    if isinstance(cached[0], KernelLoadError):
+        raise cached[0]
+    return cached[0]
 
 
 def load_local_build() -> LoadedKernel:
@@ -57,7 +77,17 @@ def load_local_build() -> LoadedKernel:
         module = kernels.get_local_kernel(LOCAL_BUILD)
     except Exception as exc:  # kernels raises many types; say which
         raise KernelLoadError(f"the bundled Triton build did not load: {_describe(exc)}") from exc
-    return LoadedKernel(module.flash_attn_func, LOCAL_BUILD_LABEL)
+    return LoadedKernel(
+        module.flash_attn_func, LOCAL_BUILD_LABEL, head_dims=module.SUPPORTED_HEAD_DIMS
+    )
+
+
+def check_head_dim(kernel: LoadedKernel, head_dim: int) -> None:
+    """Refuse a head dim the kernel does not support before anything runs (the Triton build's
+    own ValueError would otherwise surface mid-warm-up as an unexplained failure)."""
+    if kernel.head_dims is not None and head_dim not in kernel.head_dims:
+        dims = ", ".join(map(str, kernel.head_dims))
+        raise KernelLoadError(f"{kernel.source} supports head_dim {dims} (not {head_dim})")
 
 
 def call(kernel: LoadedKernel, q, k, v, causal: bool) -> torch.Tensor:
@@ -71,13 +101,16 @@ def _resolve(repo: str, fallback: bool) -> LoadedKernel:
     version = ALLOWED[repo]
     override = _override_path(repo)
     try:
-        module = kernels.get_kernel(repo, version=version)
+        module = _get_kernel(kernels, repo, version)
     except Exception as exc:  # classified below; kernels raises ValueError, OSError, httpx, ...
         reason = _explain(exc, override)
         if fallback and not override:
             local = load_local_build()
             return LoadedKernel(
-                local.flash_attn_func, local.source, f"Hub {repo} v{version}: {reason}"
+                local.flash_attn_func,
+                local.source,
+                f"Hub {repo} v{version}: {reason}",
+                local.head_dims,
             )
         raise KernelLoadError(
             f"{repo} (version {version}) could not be loaded: {reason}. To run it offline, point "
@@ -88,6 +121,26 @@ def _resolve(repo: str, fallback: bool) -> LoadedKernel:
             module.flash_attn_func, f"LOCAL_KERNELS override of {repo} → {override}"
         )
     return LoadedKernel(module.flash_attn_func, f"Hub {repo} v{version}")
+
+
+def _get_kernel(kernels, repo: str, version: int):
+    """kernels.get_kernel, given up on after HUB_TIMEOUT_S (the thread is left to finish)."""
+    done: dict[str, object] = {}
+
+    def fetch() -> None:
+        try:
+            done["module"] = kernels.get_kernel(repo, version=version)
+        except Exception as exc:  # handed to the caller below
+            done["error"] = exc
+
+    worker = threading.Thread(target=fetch, name=f"hub {repo}", daemon=True)
+    worker.start()
+    worker.join(HUB_TIMEOUT_S)
+    if worker.is_alive():
+        raise TimeoutError(f"the Hub did not answer within {HUB_TIMEOUT_S:.0f} s")
+    if "error" in done:
+        raise done["error"]  # type: ignore[misc]
+    return done["module"]
 
 
 def _import_kernels():
@@ -127,9 +180,10 @@ def _explain(exc: Exception, override: str | None) -> str:
 
 
 def hub_reachable(timeout: float = 2.0) -> bool:
-    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = url.port or (80 if url.scheme == "http" else 443)
     try:
-        with socket.create_connection((host or "huggingface.co", 443), timeout=timeout):
+        with socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout):
             return True
     except OSError:
         return False

@@ -78,3 +78,92 @@ def test_local_triton_variant_runs_on_cpu_through_the_interpreter(tmp_path):
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("RAN"))
     _, *ran, forwards, err = line.split()
     assert " ".join(ran) == hub.LOCAL_BUILD_LABEL and forwards == "3" and float(err) < 5e-3
+
+
+REPO = "kernels-community/flash-attn2"
+
+
+def _hub_answers(monkeypatch, answer):
+    """kernels.get_kernel replaced by `answer` (a callable); counts the calls."""
+    import kernels
+
+    calls: list[str] = []
+
+    def get_kernel(repo, version=None):
+        calls.append(repo)
+        return answer()
+
+    monkeypatch.setattr(kernels, "get_kernel", get_kernel)
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    hub._cache.clear()
+    return calls
+
+
+def test_a_hub_that_never_answers_costs_the_timeout_not_the_run(monkeypatch):
+    import threading
+    import time
+
+    hang = threading.Event()
+    monkeypatch.setattr(hub, "HUB_TIMEOUT_S", 0.2)
+    _hub_answers(monkeypatch, lambda: hang.wait(30))
+    began = time.monotonic()
+    kernel = hub.load(REPO)
+    assert time.monotonic() - began < 5  # before: blocked until the connection gave up
+    assert kernel.source == hub.LOCAL_BUILD_LABEL and "did not answer within 0 s" in kernel.note
+    hub._cache.clear()
+    with pytest.raises(hub.KernelLoadError, match="did not answer within"):
+        hub.load(REPO, fallback=False)
+    hang.set()
+
+
+def test_a_hub_failure_is_remembered_for_a_while_then_asked_again(monkeypatch):
+    import types
+
+    answers = iter([OSError("connection reset"), OSError("connection reset")])
+
+    def answer():
+        nxt = next(answers, None)
+        if nxt is not None:
+            raise nxt
+        return types.SimpleNamespace(flash_attn_func=lambda **kw: None)
+
+    calls = _hub_answers(monkeypatch, answer)
+    first = hub.load(REPO)
+    assert first.source == hub.LOCAL_BUILD_LABEL and hub.load(REPO) is first
+    with pytest.raises(hub.KernelLoadError):  # fallback=False: the failure itself is kept
+        hub.load(REPO, fallback=False)
+    with pytest.raises(hub.KernelLoadError):
+        hub.load(REPO, fallback=False)
+    assert len(calls) == 2  # one per kind of call, not one per click
+    monkeypatch.setattr(hub, "RETRY_S", 0.0)  # the outage is over and the time has passed
+    for key, (kernel, _) in list(hub._cache.items()):
+        hub._cache[key] = (kernel, 0.0)
+    assert hub.load(REPO).source == f"Hub {REPO} v3"  # before: the fallback, for ever
+    assert hub.load(REPO) is hub.load(REPO) and len(calls) == 3  # a Hub kernel stays
+
+
+def test_builds_run_on_later_minor_versions_of_their_architecture(monkeypatch):
+    import torch
+
+    import attention
+
+    assert attention.built_for((8, 9), ((8, 0), (9, 0)))  # an L4: the sm_80 build runs
+    assert attention.built_for((9, 0), ((8, 0), (9, 0)))
+    assert not attention.built_for((7, 5), ((8, 0), (9, 0)))  # a T4
+    assert not attention.built_for((10, 0), ((8, 0), (9, 0)))  # never across major versions
+    monkeypatch.setattr(attention, "_capability", lambda: (8, 9))
+    fa2 = attention.VARIANTS["kernels-flash-attn2"]
+    assert fa2.unavailable("cuda", torch.bfloat16) is None  # before: "built for 8.0, 9.0, …"
+
+
+def test_a_head_dim_the_triton_build_lacks_is_refused_before_it_runs():
+    import torch
+
+    from attention import VARIANTS, Problem
+
+    problem = Problem(1, 2, 64, 96, True, torch.float16, "cpu")
+    with pytest.raises(
+        hub.KernelLoadError, match=r"supports head_dim 16, 32, 64, 128, 256 \(not 96\)"
+    ):
+        VARIANTS["kernels-local-triton"].build(problem)
+    assert VARIANTS["kernels-local-triton"].build(Problem(1, 2, 64, 64, True, torch.float16, "cpu"))

@@ -1,6 +1,7 @@
 """FlashAttention-2 forward in Triton, as a local `kernels` package (offline, readable source)."""
 
 from .flash_fwd import (
+    SUPPORTED_HEAD_DIMS,
     autotune_configs,
     flash_attn_func,
     flash_attn_func_with_config,
@@ -9,6 +10,7 @@ from .flash_fwd import (
 )
 
 __all__ = [
+    "SUPPORTED_HEAD_DIMS",
     "autotune_configs",
     "flash_attn_func",
     "flash_attn_func_with_config",
