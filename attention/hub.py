@@ -78,7 +78,9 @@ def load_local_build() -> LoadedKernel:
     except Exception as exc:  # kernels raises many types; say which
         raise KernelLoadError(f"the bundled Triton build did not load: {_describe(exc)}") from exc
     return LoadedKernel(
-        module.flash_attn_func, LOCAL_BUILD_LABEL, head_dims=module.SUPPORTED_HEAD_DIMS
+        module.flash_attn_func,
+        LOCAL_BUILD_LABEL,
+        head_dims=getattr(module, "SUPPORTED_HEAD_DIMS", None),  # None: let the kernel decide
     )
 
 

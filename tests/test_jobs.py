@@ -132,6 +132,11 @@ def test_a_cancelled_sweep_stops_and_the_next_profile_does_not_wait_for_it(clien
     monkeypatch.setattr(sweep_module, "_profile_point", point)
     job = client.submit(["naive"], [256, 512, 1024], *SHAPE.values(), api_name="/sweep")
     assert started.wait(60)
+    # the client can only cancel once it knows the job's event id (before, its /cancel call is
+    # refused and the job runs on: a race of the test client's, not of the app)
+    deadline = time.monotonic() + 30
+    while job.communicator.event_id is None and time.monotonic() < deadline:
+        time.sleep(0.02)
     job.cancel()  # returns once the server has cancelled the event's task
     release.set()
     _, summary, *_ = client.predict(**TINY, api_name="/profile")
