@@ -7,25 +7,46 @@ python -m profiling compare|diff|sweep|analyze ...   (see `python -m profiling c
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
+import tempfile
 from pathlib import Path
 
 from attention import VARIANTS
 from profiling.config import DEVICES, DTYPES, LIMITS, ConfigError, RunConfig, resolve_device
 from profiling.runner import RunError, VariantUnavailable, run
 from profiling.summary import summary_rows
+from profiling.trace import Trace, TraceError, TraceTooBig
 
-SUBCOMMANDS = ("compare", "diff", "sweep", "analyze")
+SUBCOMMANDS = {
+    "compare": "several variants at one shape, one after another",
+    "diff": "per-kernel and per-operator deltas between two traces",
+    "sweep": "variants over sequence lengths",
+    "analyze": "operator and kernel tables of any torch.profiler trace (alias: analyse)",
+}
+ALIASES = {"analyse": "analyze"}  # the tab is called Analyse
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        # no abbreviations: `sweep --seq-len 1024` must not quietly mean --seq-lens
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(2)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m profiling", description=__doc__.splitlines()[0])
+    commands = "\n".join(f"  {name:9s} {text}" for name, text in SUBCOMMANDS.items())
+    p = _Parser(
+        prog="python -m profiling",
+        description=__doc__.splitlines()[0],
+        epilog=f"commands (python -m profiling COMMAND -h for their flags):\n{commands}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--variant", required=True, help=f"one of: {', '.join(VARIANTS)}, or all")
     _shape_flags(p, seq_len=True)
     p.add_argument("--out", default="traces", help="folder for <variant>/<tag>.json.gz and .txt")
@@ -34,8 +55,14 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv:
+        argv[0] = ALIASES.get(argv[0], argv[0])
     if argv and argv[0] in SUBCOMMANDS:
         return views_main(argv)
+    if argv and not argv[0].startswith("-"):  # a typo'd command would read as a missing --variant
+        print(f"error: unknown command '{argv[0]}'; choose from: {', '.join(SUBCOMMANDS)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     args = parser().parse_args(argv)
     names = list(VARIANTS) if args.variant == "all" else [args.variant]
     try:
@@ -48,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in names
         ]  # fmt: skip
         device = resolve_device(args.device)
+        _check_out(args.out)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -57,15 +85,19 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out) / config.variant
         try:
             result = run(config, out_dir=out)
-        except VariantUnavailable as exc:
-            overview.append(f"{config.variant:22s} unavailable: {exc}")
-            print(f"{config.variant}: unavailable — {exc}\n")
-            failures += len(configs) == 1
-            continue
-        except (ConfigError, RunError) as exc:
-            overview.append(f"{config.variant:22s} refused: {exc}")
-            print(f"{config.variant}: {exc}\n", file=sys.stderr)
-            failures += 1
+        except (VariantUnavailable, ConfigError, RunError) as exc:
+            if len(configs) == 1:  # the run asked for did not happen: an error, as for bad flags
+                print(f"error: {_named(config.variant, exc)}", file=sys.stderr)
+                return 2 if isinstance(exc, ConfigError) else 1
+            reason = _reason(config.variant, exc)
+            if isinstance(exc, VariantUnavailable):  # expected with `all`: not a failure
+                overview.append(f"{config.variant:22s} unavailable: {reason}")
+                print(f"{config.variant}: unavailable — {reason}\n")
+            else:
+                status = "refused" if isinstance(exc, ConfigError) else "failed"
+                overview.append(f"{config.variant:22s} {status}: {reason}")
+                print(f"{_named(config.variant, exc)}\n", file=sys.stderr)
+                failures += 1
             continue
         result.trace_json.unlink(missing_ok=True)  # keep what the post keeps: .json.gz and .txt
         s = result.summary
@@ -84,13 +116,50 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failures else 0
 
 
+def _named(variant: str, exc: Exception) -> str:
+    """The error naming the variant once: most runner messages already start with its id."""
+    text = str(exc)
+    return text if text.startswith(f"{variant} ") else f"{variant}: {text}"
+
+
+def _reason(variant: str, exc: Exception) -> str:
+    """The error without its leading variant id, for a line that names the variant itself."""
+    text = str(exc)
+    for prefix in (f"{variant} is unavailable here: ", f"{variant} "):
+        if text.startswith(prefix):
+            return text[len(prefix) :]
+    return text
+
+
+def _check_out(out: str) -> None:
+    """Make --out and write a file in it before any run: a bad folder found after the runs (or
+    as a traceback) wastes them. Folders made for the check are removed again, so a command
+    refused later for a bad shape leaves nothing behind; the run makes them. Raises ConfigError."""
+    path = Path(out)
+    made = [p for p in (path, *path.parents) if not p.exists()]  # innermost first
+    try:
+        if path.exists() and not path.is_dir():
+            raise NotADirectoryError(0, "it exists and is not a folder")
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot write to --out '{out}': {exc.strerror or exc}") from None
+    finally:
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:  # never made, or no longer empty
+                break
+
+
 # -- compare | diff | sweep | analyze ----------------------------------------------------------
 
 
 def views_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m profiling", description="Compare, diff, sweep or analyse traces.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    c = sub.add_parser("compare", help="several variants at one shape, one after another")
+    c = sub.add_parser("compare", help=SUBCOMMANDS["compare"])
     c.add_argument(
         "--variants",
         type=_names,
@@ -101,16 +170,16 @@ def views_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default="traces/compare", help="folder for traces and the zip")
     c.add_argument("--markdown", action="store_true", help="print Markdown tables")
 
-    d = sub.add_parser("diff", help="per-kernel and per-operator deltas between two traces")
+    d = sub.add_parser("diff", help=SUBCOMMANDS["diff"])
     d.add_argument("trace_a", metavar="A.json[.gz]")
     d.add_argument("trace_b", metavar="B.json[.gz]")
     d.add_argument("--label-a", default=None, help="name of A in the tables (default: A)")
     d.add_argument("--label-b", default=None, help="name of B in the tables (default: B)")
     d.add_argument("--totals", action="store_true", help="totals over the windows, not per window")
-    d.add_argument("--top", type=int, default=25, help="rows to print per table")
+    d.add_argument("--top", type=_at_least_one, default=25, help="rows to print per table")
     d.add_argument("--markdown", action="store_true", help="print Markdown tables")
 
-    s = sub.add_parser("sweep", help="variants over sequence lengths")
+    s = sub.add_parser("sweep", help=SUBCOMMANDS["sweep"])
     s.add_argument("--variants", type=_names, required=True, help="comma-separated ids")
     s.add_argument("--seq-lens", type=_lengths, default=None,
                    help="comma-separated lengths (default: 256 doubling to 16384, capped by "
@@ -119,19 +188,20 @@ def views_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="traces/sweep", help="folder for traces and the zip")
     s.add_argument("--markdown", action="store_true", help="print Markdown tables")
 
-    a = sub.add_parser("analyze", help="operator and kernel tables of any torch.profiler trace")
+    a = sub.add_parser("analyze", help=SUBCOMMANDS["analyze"])
     a.add_argument("trace", metavar="TRACE.json[.gz]")
-    a.add_argument("--top", type=int, default=20, help="rows to print per table")
-    a.add_argument("--max-mib", type=int, default=1024, help="limit on the expanded JSON")
+    a.add_argument("--top", type=_at_least_one, default=20, help="rows to print per table")
+    a.add_argument("--max-mib", type=_at_least_one, default=1024,
+                   help="limit on the file and on its JSON once gunzipped")  # fmt: skip
     a.add_argument("--markdown", action="store_true", help="print Markdown tables")
     return p
 
 
 def views_main(argv: list[str]) -> int:
-    from profiling.trace import TraceError
-
     args = views_parser().parse_args(argv)
     try:
+        if args.command in ("compare", "sweep"):
+            _check_out(args.out)
         return _VIEWS[args.command](args)
     except (ConfigError, TraceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -162,7 +232,15 @@ def _diff(args: argparse.Namespace) -> int:
     from profiling.diff import diff, labelled
 
     la, lb = args.label_a or "A", args.label_b or "B"
-    kernels, operators = diff(args.trace_a, args.trace_b, la, lb, per_forward=not args.totals)
+    for flag, label in (("--label-a", la), ("--label-b", lb)):
+        if not label.isprintable():  # a newline would split a table row
+            raise ConfigError(f"{flag} must be one line of printable text")
+    if la == lb:
+        raise ConfigError(
+            f"--label-a and --label-b must differ (both are {la!r}): columns are named after them"
+        )
+    a, b = _load(args.trace_a), _load(args.trace_b)
+    kernels, operators = diff(a, b, la, lb, per_forward=not args.totals)
     (sa, sb), (ua, ub) = kernels.attrs["scopes"], kernels.attrs["units"]
     print(f"{la} = {args.trace_a} ({sa}, {ua})\n{lb} = {args.trace_b} ({sb}, {ub})")
     if ua != ub:
@@ -196,19 +274,31 @@ def _keep_zip(made: Path, out: Path) -> Path:
     at the same shape must not overwrite it."""
     import shutil
 
-    out.mkdir(parents=True, exist_ok=True)
-    dest, n = out / made.name, 2
-    while dest.exists():
-        dest, n = out / f"{made.stem}-{n}{made.suffix}", n + 1
-    shutil.move(made, dest)
-    shutil.rmtree(made.parent, ignore_errors=True)  # the attnprof-zip-* folder it came from
-    return dest
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        dest, n = out / made.name, 2
+        while dest.exists():
+            dest, n = out / f"{made.stem}-{n}{made.suffix}", n + 1
+        shutil.move(made, dest)
+        return dest
+    finally:  # the attnprof-zip-* folder it came from, moved or not
+        shutil.rmtree(made.parent, ignore_errors=True)
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from profiling.analyze import analyze
+    from profiling.analyze import analyze, bytes_text
 
-    result = analyze(args.trace, max_expanded_bytes=args.max_mib * 1024**2)
+    limit = args.max_mib * 1024**2
+    size = _regular_file(args.trace)
+    if size is not None and size > limit:
+        raise _in(args.trace, f"the file is {bytes_text(size)}; the limit is --max-mib "
+                              f"{args.max_mib} MiB (raise it)")  # fmt: skip
+    try:
+        result = analyze(args.trace, max_upload_bytes=limit, max_expanded_bytes=limit)
+    except TraceTooBig as exc:
+        raise _in(args.trace, f"{exc}; or raise --max-mib ({args.max_mib})") from None
+    except TraceError as exc:
+        raise _in(args.trace, str(exc)) from None
     width = max(len(k) for k, _ in result.summary)
     print("\n".join(f"{k:>{width}}  {v}" for k, v in result.summary))
     print(f"\n== operators and record_function spans (whole trace; top {args.top}) ==")
@@ -225,6 +315,33 @@ def _analyze(args: argparse.Namespace) -> int:
 
 
 _VIEWS = {"compare": _compare, "diff": _diff, "sweep": _sweep, "analyze": _analyze}
+
+
+def _load(path: str) -> Trace:
+    """A trace file parsed, its errors prefixed with its path (diff reads two)."""
+    from profiling.trace import load
+
+    _regular_file(path)
+    try:
+        return load(path)
+    except TraceError as exc:
+        raise _in(path, str(exc)) from None
+
+
+def _regular_file(path: str) -> int | None:
+    """Its size; None when it cannot be stat'ed (the loader says why). A pipe or device is
+    refused: the loader seeks, and /dev/stdin would read as empty or crash."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        raise _in(path, "not a regular file (a pipe, device or folder); give a trace file's path")
+    return info.st_size
+
+
+def _in(path: str, message: str) -> TraceError:
+    return TraceError(f"{path}: {message}")
 
 
 def _shape_flags(p: argparse.ArgumentParser, seq_len: bool) -> None:
@@ -267,6 +384,17 @@ def _names(text: str) -> list[str]:
     return names
 
 
+def _at_least_one(text: str) -> int:
+    """--top and --max-mib: head(-3) would drop rows and 0 prints nothing, silently."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer ≥ 1, not {text!r}")
+    return value
+
+
 def _lengths(text: str) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
@@ -292,5 +420,18 @@ def _progress(fraction: float, text: str) -> None:
     print(f"[{fraction:4.0%}] {text}", file=sys.stderr, flush=True)
 
 
+def _entry() -> int:
+    """main() for a shell: when a reader such as `head` closes the pipe early, stop quietly with
+    exit 1 (the Python docs' recipe), not a BrokenPipeError traceback."""
+    try:
+        code = main()
+        sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the flush at exit does not fail again
+        return 1
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(_entry())

@@ -66,8 +66,8 @@ def analyze(
     size = _size(source)
     if size > max_upload_bytes:
         raise TraceError(
-            f"the file is {_bytes_text(size)}; the limit is {_bytes_text(max_upload_bytes)} "
-            "(upload a .json.gz, or profile fewer steps)"
+            f"the file is {bytes_text(size)}; the limit is {bytes_text(max_upload_bytes)} "
+            "(a .json.gz is smaller; or profile fewer steps)"
         )
     if size == 0:
         raise TraceError("the file is empty")
@@ -204,7 +204,7 @@ def _many(n: int, noun: str) -> str:
 _VERSION_KEYS = ("cuda_runtime_version", "cuda_driver_version", "cupti_version")
 
 
-def _bytes_text(n: int) -> str:
+def bytes_text(n: int) -> str:
     return (
         f"{n / 1024**2:,.1f} MiB".replace(".0 MiB", " MiB")
         if n >= 1024**2

@@ -406,10 +406,13 @@ def text_table(table: pd.DataFrame, max_width: int = 60) -> str:
 def markdown(table: pd.DataFrame, digits: int = 3) -> str:
     """A GitHub-flavoured Markdown table (pandas' to_markdown needs tabulate; this does not)."""
 
-    def cell(v: Any) -> str:
-        return format_cell(v, digits).replace("|", "\\|").replace("\n", " ")
+    def escaped(text: str) -> str:  # a bare | or newline would end the cell or the row
+        return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
-    head = "| " + " | ".join(map(str, table.columns)) + " |"
+    def cell(v: Any) -> str:
+        return escaped(format_cell(v, digits))
+
+    head = "| " + " | ".join(escaped(str(c)) for c in table.columns) + " |"
     rule = "|" + "|".join("---" for _ in table.columns) + "|"
     body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
     return "\n".join([head, rule, *body]) + "\n"

@@ -16,7 +16,9 @@ Definitions, matching HolisticTraceAnalysis 0.5.0 (`get_temporal_breakdown`,
   (HTA's `kernel_time`). It does not start at the first ProfilerStep: the profiler's own start-up
   in the first step would read as GPU idle time.
 - Busy: the union of the work intervals on that device, all streams merged (intervals that touch
-  merge, as in HTA's `merge_kernel_intervals`). Idle = window − busy = the sum of the gaps.
+  merge, as in HTA's `merge_kernel_intervals`; so do those apart by less than 2 ns, the nesting
+  tolerance `EPS_US`: µs floats with ns resolution leave 1e-10 µs 'gaps' between back-to-back
+  work, which are rounding, not idle time). Idle = window − busy = the sum of the gaps.
   Compute = the union of kernels only; memory = busy − compute (HTA's `non_compute_time`).
 - CPU launch duration: the duration of the runtime/driver span linked to the GPU work by its
   correlation id (`cudaLaunchKernel`, `cuLaunchKernelEx`, `cudaMemcpyAsync`, ...).
@@ -45,7 +47,7 @@ import pandas as pd
 
 from profiling.kernels import short_name
 from profiling.summary import FORWARD, forward_rows, launched_rows, work_rows
-from profiling.trace import Trace, is_in, step_rows
+from profiling.trace import EPS_US, Trace, is_in, step_rows
 
 DEVICE_COLUMNS = [
     "device", "window_start_us", "window_end_us", "window_us", "busy_us", "compute_us",
@@ -161,15 +163,16 @@ def merge_intervals(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Union of [start, end) intervals: merged starts and ends, and which input opened each.
 
-    Sorted by start; an interval opens a new group when it starts after every earlier one has
-    ended (touching intervals merge). Vectorised: one sort, one running maximum.
+    Sorted by start; an interval opens a new group when it starts more than `EPS_US` after
+    every earlier one has ended (touching ones merge, and so do ones a float rounding apart).
+    Vectorised: one sort, one running maximum.
     """
     order = np.argsort(starts, kind="stable")
     s, e = starts[order], ends[order]
     if not len(s):
         return s, e, order
     running_end = np.maximum.accumulate(e)
-    first = np.flatnonzero(np.concatenate(([True], s[1:] > running_end[:-1])))
+    first = np.flatnonzero(np.concatenate(([True], s[1:] > running_end[:-1] + EPS_US)))
     return s[first], np.maximum.reduceat(e, first), order[first]
 
 
@@ -401,7 +404,8 @@ def launch_rows(stats: LaunchStats) -> list[tuple[str, str]]:
         ("scope", stats.scope),
         ("GPU busy", f"{stats.busy_pct:.1f}% of {stats.window_us:,.1f} µs "
                      f"(first to last GPU work, device {stats.device})"),
-        ("GPU idle", f"{stats.idle_us:,.1f} µs in {stats.gaps} gaps, largest "
+        ("GPU idle", f"{stats.idle_us:,.1f} µs in {stats.gaps:,} "
+                     f"gap{'' if stats.gaps == 1 else 's'}, largest "
                      f"{stats.largest_gap_us:,.1f} µs"),
     ]  # fmt: skip
     if stats.launches:

@@ -60,6 +60,10 @@ class TraceError(ValueError):
     """The input is not a readable Chrome trace; the message says what is wrong."""
 
 
+class TraceTooBig(TraceError):
+    """The trace is over a size limit (callers with a way to raise it can say so)."""
+
+
 @dataclass
 class Trace:
     spans: pd.DataFrame
@@ -190,9 +194,9 @@ _CHUNK = 8 * 1024**2
 
 
 def _too_big(max_bytes: int) -> TraceError:
-    return TraceError(
+    return TraceTooBig(
         f"the trace expands to more than {max_bytes / 1024**2:.0f} MiB of JSON; "
-        "profile fewer steps or trim it before uploading"
+        "profile fewer steps or trim it"
     )
 
 
@@ -595,7 +599,7 @@ def _num(x: str) -> float:
         return float("inf")
 
 
-_EPS_US = 2e-3  # µs floats with ns resolution: a 1–2 ns 'overlap' is rounding
+EPS_US = 2e-3  # µs floats with ns resolution: a 1–2 ns 'overlap' is rounding
 
 
 def _depth_and_overlap(
@@ -612,7 +616,7 @@ def _depth_and_overlap(
     depth = np.zeros(n, dtype=np.int64)
     overlap = np.zeros(n, dtype=bool)
     bounds = np.flatnonzero(lane[1:] != lane[:-1]) + 1
-    eps = _EPS_US
+    eps = EPS_US
     for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n], strict=True):
         s, e = starts_all[lo:hi], ends_all[lo:hi]
         ended = np.searchsorted(np.sort(e), s + eps, side="right") - (e <= s + eps)
@@ -659,7 +663,7 @@ def _renest_crossings(
     nested again as torch nests them (EventList's populate_cpu_children): a span's parent is
     the innermost open span that contains it whole, and a crossed span is closed and flagged.
     In place; a per-span loop, but only over the lanes that need it."""
-    eps = _EPS_US
+    eps = EPS_US
     crossed = (parent >= 0) & (end > end[np.clip(parent, 0, None)] + eps)
     if not crossed.any():  # properly nested: the counting was right
         return

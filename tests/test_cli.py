@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -72,7 +74,8 @@ def test_all_reports_unavailable_variants(tmp_path):
         str(tmp_path),
     )
     assert p.returncode == 0, p.stderr
-    assert "sdpa-cudnn: unavailable" in p.stdout and "needs a CUDA GPU" in p.stdout
+    assert "sdpa-cudnn: unavailable — SDPA cuDNN needs a CUDA GPU" in p.stdout
+    assert "sdpa-cudnn is unavailable" not in p.stdout  # the id once per line
     assert (tmp_path / "sdpa-math" / "sdpa-math_1_1_64_16_float32_full_cpu_3steps.json.gz").exists()
     assert "== 12 variants on cpu ==" in p.stdout
 
@@ -88,3 +91,51 @@ def test_bad_arguments_one_line_exit_2():
         assert p.returncode == 2, args
         lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("error:"), p.stderr
+
+
+TINY = ["--seq-len", "128", "--batch", "1", "--heads", "2", "--head-dim", "32",
+        "--dtype", "float32", "--device", "cpu"]  # fmt: skip
+
+
+def _run(argv: list[str], capsys) -> tuple[int, str, list[str]]:
+    """main() in process: exit code, stdout, the non-empty stderr lines."""
+    from profiling.__main__ import main
+
+    try:
+        rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code
+    out = capsys.readouterr()
+    return rc, out.out, [ln for ln in out.err.splitlines() if ln.strip()]
+
+
+def test_a_bad_out_is_one_line_exit_2(tmp_path, capsys):
+    """An existing file or an unwritable folder as --out is refused before the run, not a trace."""
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    for out, reason in ((afile, "not a folder"), (Path("/sys/x"), "")):
+        rc, stdout, err = _run(["--variant", "naive", *TINY, "--out", str(out)], capsys)
+        assert rc == 2 and stdout == ""
+        assert len(err) == 1 and err[0].startswith(f"error: cannot write to --out '{out}': ")
+        assert reason in err[0]
+
+
+def test_one_variant_that_cannot_run_is_an_error_on_stderr(tmp_path, capsys):
+    """Unavailable: exit 1; refused by the memory estimate (a ConfigError): exit 2; both one
+    `error:` line on stderr that names the variant once."""
+    rc, stdout, err = _run(["--variant", "sdpa-cudnn", *TINY, "--out", str(tmp_path)], capsys)
+    assert rc == 1 and stdout == ""
+    assert err == ["error: sdpa-cudnn is unavailable here: SDPA cuDNN needs a CUDA GPU "
+                   "(this run is on cpu)"]  # fmt: skip
+    huge = ["--seq-len", "131072", "--batch", "8", "--heads", "16", "--head-dim", "16"]
+    rc, stdout, err = _run(["--variant", "naive", *huge, "--device", "cpu",
+                            "--out", str(tmp_path)], capsys)  # fmt: skip
+    assert rc == 2 and stdout == ""
+    assert len(err) == 1 and err[0].startswith("error: naive at B8 H16 S131072") and "GiB" in err[0]
+
+
+def test_the_profile_flags_are_not_abbreviated():
+    from profiling.__main__ import parser
+
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--var", "naive"])

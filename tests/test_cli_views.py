@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
+import itertools
+import os
+import re
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -115,3 +120,189 @@ def test_entry_point_dispatches_subcommands():
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert "dominant kernel" in p.stdout
+
+
+# -- audit of the command line: each test below failed before its fix ---------------------------
+
+
+def _one_error(capsys) -> str:
+    """The single `error:` line on stderr (argparse exits, our checks return 2)."""
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("error:"), err
+    return err[0]
+
+
+def _exit_code(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+@pytest.mark.parametrize("command", ["compare", "sweep"])
+@pytest.mark.parametrize("bad", ["file", "/sys/x"])
+def test_a_bad_out_is_one_line_before_any_run(command, bad, tmp_path, capsys, monkeypatch):
+    """An existing file or an unwritable folder as --out: one line, exit 2, no temp folder left."""
+    out = tmp_path / "a-file" if bad == "file" else Path(bad)
+    if bad == "file":
+        out.write_text("not a folder")
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where attnprof-zip-* would be left
+    lengths = ["--seq-len", "64"] if command == "compare" else ["--seq-lens", "64"]
+    argv = [command, "--variants", "naive", *lengths, *SMALL, "--device", "cpu", "--out", str(out)]
+    assert _exit_code(argv) == 2
+    line = _one_error(capsys)
+    assert line.startswith(f"error: cannot write to --out '{out}': ")
+    assert not any(temp.iterdir())
+
+
+def test_the_out_check_leaves_no_folder_when_the_shape_is_refused(tmp_path, capsys):
+    out = tmp_path / "new" / "folder"
+    argv = ["compare", "--variants", "naive", "--head-dim", "60", "--device", "cpu"]
+    assert main([*argv, "--out", str(out)]) == 2
+    assert "multiple of 8" in _one_error(capsys) and not (tmp_path / "new").exists()
+
+
+def test_keep_zip_removes_its_temp_folder_even_when_the_move_fails(tmp_path, monkeypatch):
+    import shutil
+
+    from profiling.__main__ import _keep_zip
+
+    made = tmp_path / "attnprof-zip-x" / "compare.zip"
+    made.parent.mkdir()
+    made.write_bytes(b"zip")
+
+    def refuse(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(shutil, "move", refuse)
+    with pytest.raises(OSError):
+        _keep_zip(made, tmp_path / "out")
+    assert not made.parent.exists()
+
+
+NOT_A_FILE = "not a regular file (a pipe, device or folder); give a trace file's path"
+
+
+@pytest.mark.parametrize("command", ["diff", "analyze"])
+def test_a_path_that_is_not_a_regular_file_is_refused_by_name(command, capsys):
+    argv = ["diff", NAIVE, "/dev/null"] if command == "diff" else ["analyze", "/dev/null"]
+    assert main(argv) == 2
+    assert _one_error(capsys) == f"error: /dev/null: {NOT_A_FILE}"
+
+
+def test_diff_from_a_pipe_is_refused_not_a_traceback():
+    p = subprocess.run(
+        [sys.executable, "-m", "profiling", "diff", NAIVE, "/dev/stdin"],
+        cwd=ROOT, input="", capture_output=True, text=True, timeout=300,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert p.returncode == 2
+    assert p.stderr == f"error: /dev/stdin: {NOT_A_FILE}\n"
+
+
+def test_analyze_passes_max_mib_for_the_file_and_its_expansion(monkeypatch, capsys):
+    import profiling.analyze
+
+    seen = {}
+    real = profiling.analyze.analyze
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(profiling.analyze, "analyze", spy)
+    assert main(["analyze", NAIVE, "--max-mib", "2048", "--top", "1"]) == 0
+    assert seen["max_upload_bytes"] == seen["max_expanded_bytes"] == 2048 * 1024**2
+
+
+def test_analyze_limits_speak_of_max_mib_not_uploads(tmp_path, capsys):
+    big = tmp_path / "big.json"
+    big.write_bytes(b'{"traceEvents": []}' + b" " * 2 * 1024**2)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(big.read_bytes()))
+    assert main(["analyze", str(big), "--max-mib", "1"]) == 2
+    line = _one_error(capsys)
+    assert line.startswith(f"error: {big}: the file is 2 MiB; the limit is --max-mib 1 MiB")
+    assert "--max-mib" in line and "upload" not in line
+    assert main(["analyze", str(bomb), "--max-mib", "1"]) == 2
+    line = _one_error(capsys)
+    assert line.startswith(f"error: {bomb}: the trace expands to more than 1 MiB of JSON")
+    assert "--max-mib" in line and "upload" not in line
+
+
+@pytest.mark.parametrize("argv", [["analyze", NAIVE, "--max-mib", "0"],
+                                  ["analyze", NAIVE, "--top", "-3"],
+                                  ["analyze", NAIVE, "--top", "0"],
+                                  ["diff", NAIVE, FLASH, "--top", "0"]])  # fmt: skip
+def test_counts_must_be_at_least_one(argv, capsys):
+    assert _exit_code(argv) == 2
+    assert "must be an integer ≥ 1" in _one_error(capsys)
+
+
+@pytest.mark.parametrize("typo", ["compar", "analyse-it", "--variant"])
+def test_a_misspelled_command_is_named(typo, capsys):
+    if typo.startswith("-"):  # the profile command keeps its own error
+        assert _exit_code([typo]) == 2
+        assert "--variant" in _one_error(capsys)
+        return
+    assert main([typo, NAIVE]) == 2
+    assert _one_error(capsys) == (
+        f"error: unknown command '{typo}'; choose from: compare, diff, sweep, analyze"
+    )
+
+
+def test_analyse_is_analyze_and_the_help_lists_the_commands(capsys):
+    assert main(["analyse", NAIVE, "--top", "1"]) == 0
+    capsys.readouterr()
+    assert _exit_code(["--help"]) == 0
+    help_text = capsys.readouterr().out
+    assert all(f"\n  {c} " in help_text for c in ("compare", "diff", "sweep", "analyze"))
+
+
+def test_markdown_headers_are_escaped_like_cells(capsys):
+    assert main(["diff", NAIVE, FLASH, "--label-a", "a|b", "--markdown", "--top", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "| count a\\|b |" in out
+    runs = itertools.groupby(out.splitlines(), key=lambda ln: ln.startswith("|"))
+    tables = [list(rows) for is_table, rows in runs if is_table]
+    assert len(tables) == 2
+    for rows in tables:  # header, rule and rows: as many cells each
+        assert len({len(re.split(r"(?<!\\)\|", row)) for row in rows}) == 1, rows
+
+
+@pytest.mark.parametrize(("labels", "says"), [(["--label-a", "B"], "must differ"),
+                                              (["--label-a", "x", "--label-b", "x"], "must differ"),
+                                              (["--label-a", "a\nb"], "one line")])  # fmt: skip
+def test_diff_labels_that_break_the_tables_are_refused(labels, says, capsys):
+    assert main(["diff", NAIVE, FLASH, *labels]) == 2
+    assert says in _one_error(capsys)
+
+
+def test_trace_errors_name_the_file(capsys):
+    readme = str(ROOT / "README.md")
+    assert main(["diff", NAIVE, readme]) == 2
+    assert _one_error(capsys).startswith(f"error: {readme}: not valid JSON")
+
+
+@pytest.mark.parametrize("argv", [["sweep", "--variants", "naive", "--seq-len", "1024"],
+                                  ["compare", "--seq", "64"]])  # fmt: skip
+def test_no_abbreviated_flags(argv, capsys):
+    assert _exit_code([*argv, "--head-dim", "60", "--device", "cpu"]) == 2
+    assert "unrecognized arguments" in _one_error(capsys)
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`... | head -1`: the reader is gone before the first write; no BrokenPipeError trace."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        p = subprocess.run(
+            [sys.executable, "-m", "profiling", "analyze", NAIVE],
+            cwd=ROOT, stdout=write, stderr=subprocess.PIPE, text=True, timeout=300,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert p.returncode == 1 and p.stderr == ""

@@ -83,6 +83,9 @@ def test_launch_rows_read_as_sentences():
     rows = dict(launch_rows(launch_stats(trace.load(H200["flash"]))))
     assert rows["GPU busy"].startswith("54.4%")
     assert "2 gaps" in rows["GPU idle"]
+    one = launch_stats(trace.load(H200["flash"]))
+    one.gaps = 1  # now common: the rounding 'gaps' between back-to-back work are merged
+    assert " in 1 gap, " in dict(launch_rows(one))["GPU idle"]
 
 
 def _doc(events):
@@ -138,6 +141,17 @@ def test_merge_intervals_against_brute_force():
     assert (me - ms).sum() == covered.sum()
     assert (ms[1:] > me[:-1]).all()  # disjoint, ordered, touching ones merged
     assert np.array_equal(starts[opener], ms)
+
+
+def test_merge_intervals_merges_gaps_that_are_float_rounding():
+    """Timestamps in µs with ns resolution: a 1e-10 µs 'gap' is rounding, not an idle gap
+    (gen_trace's 300k-event trace read 7,846 gaps, 7,845 of them under 5e-10 µs)."""
+    starts = np.array([0.0, 1.1 + 3e-10, 2.2 + 1e-12, 5.0])
+    ends = np.array([1.1, 2.2, 3.0, 6.0])
+    ms, me, opener = merge_intervals(starts, ends)
+    assert ms.tolist() == [0.0, 5.0] and me.tolist() == [3.0, 6.0] and opener.tolist() == [0, 3]
+    ms, _, _ = merge_intervals(np.array([0.0, 1.0 + 0.01]), np.array([1.0, 2.0]))
+    assert len(ms) == 2  # 10 ns is a real gap
 
 
 def test_merge_intervals_is_vectorised_for_a_million_events():
