@@ -245,6 +245,9 @@ def _diff(args: argparse.Namespace) -> int:
     print(f"{la} = {args.trace_a} ({sa}, {ua})\n{lb} = {args.trace_b} ({sb}, {ub})")
     if ua != ub:
         print("warning: the two are counted over different windows; profile both the same way")
+    from profiling.views_compare import diff_headline  # the page's headline, as plain text
+
+    print(diff_headline(kernels, operators))
     print(f"deltas are {lb} − {la}, largest |Δ total µs| first")
     print("\n== kernels ==")
     print(_table(labelled(kernels.drop(columns="name")).head(args.top), args.markdown))

@@ -275,19 +275,21 @@ def summary_rows(s: Summary) -> list[tuple[str, str]]:
     """The summary as (label, text) pairs: one formatting for the CLI, the page and the docs."""
     c = s.config
     bound = {True: "CPU-bound (CPU time per forward > GPU time)", False: "GPU-bound", None: "n/a"}
+    gpu = s.device == "cuda"
+    none = "n/a (CPU run: no GPU work)"  # not "0.00 kernels": nothing was measured there
     rows = [
         ("variant", f"{s.variant} — {s.label}"),
         ("shape", f"B{c['batch']} H{c['heads']} S{c['seq_len']} D{c['head_dim']} {c['dtype']} "
                   f"{'causal' if c['causal'] else 'full'}"),
         ("ran", s.ran),
         ("device", f"{s.device_name} · torch {s.torch_version}"),
-        ("kernels / forward", _num(s.kernels_per_forward, digits=2)),
+        ("kernels / forward", _num(s.kernels_per_forward, digits=2) if gpu else none),
         ("memcpy / memset per forward", f"{_num(s.memcpy_per_forward, digits=2)} / "
-                                        f"{_num(s.memset_per_forward, digits=2)}"),
-        ("GPU µs / forward", _num(s.gpu_us_per_forward)),
+                                        f"{_num(s.memset_per_forward, digits=2)}" if gpu else none),
+        ("GPU µs / forward", _num(s.gpu_us_per_forward) if gpu else none),
         ("CPU µs / forward", _num(s.cpu_us_per_forward) + _spread(s.cpu_us_range, s.forwards)),
         ("bound", bound[s.cpu_bound]),
-        ("peak memory", _num(s.peak_mib, " MiB") if s.peak_mib is not None else "n/a on CPU"),
+        ("peak memory", _num(s.peak_mib, " MiB") if gpu and s.peak_mib is not None else none),
         ("TFLOP/s", f"{_rate(s.tflops)} ({s.tflops_basis})"),
         ("rel. error vs float64", f"{s.rel_err:.2e} ({s.rel_err_note})" if s.rel_err is not None
                                   else "n/a"),

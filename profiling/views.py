@@ -192,12 +192,9 @@ def _split_note(text: str) -> tuple[str, str]:
 def summary_cards(summary: Summary) -> list[tuple[str, str, str]]:
     """(label, value, note) for the strip, from summary_rows so CLI and page agree."""
     rows = dict(summary_rows(summary))
-    cpu = summary.device != "cuda"
     cards = []
     for label, key in STRIP:
         value, note = _split_note(rows.get(key, "n/a"))
-        if cpu and key in ("kernels / forward", "GPU µs / forward", "peak memory"):
-            value, note = "n/a", "CPU run: no GPU work"
         if key == "device":
             value, _, rest = value.rpartition(" · ")
             value, note = (value, rest) if value else (rest, "")

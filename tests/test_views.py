@@ -14,7 +14,7 @@ from profiling.config import ConfigError, RunConfig
 from profiling.gantt import bar_count
 from profiling.kernels import kernel_table
 from profiling.runner import run
-from profiling.summary import Summary, forward_spans, launched_within
+from profiling.summary import Summary, forward_spans, launched_within, summary_rows
 from tests.conftest import FIXTURES
 
 
@@ -69,6 +69,12 @@ def test_strip_on_cpu_says_there_is_no_gpu_work():
     assert values["kernels / forward"] == values["GPU µs / forward"] == "n/a"
     assert values["peak memory"] == "n/a"
     assert values["device"] == "CPU · Some CPU"
+    notes = {label: note for label, _, note in views.summary_cards(s)}
+    assert notes["kernels / forward"] == notes["peak memory"] == "CPU run: no GPU work"
+    rows = dict(summary_rows(s))  # the CLI's and the JSON's words: not "0.00 kernels"
+    no_gpu = "n/a (CPU run: no GPU work)"
+    assert rows["kernels / forward"] == rows["memcpy / memset per forward"] == no_gpu
+    assert rows["GPU µs / forward"] == rows["peak memory"] == no_gpu
 
 
 def test_strip_html_escapes_everything():
