@@ -13,6 +13,7 @@ but never answers costs `HUB_TIMEOUT_S`, not a run held forever under the runner
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -30,6 +31,7 @@ ALLOWED: dict[str, int] = {  # repo → the `version=` the post pins
 }
 LOCAL_BUILD = Path(__file__).resolve().parent / "flash_triton"
 LOCAL_BUILD_LABEL = "local Triton build (attention/flash_triton)"
+log = logging.getLogger(__name__)
 HUB_TIMEOUT_S = 30.0  # kernels' Hub calls have no timeout of their own
 RETRY_S = 300.0  # how long a Hub failure (or the fallback it led to) is remembered
 
@@ -164,20 +166,25 @@ def _override_path(repo: str) -> str | None:
 
 
 def _explain(exc: Exception, override: str | None) -> str:
-    """Name the real cause: kernels reports an unreachable Hub as a trust problem."""
+    """Name the real cause: kernels reports an unreachable Hub as a trust problem, and its
+    advice (set trust_remote_code, pass a revision) is not something a user of the app can or
+    should do, so a known cause is said in our words and kernels' text goes to the log."""
     text = _describe(exc)
+    log.info("kernels could not load the kernel: %s", text)
     if override:
         return f"the LOCAL_KERNELS directory {override} did not load ({text})"
     if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
-        return f"HF_HUB_OFFLINE is set and the kernel is not in the local cache ({text})"
+        return "HF_HUB_OFFLINE is set and this version of the kernel is not in the local cache"
     if isinstance(exc, RuntimeError) and "arch" in str(exc).lower():
         return f"no build of this kernel for this GPU architecture ({text})"
     if isinstance(exc, FileNotFoundError):
         return f"no build of this kernel for this torch/CUDA/GPU combination ({text})"
     if isinstance(exc, ImportError):
         return f"the kernel needs a Python package that is missing ({text})"
+    if isinstance(exc, TimeoutError):
+        return str(exc)
     if not hub_reachable():
-        return f"the Hugging Face Hub is unreachable from this machine ({text})"
+        return "the Hugging Face Hub is unreachable from this machine"
     return text
 
 

@@ -26,6 +26,19 @@ def test_unreachable_hub_is_named_as_such(monkeypatch):
     assert "kernels-community/flash-attn2 (version 3) could not be loaded" in text
     assert "Hugging Face Hub is unreachable" in text
     assert "LOCAL_KERNELS=" in text
+    assert "trust_remote_code" not in text  # kernels' advice is not the app user's to follow
+
+
+def test_offline_mode_says_the_cache_lacks_the_kernel_without_kernels_advice(monkeypatch):
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", "/nonexistent-attnprof-hf-home")
+    hub._cache.clear()
+    with pytest.raises(hub.KernelLoadError) as info:
+        hub.load("kernels-community/flash-attn2", fallback=False)
+    text = str(info.value)
+    assert "HF_HUB_OFFLINE is set and this version of the kernel is not in the local cache" in text
+    assert "revision=" not in text and "ValueError" not in text
 
 
 def test_broken_local_override_is_reported(monkeypatch, tmp_path):
