@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One batched H200 call (device tool): GPU tests, results tables, fidelity, overhead.
-#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages floor after idle first reference views triton
+#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages floor plain after idle first reference views triton
 # Needs the wheels from shared/tools/gpu-wheels.sh in .whl (plotly, kernels, msgspec, ...).
 set -u
 FINAL=${OUT:-h200-out}
@@ -30,6 +30,7 @@ for step in $steps; do
       timeout 240 python3 benchmarks/click_stages.py --variant ${STAGES_VARIANTS:-sdpa-flash \
         kernels-flash-attn2 naive} 2>&1 | grep -v USDT | tee "$OUT/stages.txt" ;;
     floor) timeout 200 python3 benchmarks/parse_floor.py 2>&1 | tee "$OUT/floor.txt" ;;
+    plain) timeout 200 python3 benchmarks/plain_floor.py 2>&1 | tee "$OUT/plain.txt" ;;
     after)
       for teardown in unset 1 0; do
         if [ $teardown = unset ]; then env -u TEARDOWN_CUPTI timeout 100 python3 benchmarks/after_profile.py
