@@ -104,11 +104,13 @@ def _resolve(repo: str, fallback: bool) -> LoadedKernel:
     kernels = _import_kernels()
     version = ALLOWED[repo]
     override = _override_path(repo)
+    if override:
+        return _load_override(kernels, repo, override)
     try:
         module = _get_kernel(kernels, repo, version)
     except Exception as exc:  # classified below; kernels raises ValueError, OSError, httpx, ...
-        reason = _explain(exc, override)
-        if fallback and not override:
+        reason = _explain(exc)
+        if fallback:
             local = load_local_build()
             return LoadedKernel(
                 local.flash_attn_func,
@@ -120,11 +122,30 @@ def _resolve(repo: str, fallback: bool) -> LoadedKernel:
             f"{repo} (version {version}) could not be loaded: {reason}. To run it offline, point "
             f"LOCAL_KERNELS='{repo}=/path/to/kernel-dir' at a local build"
         ) from exc
-    if override:
-        return LoadedKernel(
-            module.flash_attn_func, f"LOCAL_KERNELS override of {repo} → {override}"
-        )
     return LoadedKernel(module.flash_attn_func, f"Hub {repo} v{version}")
+
+
+def _load_override(kernels, repo: str, path: str) -> LoadedKernel:
+    """The LOCAL_KERNELS folder as we parsed it, loaded directly: kernels' own reading of the
+    variable trims nothing (`repo = /dir`, or a Space secret's trailing newline, failed with a
+    trust-check message), and each way the folder can be wrong is said as such."""
+    folder = Path(path)
+    if not folder.exists():
+        problem = "does not exist"
+    elif not folder.is_dir():
+        problem = "is not a folder"
+    elif not (folder / "build").is_dir():
+        problem = "holds no build/ folder (point LOCAL_KERNELS at the folder that holds build/)"
+    else:
+        try:
+            module = kernels.get_local_kernel(folder)
+        except Exception as exc:  # kernels raises many types; say which
+            problem = f"did not load ({_describe(exc)})"
+        else:
+            source = f"LOCAL_KERNELS override of {repo} → {path}"
+            head_dims = getattr(module, "SUPPORTED_HEAD_DIMS", None)
+            return LoadedKernel(module.flash_attn_func, source, head_dims=head_dims)
+    raise KernelLoadError(f"{repo}: the LOCAL_KERNELS directory {path} {problem}")
 
 
 def _get_kernel(kernels, repo: str, version: int):
@@ -165,14 +186,12 @@ def _override_path(repo: str) -> str | None:
     return None
 
 
-def _explain(exc: Exception, override: str | None) -> str:
+def _explain(exc: Exception) -> str:
     """Name the real cause: kernels reports an unreachable Hub as a trust problem, and its
     advice (set trust_remote_code, pass a revision) is not something a user of the app can or
     should do, so a known cause is said in our words and kernels' text goes to the log."""
     text = _describe(exc)
     log.info("kernels could not load the kernel: %s", text)
-    if override:
-        return f"the LOCAL_KERNELS directory {override} did not load ({text})"
     if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
         return "HF_HUB_OFFLINE is set and this version of the kernel is not in the local cache"
     if isinstance(exc, RuntimeError) and "arch" in str(exc).lower():

@@ -42,10 +42,35 @@ def test_offline_mode_says_the_cache_lacks_the_kernel_without_kernels_advice(mon
 
 
 def test_broken_local_override_is_reported(monkeypatch, tmp_path):
+    (tmp_path / "build" / "torch-universal").mkdir(parents=True)  # no metadata.json, no module
     monkeypatch.setenv("LOCAL_KERNELS", f"kernels-community/flash-attn2={tmp_path}")
     hub._cache.clear()
     with pytest.raises(hub.KernelLoadError, match=r"LOCAL_KERNELS directory .* did not load"):
         hub.load("kernels-community/flash-attn2", fallback=True)
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda p: p / "missing", "does not exist"),
+        (lambda p: (p / "file").write_text("x") and p / "file", "is not a folder"),
+        (lambda p: p, "holds no build/ folder"),
+    ],
+)
+def test_each_way_an_override_folder_is_wrong_is_named(monkeypatch, tmp_path, make, says):
+    folder = make(tmp_path)
+    monkeypatch.setenv("LOCAL_KERNELS", f"kernels-community/flash-attn2={folder}")
+    hub._cache.clear()
+    with pytest.raises(hub.KernelLoadError, match=f"directory {folder} {says}"):
+        hub.load("kernels-community/flash-attn2")  # an override never falls back
+
+
+def test_an_override_with_spaces_or_a_trailing_newline_loads(monkeypatch):
+    # as a Space secret pasted with a newline, or written `repo = /dir`
+    monkeypatch.setenv("LOCAL_KERNELS", f" kernels-community/flash-attn2 = {hub.LOCAL_BUILD}\n")
+    hub._cache.clear()
+    kernel = hub.load("kernels-community/flash-attn2", fallback=False)
+    assert kernel.source.endswith(str(hub.LOCAL_BUILD)) and not kernel.note
 
 
 def test_hub_failure_falls_back_to_the_bundled_triton_build(monkeypatch):
