@@ -48,8 +48,11 @@ class LoadedKernel:
     head_dims: tuple[int, ...] | None = None  # the head dims it supports, when it says
 
 
-# key → (the kernel or the error, monotonic time after which the Hub is asked again)
-_cache: dict[tuple[str, ...], tuple[LoadedKernel | KernelLoadError, float]] = {}
+# key → (the kernel or the error's message, monotonic time after which the Hub is asked again).
+# A message, not the exception: raised again, one exception object would grow its traceback
+# click after click and keep each failed run's frames (its input tensors) alive.
+_cache: dict[tuple[str, ...], tuple[LoadedKernel | str, float]] = {}
+_fetching: dict[tuple[str, int], threading.Thread] = {}  # a Hub fetch that outlived its timeout
 
 
 def load(repo: str, *, fallback: bool = True) -> LoadedKernel:
@@ -61,13 +64,13 @@ def load(repo: str, *, fallback: bool = True) -> LoadedKernel:
     cached = _cache.get(key)
     if cached is None or time.monotonic() >= cached[1]:
         try:
-            kernel: LoadedKernel | KernelLoadError = _resolve(repo, fallback)
+            kernel: LoadedKernel | str = _resolve(repo, fallback)
         except KernelLoadError as exc:
-            kernel = exc
+            kernel = str(exc)
         settled = isinstance(kernel, LoadedKernel) and not kernel.note
         cached = _cache[key] = (kernel, float("inf") if settled else time.monotonic() + RETRY_S)
-    if isinstance(cached[0], KernelLoadError):
-        raise cached[0]
+    if isinstance(cached[0], str):
+        raise KernelLoadError(cached[0])
     return cached[0]
 
 
@@ -149,7 +152,13 @@ def _load_override(kernels, repo: str, path: str) -> LoadedKernel:
 
 
 def _get_kernel(kernels, repo: str, version: int):
-    """kernels.get_kernel, given up on after HUB_TIMEOUT_S (the thread is left to finish)."""
+    """kernels.get_kernel, given up on after HUB_TIMEOUT_S. The thread is left to finish; a
+    retry while it still hangs waits on it again rather than starting a second fetch."""
+    hung = _fetching.get((repo, version))
+    if hung is not None and hung.is_alive():
+        hung.join(HUB_TIMEOUT_S)
+        if hung.is_alive():
+            raise TimeoutError(f"the Hub did not answer within {HUB_TIMEOUT_S:.0f} s")
     done: dict[str, object] = {}
 
     def fetch() -> None:
@@ -162,6 +171,7 @@ def _get_kernel(kernels, repo: str, version: int):
     worker.start()
     worker.join(HUB_TIMEOUT_S)
     if worker.is_alive():
+        _fetching[(repo, version)] = worker
         raise TimeoutError(f"the Hub did not answer within {HUB_TIMEOUT_S:.0f} s")
     if "error" in done:
         raise done["error"]  # type: ignore[misc]

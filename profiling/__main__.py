@@ -105,9 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(f"{k:>{width}}  {v}" for k, v in summary_rows(s)))
         print(f"{'trace':>{width}}  {result.trace_gz}\n{'table':>{width}}  {result.table_txt}\n")
         print(result.table_txt.read_text())
-        gpu = f"{s.gpu_us_per_forward:9.1f}" if s.gpu_us_per_forward is not None else "      n/a"
+        on_gpu = s.device == "cuda"
+        has_gpu = on_gpu and s.gpu_us_per_forward is not None
+        gpu = f"{s.gpu_us_per_forward:9.1f}" if has_gpu else "      n/a"
+        kernels = f"{s.kernels_per_forward:5.2f}" if on_gpu else "  n/a"  # a CPU run has none
         overview.append(
-            f"{config.variant:22s} kernels/fwd {s.kernels_per_forward:5.2f}  GPU µs {gpu}  "
+            f"{config.variant:22s} kernels/fwd {kernels}  GPU µs {gpu}  "
             f"CPU µs {s.cpu_us_per_forward:9.1f}  rel.err {s.rel_err:.1e}  ran: {s.ran}"
         )
     if len(configs) > 1:

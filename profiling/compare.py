@@ -215,6 +215,7 @@ def compare(
         step = _scaled(report, i, len(names), name)
         step(0.0, "starting")
         runs.append(profile_one(base.with_(variant=name), out / name, step))
+    cancelled(stop, out, made=out_dir is None)  # cancelled during the last run: no zip, no page
     report(1.0, f"{len(names)} variants done")
     device_name = next((r.summary.device_name for r in runs if r.summary), _device_name(device))
     peak = peak_entry(device_name) if device == "cuda" else None

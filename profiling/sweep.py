@@ -160,6 +160,7 @@ def sweep(
                 stopped = point
             points.append(point)
             device_name = ran_on or device_name
+    cancelled(stop, out, made=out_dir is None)  # cancelled during the last run: no zip, no page
     report(1.0, f"{total} points done")
     table = sweep_table(points)
     result = SweepResult(

@@ -78,6 +78,9 @@ def test_all_reports_unavailable_variants(tmp_path):
     assert "sdpa-cudnn is unavailable" not in p.stdout  # the id once per line
     assert (tmp_path / "sdpa-math" / "sdpa-math_1_1_64_16_float32_full_cpu_3steps.json.gz").exists()
     assert "== 12 variants on cpu ==" in p.stdout
+    overview = p.stdout.split("== 12 variants on cpu ==")[1]
+    naive = next(ln for ln in overview.splitlines() if ln.startswith("naive "))
+    assert "kernels/fwd   n/a  GPU µs       n/a" in naive  # a CPU run has no kernels, not 0.00
 
 
 def test_bad_arguments_one_line_exit_2():

@@ -205,3 +205,31 @@ def test_a_head_dim_the_triton_build_lacks_is_refused_before_it_runs():
     ):
         VARIANTS["kernels-local-triton"].build(problem)
     assert VARIANTS["kernels-local-triton"].build(Problem(1, 2, 64, 64, True, torch.float16, "cpu"))
+
+
+def test_a_remembered_failure_is_raised_afresh_without_the_first_runs_frames(monkeypatch, tmp_path):
+    monkeypatch.setenv("LOCAL_KERNELS", f"{REPO}={tmp_path / 'missing'}")
+    hub._cache.clear()
+    raised = []
+    for _ in range(3):
+        with pytest.raises(hub.KernelLoadError) as info:
+            hub.load(REPO)
+        raised.append(info.value)
+    assert len({id(e) for e in raised}) == 3  # before: one object, its traceback growing
+    assert all(e.__cause__ is None and e.__context__ is None for e in raised[1:])
+    assert str(raised[0]) == str(raised[2])
+
+
+def test_a_retry_waits_on_a_hung_fetch_instead_of_starting_another(monkeypatch):
+    import threading
+
+    hang = threading.Event()
+    monkeypatch.setattr(hub, "HUB_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(hub, "RETRY_S", 0.0)  # every load asks again
+    monkeypatch.setattr(hub, "_fetching", {})
+    calls = _hub_answers(monkeypatch, lambda: hang.wait(30))
+    for _ in range(4):
+        assert "did not answer" in hub.load(REPO).note
+    alive = [t for t in threading.enumerate() if t.name == f"hub {REPO}" and t.is_alive()]
+    assert len(calls) == 1 and len(alive) == 1  # before: four threads hanging on the Hub
+    hang.set()

@@ -192,3 +192,15 @@ def test_a_run_whose_page_fails_still_counts_toward_the_kept_folders(monkeypatch
     with pytest.raises(app.gr.Error):
         app.profile(**TINY)
     assert made and made[0] in app.RUN_DIRS._dirs  # removed with the oldest, not in an hour
+
+
+def test_a_compare_cancelled_during_its_last_run_makes_no_zip(monkeypatch):
+    import profiling.compare as compare_module
+
+    outs: list[Path] = []
+    real_zip = compare_module.compare_zip
+    monkeypatch.setattr(compare_module, "compare_zip", lambda r: outs.append(r) or real_zip(r))
+    calls = iter([False, True])  # the client cancels while the only variant runs
+    with pytest.raises(jobs.JobCancelled):
+        compare(["naive"], stop=lambda: next(calls), seq_len=128, **SHAPE)
+    assert outs == []
