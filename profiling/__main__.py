@@ -350,16 +350,23 @@ def _in(path: str, message: str) -> TraceError:
     return TraceError(f"{path}: {message}")
 
 
+def _range(name: str, extra: str = "") -> str:
+    """The help of a shape flag: its limits (config.LIMITS, which the CLI checks; the app's
+    sliders and its CPU budget are narrower) and its default."""
+    low, high = LIMITS[name]
+    return f"{low}–{high}{extra} (default %(default)s)"
+
+
 def _shape_flags(p: argparse.ArgumentParser, seq_len: bool) -> None:
     if seq_len:
-        p.add_argument("--seq-len", type=int, default=1024)
-    p.add_argument("--dtype", default="bfloat16", help=", ".join(DTYPES))
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--heads", type=int, default=16)
-    p.add_argument("--head-dim", type=int, default=64)
+        p.add_argument("--seq-len", type=int, default=1024, help=_range("seq_len"))
+    p.add_argument("--dtype", default="bfloat16", help=f"{', '.join(DTYPES)} (default %(default)s)")
+    p.add_argument("--batch", type=int, default=8, help=_range("batch"))
+    p.add_argument("--heads", type=int, default=16, help=_range("heads"))
+    p.add_argument("--head-dim", type=int, default=64, help=_range("head_dim", ", a multiple of 8"))
     p.add_argument("--no-causal", action="store_true", help="full (non-causal) attention")
     p.add_argument("--device", default="auto", choices=DEVICES)
-    p.add_argument("--steps", type=int, default=3, help=f"active profiler steps {LIMITS['steps']}")
+    p.add_argument("--steps", type=int, default=3, help="active profiler steps, " + _range("steps"))
 
 
 def _shape(args: argparse.Namespace) -> dict:

@@ -142,3 +142,11 @@ def test_the_profile_flags_are_not_abbreviated():
 
     with pytest.raises(SystemExit):
         parser().parse_args(["--var", "naive"])
+
+
+def test_help_states_the_limits_and_defaults():
+    p = cli("--help")
+    text = " ".join(p.stdout.split())
+    for said in ("16–131072 (default 1024)", "1–64 (default 8)", "1–128 (default 16)",
+                 "16–256, a multiple of 8 (default 64)", "1–10 (default 3)"):  # fmt: skip
+        assert said in text, said
