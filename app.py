@@ -183,16 +183,16 @@ def profile(
     )
 
 
-def show_lesson(variant: str, dtype: str) -> str:
+def show_lesson(variant: str, dtype: str, causal: bool = True) -> str:
     """The chosen variant's lesson (and why it cannot run here)."""
-    return views.lesson_markdown(variant, DEVICE, dtype)
+    return views.lesson_markdown(variant, DEVICE, dtype, causal)
 
 
-def relabel_variants(variant: str, dtype: str) -> tuple[Any, str]:
+def relabel_variants(variant: str, dtype: str, causal: bool = True) -> tuple[Any, str]:
     """Availability depends on the dtype: refresh the dropdown's labels and the lesson."""
     return (
         gr.Dropdown(choices=views.variant_choices(DEVICE, dtype), value=variant),
-        views.lesson_markdown(variant, DEVICE, dtype),
+        views.lesson_markdown(variant, DEVICE, dtype, causal),
     )
 
 
@@ -489,7 +489,9 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
                         filterable=False,
                     )
                     lesson = gr.Markdown(
-                        views.lesson_markdown(START["variant"], DEVICE, START["dtype"]),
+                        views.lesson_markdown(
+                            START["variant"], DEVICE, START["dtype"], START["causal"]
+                        ),
                         elem_id="lesson",
                         container=True,
                         min_height=90,
@@ -719,9 +721,11 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
             trigger_mode="once",
             preprocess=False,  # raw values reach the backend, which checks every one
         ).failure(_cleared(len(outputs), views.failed_html()), None, outputs, **QUIET)
-        variant.change(show_lesson, [variant, dtype], lesson, api_visibility="private", queue=False)
+        lesson_inputs = [variant, dtype, causal]
+        for control in (variant, causal):
+            control.change(show_lesson, lesson_inputs, lesson, **QUIET)
         dtype.change(
-            relabel_variants, [variant, dtype], [variant, lesson], api_visibility="private",
+            relabel_variants, lesson_inputs, [variant, lesson], api_visibility="private",
             queue=False,
         )  # fmt: skip
 

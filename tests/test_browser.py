@@ -169,6 +169,22 @@ def test_a_phone_wide_page_scrolls_charts_and_tables_instead_of_squeezing(browse
         context.close()
 
 
+def test_unticking_the_causal_mask_updates_the_naive_lesson(browser, url):
+    page = open_page(browser, url)
+    expect = sync_api.expect
+    try:
+        page.click("#variant input")
+        page.get_by_role("option", name="Naive (out-of-place masked_fill)", exact=True).click()
+        expect(page.locator("#lesson")).to_contain_text("hides a full Memcpy")
+        expect(page.locator("#lesson")).not_to_contain_text("causal mask off")
+        page.locator("#causal input").uncheck()
+        expect(page.locator("#lesson")).to_contain_text("no masked_fill")
+        page.locator("#causal input").check()
+        expect(page.locator("#lesson")).not_to_contain_text("no masked_fill")
+    finally:
+        page.context.close()
+
+
 def test_compare_from_the_page(page, tmp_path):
     """Pick variants in the Compare tab, run it, read the table, the bars and the download."""
     expect = sync_api.expect

@@ -133,6 +133,13 @@ def test_variant_choices_mark_unavailable_ones_with_the_reason():
     assert "Pick a variant" in views.lesson_markdown("nope", "cpu", "float32")
 
 
+def test_the_naive_lessons_say_what_full_attention_changes():
+    full = views.lesson_markdown("naive", "cuda", "bfloat16", causal=False)
+    assert "Memcpy" in full and views.NO_MASK in full  # the lesson, and why it is moot here
+    assert views.NO_MASK not in views.lesson_markdown("naive", "cuda", "bfloat16", causal=True)
+    assert views.NO_MASK not in views.lesson_markdown("sdpa-flash", "cuda", "bfloat16", False)
+
+
 def test_banner_only_on_cpu():
     text = views.banner_markdown("cpu")
     assert "CPU run" in text and "GPU kernels" in text and "will not appear" in text
