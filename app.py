@@ -724,10 +724,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
         lesson_inputs = [variant, dtype, causal]
         for control in (variant, causal):
             control.change(show_lesson, lesson_inputs, lesson, **QUIET)
-        dtype.change(
-            relabel_variants, lesson_inputs, [variant, lesson], api_visibility="private",
-            queue=False,
-        )  # fmt: skip
+        dtype.change(relabel_variants, lesson_inputs, [variant, lesson], **QUIET)
 
         cmp_outputs = [glance, cmp_note, cmp_bars, cmp_gantts, cmp_zip]
         compared = cmp_button.click(

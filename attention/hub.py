@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -79,14 +79,16 @@ def load_local_build() -> LoadedKernel:
     if not (LOCAL_BUILD / "build").is_dir():
         raise KernelLoadError(f"the bundled build is missing: {LOCAL_BUILD}/build")
     try:
-        module = kernels.get_local_kernel(LOCAL_BUILD)
+        return _local_kernel(kernels, LOCAL_BUILD, LOCAL_BUILD_LABEL)
     except Exception as exc:  # kernels raises many types; say which
         raise KernelLoadError(f"the bundled Triton build did not load: {_describe(exc)}") from exc
-    return LoadedKernel(
-        module.flash_attn_func,
-        LOCAL_BUILD_LABEL,
-        head_dims=getattr(module, "SUPPORTED_HEAD_DIMS", None),  # None: let the kernel decide
-    )
+
+
+def _local_kernel(kernels, folder: Path, source: str) -> LoadedKernel:
+    """A kernel folder (the one holding build/) loaded by kernels from disk."""
+    module = kernels.get_local_kernel(folder)
+    head_dims = getattr(module, "SUPPORTED_HEAD_DIMS", None)  # None: let the kernel decide
+    return LoadedKernel(module.flash_attn_func, source, head_dims=head_dims)
 
 
 def check_head_dim(kernel: LoadedKernel, head_dim: int) -> None:
@@ -114,13 +116,7 @@ def _resolve(repo: str, fallback: bool) -> LoadedKernel:
     except Exception as exc:  # classified below; kernels raises ValueError, OSError, httpx, ...
         reason = _explain(exc)
         if fallback:
-            local = load_local_build()
-            return LoadedKernel(
-                local.flash_attn_func,
-                local.source,
-                f"Hub {repo} v{version}: {reason}",
-                local.head_dims,
-            )
+            return replace(load_local_build(), note=f"Hub {repo} v{version}: {reason}")
         raise KernelLoadError(
             f"{repo} (version {version}) could not be loaded: {reason}. To run it offline, point "
             f"LOCAL_KERNELS='{repo}=/path/to/kernel-dir' at a local build"
@@ -141,13 +137,9 @@ def _load_override(kernels, repo: str, path: str) -> LoadedKernel:
         problem = "holds no build/ folder (point LOCAL_KERNELS at the folder that holds build/)"
     else:
         try:
-            module = kernels.get_local_kernel(folder)
+            return _local_kernel(kernels, folder, f"LOCAL_KERNELS override of {repo} → {path}")
         except Exception as exc:  # kernels raises many types; say which
             problem = f"did not load ({_describe(exc)})"
-        else:
-            source = f"LOCAL_KERNELS override of {repo} → {path}"
-            head_dims = getattr(module, "SUPPORTED_HEAD_DIMS", None)
-            return LoadedKernel(module.flash_attn_func, source, head_dims=head_dims)
     raise KernelLoadError(f"{repo}: the LOCAL_KERNELS directory {path} {problem}")
 
 

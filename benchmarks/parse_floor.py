@@ -43,12 +43,18 @@ def best_us(fn) -> float:
     return min(timeit.repeat(fn, number=300, repeat=5)) / 300 * 1e6
 
 
-def steps(name: str) -> list[Callable[[], object]]:
-    """Each post-processing step on one stored trace, as a call."""
+def stored_trace(name: str) -> Path:
+    """A fixture trace gunzipped to a temp file: the plain .json a run parses."""
     path = Path(tempfile.mkdtemp()) / "trace.json"
     source = ROOT / "tests" / "fixtures" / f"{name}.json.gz"
     with gzip.open(source) as src, open(path, "wb") as dst:
         shutil.copyfileobj(src, dst)
+    return path
+
+
+def steps(name: str) -> list[Callable[[], object]]:
+    """Each post-processing step on one stored trace, as a call."""
+    path = stored_trace(name)
     trace = trace_model.load(path)
     windows, work = forward_work(trace)
     return [

@@ -20,11 +20,7 @@ frames (the views, Compare and Diff read those).
 
 from __future__ import annotations
 
-import gzip
-import shutil
 import sys
-import tempfile
-import timeit
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -35,16 +31,11 @@ import msgspec
 import orjson
 import pandas as pd
 
-from benchmarks.parse_floor import FIXTURES, steps
+from benchmarks.parse_floor import FIXTURES, best_us, steps, stored_trace
 from profiling.kernels import classify, decode, short_name
 
-ROOT = Path(__file__).resolve().parents[1]
-GPU = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+GPU = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH = {"cuda_runtime", "cuda_driver"}
-
-
-def best_us(fn) -> float:
-    return min(timeit.repeat(fn, number=300, repeat=5)) / 300 * 1e6
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -168,12 +159,7 @@ def main() -> None:
     print(f"| trace | code | {' | '.join(labels)} | sum | + frames | sum with frames |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in FIXTURES:
-        path = Path(tempfile.mkdtemp()) / "trace.json"
-        with (
-            gzip.open(ROOT / "tests" / "fixtures" / f"{name}.json.gz") as src,
-            open(path, "wb") as dst,
-        ):
-            shutil.copyfileobj(src, dst)
+        path = stored_trace(name)
         real = [best_us(step) for step in steps(name)]
         plain = [best_us(step) for step in plain_steps(path)]
         stats = per_forward(*attribute(load(path)))

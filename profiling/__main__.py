@@ -233,6 +233,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _diff(args: argparse.Namespace) -> int:
     from profiling.diff import diff, labelled
+    from profiling.views_compare import diff_headline  # the page's headline, as plain text
 
     la, lb = args.label_a or "A", args.label_b or "B"
     for flag, label in (("--label-a", la), ("--label-b", lb)):
@@ -248,8 +249,6 @@ def _diff(args: argparse.Namespace) -> int:
     print(f"{la} = {args.trace_a} ({sa}, {ua})\n{lb} = {args.trace_b} ({sb}, {ub})")
     if ua != ub:
         print("warning: the two are counted over different windows; profile both the same way")
-    from profiling.views_compare import diff_headline  # the page's headline, as plain text
-
     print(diff_headline(kernels, operators))
     print(f"deltas are {lb} − {la}, largest |Δ total µs| first")
     print("\n== kernels ==")
