@@ -20,18 +20,15 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
 from benchmarks.overhead import TINY, bare
-from profiling import runner
-from profiling import trace as trace_model
+from profiling import runner, small_trace, views
 from profiling.config import RunConfig, check_memory, resolve_device
-from profiling.gantt import gantt_spec
-from profiling.kernels import kernel_table
-from profiling.summary import forward_work, per_forward
 
 
 def stages(config: RunConfig, device: str, out: Path) -> dict[str, float]:
@@ -56,25 +53,29 @@ def stages(config: RunConfig, device: str, out: Path) -> dict[str, float]:
     prof = runner._profile(config, built, variant, tensors, device, lambda f, t: None)
     lap("warm-up + profile")
     paths = runner._export(prof, config, device, out)
-    lap("export json + gz + txt")
+    lap("export json + txt (gz on its thread)")
     segments = _segments(device)
     reference = runner._relative_error(tensors, config, variant.layout, device, spare)
     lap("reference: queue")
     times["reference: new segments"] = _segments(device) - segments
     clock[0] = time.perf_counter()  # the allocator read above is not the parse's
-    trace = trace_model.load(paths["json"])
+    small = small_trace.read(paths.json)
     lap("trace load")
-    windows, work = forward_work(trace)
+    if small is None:
+        raise SystemExit(f"{config.variant}: the run's trace took the vectorised path")
+    windows, work = small_trace.forward_work(small)
     lap("forward attribution")
-    per_forward(trace, windows=windows, work=work)
+    small_trace.per_forward(small, windows, work)
     lap("per-forward figures")
-    kernel_table(work, per=max(len(windows), 1))
+    small_trace.kernel_table(work, per=max(len(windows), 1))
     lap("kernel table")
     runner.operator_table(prof, device)
     lap("operator table")
     reference()
     lap("reference: wait")
-    gantt_spec(trace.spans, trace.lanes, title="x").to_json()
+    paths.gz_written.result()
+    lap("gz: wait")
+    views.run_figure(SimpleNamespace(small=small), "x").to_json()
     lap("Gantt + JSON")
     again = runner._relative_error(tensors, config, variant.layout, device, spare)
     lap("(reference again: queue)")

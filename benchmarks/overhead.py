@@ -38,7 +38,6 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from attention import VARIANTS
 from profiling import views
 from profiling.config import RunConfig, resolve_device
-from profiling.gantt import gantt_spec
 from profiling.runner import run
 
 TINY = {"batch": 1, "heads": 2, "seq_len": 128, "head_dim": 32, "dtype": "float32"}  # a CPU check
@@ -101,10 +100,11 @@ def app(config: RunConfig) -> dict[str, float]:
     paged = time.perf_counter()
     page.figure.to_json()
     end = time.perf_counter()
-    gantt_spec(result.spans, result.lanes, title=views.run_title(result.summary)).to_json()
+    views.run_figure(result, views.run_title(result.summary)).to_json()
     figure = time.perf_counter() - end
     return {"total": end - began, "run": ran - began, "page": paged - ran, "json": end - paged,
-            "figure": figure, "issue": ran - began + figure}  # fmt: skip
+            "figure": figure, "issue": ran - began + figure,
+            "small": float(result.small is not None)}  # fmt: skip
 
 
 def measure(config: RunConfig, device: str, out: Path, repeats: int) -> dict:
@@ -130,6 +130,7 @@ def measure(config: RunConfig, device: str, out: Path, repeats: int) -> dict:
         "ratio": statistics.median(app_s) / statistics.median(bare_s),
         "ratio_of_minimums": min(app_s) / min(bare_s),
         "bare_process_s": process_s,
+        "small_trace_path": all(a["small"] for a in app_runs),
         "bare_s": bare_s, "app_s": app_s,
     }  # fmt: skip
     try:

@@ -33,6 +33,7 @@ from profiling.summary import FORWARD
 from profiling.trace import is_in, per_value, span_args, step_rows
 
 X_TITLE = "µs from first profiled step"
+NO_STEP_X_TITLE = "µs from the trace's first span (no ProfilerStep)"
 LINKS_NAME = "launch → kernel"
 ROW_HEIGHT = 26  # px per row; the figure's height follows the number of rows
 BASE_HEIGHT = 150  # px for axes, title and margins
@@ -210,7 +211,7 @@ def busiest_rows(
 def gantt_x_title(spans: pd.DataFrame, steps: np.ndarray | None = None) -> str:
     """Time zero is the first ProfilerStep when the trace has one, else its first span."""
     steps = step_rows(spans) if steps is None else steps
-    return X_TITLE if len(steps) else "µs from the trace's first span (no ProfilerStep)"
+    return X_TITLE if len(steps) else NO_STEP_X_TITLE
 
 
 def _fmt_us(value: float) -> str:
@@ -564,27 +565,8 @@ def gantt_spec(
     rows_of_span = np.asarray(rows, dtype=object)[row_of_span]
     detail = level_of_detail(spans, rows_of_span, window, limit)
     drawn, rows_of_span = detail.spans, detail.rows
-    traces: list[dict[str, Any]] = []
-    for i, arrays in enumerate(category_arrays(drawn, rows_of_span).values()):
-        traces.append(
-            dict(
-                type="bar",
-                orientation="h",
-                base=arrays.base,
-                x=arrays.dur,
-                y=arrays.row,
-                name=arrays.name,
-                legendgroup=arrays.name,
-                marker=dict(color=colour(arrays.name, i), line=dict(width=0)),
-                hovertext=arrays.hover,
-                hovertemplate="%{hovertext}<extra></extra>",
-                text=arrays.text,
-                textposition="inside",
-                insidetextanchor="start",
-                textfont=dict(size=10),
-                cliponaxis=True,
-            )
-        )
+    groups = category_arrays(drawn, rows_of_span).values()
+    traces = [bar_trace(arrays, i) for i, arrays in enumerate(groups)]
     if not detail.aggregates.empty:
         agg = detail.aggregates
         density = np.clip(agg["busy_us"].to_numpy() / agg["width_us"].to_numpy(), 0, 1)
@@ -608,22 +590,61 @@ def gantt_spec(
     if links:
         xs, ys = link_segments(drawn, rows_of_span)
         if xs:
-            traces.append(
-                dict(
-                    type="scatter",
-                    x=xs,
-                    y=ys,
-                    mode="lines",
-                    name=LINKS_NAME,
-                    line=dict(color="rgba(60,60,60,0.55)", width=1),
-                    hoverinfo="skip",
-                    visible="legendonly",
-                )
-            )
+            traces.append(links_trace(xs, ys))
     steps = step_rows(all_spans)
     view = detail.window if window is not None else None
     shapes, annotations = _marks(all_spans, steps, view) if marks else ([], [])
     note = " ".join(n for n in (left_out.note(), lod_note(detail)) if n)
+    layout = figure_layout(rows, shapes, annotations, note, title, gantt_x_title(all_spans, steps),
+                           view)  # fmt: skip
+    return FigureSpec(data=traces, layout=layout)
+
+
+def bar_trace(arrays: CategoryArrays, i: int) -> dict[str, Any]:
+    """One legend group's bars (the `i`-th group: its fallback colour)."""
+    return dict(
+        type="bar",
+        orientation="h",
+        base=arrays.base,
+        x=arrays.dur,
+        y=arrays.row,
+        name=arrays.name,
+        legendgroup=arrays.name,
+        marker=dict(color=colour(arrays.name, i), line=dict(width=0)),
+        hovertext=arrays.hover,
+        hovertemplate="%{hovertext}<extra></extra>",
+        text=arrays.text,
+        textposition="inside",
+        insidetextanchor="start",
+        textfont=dict(size=10),
+        cliponaxis=True,
+    )
+
+
+def links_trace(xs: list, ys: list) -> dict[str, Any]:
+    """Launch → GPU-work segments as one line trace, hidden until its legend entry is clicked."""
+    return dict(
+        type="scatter",
+        x=xs,
+        y=ys,
+        mode="lines",
+        name=LINKS_NAME,
+        line=dict(color="rgba(60,60,60,0.55)", width=1),
+        hoverinfo="skip",
+        visible="legendonly",
+    )
+
+
+def figure_layout(
+    rows: list[str],
+    shapes: list[dict[str, Any]],
+    annotations: list[dict[str, Any]],
+    note: str,
+    title: str | None,
+    x_title: str,
+    view_range: tuple[float, float] | None = None,
+) -> dict[str, Any]:
+    """The chart's layout: a row per lane × depth, the marks, the note under the chart."""
     if note:
         annotations.append(
             dict(text=html.escape(note, quote=False), x=0, y=-0.12, xref="paper", yref="paper",
@@ -654,7 +675,7 @@ def gantt_spec(
             gridcolor="#eef0f3",
         ),
         xaxis=dict(
-            title=dict(text=gantt_x_title(all_spans, steps)),
+            title=dict(text=x_title),
             zeroline=False,
             gridcolor="#eef0f3",
             showspikes=True,
@@ -664,9 +685,9 @@ def gantt_spec(
     )
     if title:
         layout["title"] = dict(text=html.escape(title, quote=False), x=0, font=dict(size=14))
-    if window is not None:
-        layout["xaxis"]["range"] = list(detail.window)
-    return FigureSpec(data=traces, layout=layout)
+    if view_range is not None:
+        layout["xaxis"]["range"] = list(view_range)
+    return layout
 
 
 def _marks(
@@ -677,25 +698,35 @@ def _marks(
     start = spans["start_us"].to_numpy(dtype=float)
     end = spans["end_us"].to_numpy(dtype=float)
     names = _strings(spans["name"])
+    return mark_dicts(
+        [(start[i], end[i]) for i in forwards.tolist()],
+        [(start[i], end[i], names[i]) for i in steps.tolist()],
+    )
+
+
+def mark_dicts(
+    forwards: list[tuple[float, float]], steps: list[tuple[float, float, str]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Shapes and labels for the forwards (start, end) and steps (start, end, name) in view."""
     shapes: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
-    for i in forwards.tolist():
+    for x0, x1 in forwards:
         shapes.append(
-            dict(type="rect", xref="x", yref="paper", x0=start[i], x1=end[i], y0=0, y1=1,
+            dict(type="rect", xref="x", yref="paper", x0=x0, x1=x1, y0=0, y1=1,
                  fillcolor="rgba(214,51,108,0.07)", line=dict(width=0), layer="below")
         )  # fmt: skip
-    for i in steps.tolist():
+    for x, _, name in steps:
         shapes.append(
-            dict(type="line", xref="x", yref="paper", x0=start[i], x1=start[i], y0=0, y1=1,
+            dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,
                  line=dict(color="rgba(80,80,80,0.6)", width=1, dash="dash"))
         )  # fmt: skip
         notes.append(
-            dict(x=start[i], y=1, xref="x", yref="paper", yanchor="bottom", xanchor="left",
-                 text=html.escape(names[i].replace(_STEP_PREFIX, "step "), quote=False),
+            dict(x=x, y=1, xref="x", yref="paper", yanchor="bottom", xanchor="left",
+                 text=html.escape(name.replace(_STEP_PREFIX, "step "), quote=False),
                  showarrow=False, font=dict(size=10, color="#555"))
         )  # fmt: skip
-    if len(steps):
-        last = float(end[steps].max())
+    if steps:
+        last = float(max(end for _, end, _ in steps))
         shapes.append(
             dict(type="line", xref="x", yref="paper", x0=last, x1=last, y0=0, y1=1,
                  line=dict(color="rgba(80,80,80,0.6)", width=1, dash="dash"))

@@ -9,7 +9,9 @@ match gives the category, and every matching hint adds a phrase to the decoding.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -142,6 +144,17 @@ def kernel_table(gpu: pd.DataFrame, per: int = 1) -> pd.DataFrame:
         return pd.DataFrame(columns=KERNEL_COLUMNS)
     codes, names = _name_codes(work["name"])
     dur = work["dur_us"].to_numpy(dtype=float)
+    return kernel_frame(codes, names, dur, work["args"].to_numpy(dtype=object), per)
+
+
+def kernel_frame(
+    codes: np.ndarray, names: Sequence[str], dur: np.ndarray, args: Sequence[Any], per: int = 1
+) -> pd.DataFrame:
+    """The kernel table from one code per GPU span (into `names`, in order of first
+    appearance), the spans' durations and args: shared by the vectorised path and a run's
+    small-trace path (profiling.small_trace), so both tables are built by the same code."""
+    if not len(codes):
+        return pd.DataFrame(columns=KERNEL_COLUMNS)
     k = len(names)
     count = np.bincount(codes, minlength=k).astype(float)
     total = np.bincount(codes, weights=dur, minlength=k)
@@ -151,9 +164,9 @@ def kernel_table(gpu: pd.DataFrame, per: int = 1) -> pd.DataFrame:
     np.maximum.at(high, codes, dur)
     first = np.full(k, -1, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]  # first occurrence of each name
-    args = [span_args(a) for a in work["args"].to_numpy(dtype=object)[first]]
+    found = [span_args(args[i]) for i in first.tolist()]
     grand = total.sum()
-    get = lambda key: [a.get(key) if isinstance(a, dict) else None for a in args]  # noqa: E731
+    get = lambda key: [a.get(key) if isinstance(a, dict) else None for a in found]  # noqa: E731
     columns = {
         "kernel": [short_name(n) for n in names],
         "category": [classify(n) for n in names],

@@ -204,6 +204,16 @@ def _top(names: pd.Series, weights: np.ndarray) -> Any:
     return pd.Series(weights, index=names.to_numpy()).groupby(level=0).sum().idxmax()
 
 
+def cpu_dominant(top: str) -> tuple[str, str]:
+    """The CPU operator with the most self time, and how to read it (a trace without GPU)."""
+    if top.startswith("## Call CompiledFxGraph"):  # Inductor's generated code, one call
+        return top, (
+            "the graph torch.compile generated, run as one call with no operator spans "
+            "inside: most self time on the CPU (no GPU)"
+        )
+    return top, "CPU operator with the most self time (no GPU)"
+
+
 def per_forward(
     trace: Trace,
     name: str = FORWARD,
@@ -228,13 +238,7 @@ def per_forward(
         spans = trace.spans
         ops = spans[is_in(spans["category"], "cpu op")]
         if not ops.empty:
-            top = _top(ops["name"], ops["self_us"].to_numpy())
-            dominant, dominant_decoded = top, "CPU operator with the most self time (no GPU)"
-            if top.startswith("## Call CompiledFxGraph"):  # Inductor's generated code, one call
-                dominant_decoded = (
-                    "the graph torch.compile generated, run as one call with no operator spans "
-                    "inside: most self time on the CPU (no GPU)"
-                )
+            dominant, dominant_decoded = cpu_dominant(_top(ops["name"], ops["self_us"].to_numpy()))
     count = lambda category: float(is_in(work["category"], category).sum()) / n  # noqa: E731
     return ForwardStats(
         forwards=len(windows),

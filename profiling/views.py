@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from attention import VARIANTS, availability
-from profiling import files
+from profiling import files, small_trace
 from profiling.compare import trace_of
 from profiling.config import DTYPES, ConfigError, RunConfig
 from profiling.gantt import FigureSpec, gantt_spec
@@ -462,6 +462,14 @@ def run_title(summary: Summary) -> str:
     )
 
 
+def run_figure(result: Any, title: str) -> FigureSpec:
+    """A run's Gantt: from its trace's records when the run kept them (the same figure, built
+    without the spans table: profiling.small_trace), else from the table."""
+    small = getattr(result, "small", None)
+    figure = small_trace.gantt(small, title) if small is not None else None
+    return figure or gantt_spec(result.spans, result.lanes, title=title)
+
+
 @dataclass
 class Page:
     """Everything the Profile event shows, in the order of its outputs."""
@@ -485,7 +493,7 @@ def page(result: Any) -> Page:
         operators=operator_view(result.operators, s.device),
         kernels=kernel_view(result.kernels),
         kernel_note=kernel_note(s),
-        figure=gantt_spec(result.spans, result.lanes, title=run_title(s)),
+        figure=run_figure(result, run_title(s)),
         files={"json": result.trace_json, "gz": result.trace_gz, "txt": result.table_txt},
     )
 

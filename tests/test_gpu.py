@@ -18,6 +18,7 @@ from attention import VARIANTS
 from benchmarks.shapes import SHAPES
 from profiling.config import ConfigError, RunConfig
 from profiling.runner import RunError, VariantUnavailable, run
+from tests.test_small_trace import assert_paths_agree
 
 pytestmark = pytest.mark.gpu
 
@@ -53,6 +54,8 @@ def profile(variant: str, shape: dict, tmp_path):
 def test_every_variant_on_gpu(vid, shape_id, tmp_path):
     result = profile(vid, POST if shape_id == "post" else LONG, tmp_path)
     record(result, shape_id)
+    assert result.small is not None  # a run's trace takes the plain-Python path ...
+    assert_paths_agree(result.trace_json)  # ... and reads exactly as the trace model reads it
     s = result.summary
     assert s.forwards == 3 and s.rel_err < TOL
     assert s.gpu_us_per_forward and s.gpu_us_per_forward > 0 and s.peak_mib > 0

@@ -1,0 +1,408 @@
+"""A run's own trace read with plain Python loops: the fast path behind issue #7's overhead.
+
+Why a second reader: a Profile run's trace holds ~100–600 events, and on tables that small
+every pandas or numpy call costs more than its work. The vectorised path (trace.load →
+forward_work → per_forward → kernel_table → gantt_spec), which a 10⁶-event upload needs, took
+3.9–4.7 ms in a tight loop on the H200 host where loops over plain records took 0.2–0.3 ms
+(benchmarks/plain_floor.py); for the fused kernels, whose whole bare script is 6–12 ms, that
+difference decides whether a run stays within 1.5× of the post's script.
+
+So a run reads its trace here with the same rules (and the same helpers where a rule is a
+function: lane labels, hover text, kernel names, the kernel table's frame, the Gantt's dicts)
+and builds the spans table with `trace.load` only when a view asks for it. It takes what
+torch.profiler writes for a run: typed events on properly nested lanes, at most MAX_EVENTS of
+them, in at most MAX_ROWS Gantt rows. Anything else (partial overlaps that need renesting,
+untyped fields, a big trace) gives None, and the caller takes the vectorised path.
+tests/test_small_trace.py holds the two paths equal on every fixture and on live CPU runs.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from attention.sdpa import BACKEND_OPS
+from profiling import trace as tm
+from profiling.gantt import (
+    DETAIL_LIMIT,
+    MAX_LINKS,
+    MAX_MARKERS,
+    MAX_ROWS,
+    NO_STEP_X_TITLE,
+    X_TITLE,
+    CategoryArrays,
+    FigureSpec,
+    _group_order,
+    _hover,
+    _label,
+    bar_trace,
+    figure_layout,
+    links_trace,
+    mark_dicts,
+    row_label,
+)
+from profiling.kernels import classify, decode, kernel_frame, short_name
+from profiling.summary import FORWARD, GPU_WORK, ForwardStats, cpu_dominant
+
+MAX_EVENTS = 20_000  # beyond this the vectorised path is the faster one anyway
+MAX_BYTES = 16 * 1024**2
+_GPU_CATS = frozenset(tm.GPU_CATS)
+_LAUNCH_CATS = frozenset(tm.LAUNCH_CATS)
+
+
+class Span:
+    """One complete event, with what the trace model derives for it (its columns, one row)."""
+
+    __slots__ = (
+        "ann",
+        "args",
+        "cat",
+        "category",
+        "correlation",
+        "depth",
+        "dur",
+        "end",
+        "gpu",
+        "index",
+        "lane",
+        "launch",
+        "link",
+        "name",
+        "parent",
+        "pid",
+        "self_us",
+        "start",
+        "step",
+        "tid",
+    )  # fmt: skip
+
+    def __init__(self, e: Any, cat: str, start: float) -> None:
+        self.cat = cat
+        self.category = tm.CATEGORY.get(cat, cat or "other")
+        self.gpu = cat in _GPU_CATS
+        self.ann = cat == "gpu_user_annotation"
+        self.launch = cat in _LAUNCH_CATS
+        self.name = e.name
+        self.pid, self.tid = str(e.pid), str(e.tid)
+        self.start = start
+        self.dur = e.dur
+        self.end = start + e.dur
+        self.correlation = -1
+        self.args: Any = {}
+        if self.gpu or self.launch:
+            self.correlation = _id(e.args.correlation)
+            if self.gpu:
+                self.args = e.args
+        self.index = self.lane = self.depth = 0
+        self.parent = self.link = self.step = -1
+        self.self_us = 0.0
+
+
+def _id(value: Any) -> int:
+    return value if type(value) is int and -tm._INT64 <= value < tm._INT64 else -1
+
+
+@dataclass
+class SmallTrace:
+    """A run's trace as plain records in the spans table's row order, and its lanes."""
+
+    spans: list[Span]
+    lanes: list[str]
+    names: list[str] = field(default_factory=list)  # every distinct name, sorted (ties' order)
+
+    @property
+    def has_gpu(self) -> bool:
+        return any(s.gpu for s in self.spans)
+
+
+def read(path: str | Path) -> SmallTrace | None:
+    """The trace at `path` as records, or None when it is not a run's small, tidy trace."""
+    try:
+        data = tm.read_bytes(path, MAX_BYTES)
+        top = tm._DOC.decode(data)
+        events = tm._EVENTS.decode(top["traceEvents"])
+    except (tm.TraceError, msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError):
+        return None
+    if len(events) > MAX_EVENTS:
+        return None
+    return _build(events)
+
+
+def _build(events: list[Any]) -> SmallTrace | None:
+    complete = []
+    for e in events:
+        if e.ph != "X" or e.cat == "Trace":
+            continue
+        if e.ts is None or e.dur is None:
+            return None  # the model counts these as skipped: leave them to it
+        if not (math.isfinite(e.ts) and math.isfinite(e.dur)) or e.dur < 0:
+            return None
+        complete.append(e)
+    if not complete:
+        return None
+    cats = [e.cat.lower() for e in complete]
+    steps_ts = [
+        e.ts for e, c in zip(complete, cats, strict=True)
+        if c not in _GPU_CATS and tm.step_number(e.name) >= 0
+    ]  # fmt: skip
+    t0 = float(min(steps_ts)) if steps_ts else float(min(e.ts for e in complete))
+    spans = [Span(e, c, float(e.ts) - t0) for e, c in zip(complete, cats, strict=True)]
+    lanes = _lanes(spans, tm._lane_metadata([e for e in events if e.ph == "M"]))
+    spans.sort(key=lambda s: (s.lane, s.start, -s.dur))  # stable: as np.lexsort
+    for i, s in enumerate(spans):
+        s.index = i
+    if not _nest(spans):
+        return None
+    _link(spans)
+    _step(spans)
+    return SmallTrace(spans, lanes, sorted({s.name for s in spans}))
+
+
+def _lanes(spans: list[Span], names: dict[tuple[str, str], str]) -> list[str]:
+    """trace._lanes' labels and order; sets each span's lane number."""
+    label: dict[tuple[str, str, bool, bool], str] = {}
+    order = []
+    for s in spans:
+        key = (s.pid, s.tid, s.gpu, s.ann)
+        if key in label:
+            continue
+        if s.gpu:
+            text = f"{names.get((s.pid, ''), f'GPU {s.pid}')} · stream {s.tid}"
+            sort = (2, tm._num(s.pid), tm._num(s.tid) + (0.0 if s.ann else 0.5))
+            text = f"{text} · annotations" if s.ann else text
+        else:
+            thread = names.get((s.pid, s.tid)) or f"thread {s.tid}"
+            text = f"CPU · {thread}" if thread.startswith("thread") else f"CPU · {thread} ({s.tid})"
+            sort = (1, tm._num(s.pid), tm._num(s.tid))
+        label[key] = text
+        order.append((*sort, text))
+    lanes = list(dict.fromkeys(text for *_, text in sorted(order)))
+    position = {text: i for i, text in enumerate(lanes)}
+    for s in spans:
+        s.lane = position[label[(s.pid, s.tid, s.gpu, s.ann)]]
+    return lanes
+
+
+def _nest(spans: list[Span]) -> bool:
+    """Depth, parent and self time as trace._depth_and_overlap and _parents count them; False
+    where a span crosses another's end (the model flags and renests those: its job)."""
+    eps = tm.EPS_US
+    lo = 0
+    while lo < len(spans):
+        hi = lo
+        while hi < len(spans) and spans[hi].lane == spans[lo].lane:
+            hi += 1
+        lane = spans[lo:hi]
+        ends = sorted(s.end for s in lane)
+        last_at: dict[int, int] = {}
+        prev_max = -math.inf
+        for j, s in enumerate(lane):
+            if s.start < prev_max - eps and s.end > prev_max + eps:
+                return False
+            prev_max = max(prev_max, s.end)
+            ended = bisect_right(ends, s.start + eps) - (s.end <= s.start + eps)
+            s.depth = max(j - ended, 0)
+            s.parent = last_at.get(s.depth - 1, -1) if s.depth else -1
+            last_at[s.depth] = s.index
+        lo = hi
+    for s in spans:
+        if s.parent >= 0:
+            up = spans[s.parent]
+            if s.end > up.end + eps:
+                return False
+            up.self_us += s.dur
+    for s in spans:  # dur minus the children's summed time, in row order as np.bincount adds
+        s.self_us = max(s.dur - s.self_us, 0.0)
+    return True
+
+
+def _link(spans: list[Span]) -> None:
+    """GPU work ↔ its launch through the correlation id (first of each, as trace._links)."""
+    first_launch: dict[int, int] = {}
+    first_work: dict[int, int] = {}
+    for s in spans:
+        if s.correlation < 0:
+            continue
+        if s.launch:
+            first_launch.setdefault(s.correlation, s.index)
+        elif s.gpu and not s.ann:
+            first_work.setdefault(s.correlation, s.index)
+    if not first_launch or not first_work:
+        return
+    for s in spans:
+        if s.correlation < 0:
+            continue
+        if s.launch:
+            s.link = first_work.get(s.correlation, -1)
+        elif s.gpu and not s.ann:
+            s.link = first_launch.get(s.correlation, -1)
+
+
+def _step(spans: list[Span]) -> None:
+    """ProfilerStep number per span (GPU work: its launch's), as trace._steps."""
+    steps = sorted(
+        (s for s in spans if not s.gpu and tm.step_number(s.name) >= 0), key=lambda s: s.start
+    )
+    if not steps:
+        return
+    starts = [s.start for s in steps]
+    for s in spans:
+        if s.gpu:
+            continue
+        i = bisect_right(starts, s.start) - 1
+        if i >= 0 and s.start <= steps[i].end:
+            s.step = tm.step_number(steps[i].name)
+    for s in spans:
+        if s.gpu and s.link >= 0:
+            s.step = spans[s.link].step
+
+
+# -- per-forward figures and the kernel table (summary.forward_work / per_forward) ----------
+def forward_work(t: SmallTrace, name: str = FORWARD) -> tuple[list[Span], list[Span]]:
+    """(the forward windows, the GPU work launched inside them), as summary.forward_work."""
+    spans = t.spans
+    windows = [s for s in spans if not s.gpu and s.name == name and s.category == "annotation"]
+    if not windows:
+        windows = [s for s in spans if not s.gpu and tm.step_number(s.name) >= 0]
+    work = [s for s in spans if s.gpu and s.category in GPU_WORK]
+    if windows:
+        work = [s for s in work if s.link >= 0 and _inside(spans[s.link], windows)]
+    return windows, work
+
+
+def _inside(launch: Span, windows: list[Span]) -> bool:
+    """A ProfilerStep window holds every thread's launches, an attn_fwd window its own."""
+    t, thread = launch.start, (launch.pid, launch.tid)
+    return any(
+        w.start <= t <= w.end and (tm.step_number(w.name) >= 0 or (w.pid, w.tid) == thread)
+        for w in windows
+    )
+
+
+def per_forward(t: SmallTrace, windows: list[Span], work: list[Span]) -> ForwardStats:
+    n = max(len(windows), 1)
+    has_gpu = t.has_gpu
+    spans_us = np.array([w.dur for w in windows], dtype=float)
+    cpu_us = float(spans_us.mean()) if len(spans_us) else float("nan")
+    cpu_range = (float(spans_us.min()), float(spans_us.max())) if len(spans_us) > 1 else None
+    dur = np.array([s.dur for s in work], dtype=float)
+    gpu_us = float(dur.sum() / n) if has_gpu else None
+    dominant = dominant_decoded = ""
+    if work:
+        top = _top(t, [(s.name, s.dur) for s in work])
+        dominant, dominant_decoded = short_name(top), decode(top)
+    elif not has_gpu:
+        ops = [(s.name, s.self_us) for s in t.spans if s.category == "cpu op"]
+        if ops:
+            dominant, dominant_decoded = cpu_dominant(_top(t, ops))
+    return ForwardStats(
+        forwards=len(windows),
+        kernels=sum(s.category == "kernel" for s in work) / n,
+        memcpy=sum(s.category == "memcpy" for s in work) / n,
+        memset=sum(s.category == "memset" for s in work) / n,
+        gpu_us=gpu_us,
+        cpu_us=cpu_us,
+        dominant=dominant,
+        dominant_decoded=dominant_decoded,
+        backend=_backend(t, windows),
+        cpu_us_range=cpu_range,
+    )
+
+
+def _top(t: SmallTrace, weighted: list[tuple[str, float]]) -> str:
+    """summary._top: the largest summed weight, ties to the first name in sorted order."""
+    totals = dict.fromkeys(t.names, 0.0)
+    for name, weight in weighted:
+        totals[name] += weight
+    return max(t.names, key=totals.__getitem__)
+
+
+def _backend(t: SmallTrace, windows: list[Span]) -> str | None:
+    ops = [s for s in t.spans if not s.gpu and s.name in BACKEND_OPS]
+    if windows and ops:
+        lo, hi = min(w.start for w in windows), max(w.end for w in windows)
+        ops = [s for s in ops if lo <= s.start <= hi]
+    found = list(dict.fromkeys(BACKEND_OPS[s.name] for s in ops))
+    return " + ".join(found) if found else None
+
+
+def kernel_table(work: list[Span], per: int = 1) -> pd.DataFrame:
+    codes: dict[str, int] = {}
+    for s in work:
+        codes.setdefault(s.name, len(codes))
+    return kernel_frame(
+        np.array([codes[s.name] for s in work], dtype=np.int64),
+        list(codes),
+        np.array([s.dur for s in work], dtype=float),
+        [s.args for s in work],
+        per,
+    )
+
+
+# -- the Gantt (gantt.gantt_spec without a window: every span one bar) ----------------------
+def gantt(t: SmallTrace, title: str | None = None) -> FigureSpec | None:
+    """gantt_spec(spans, lanes, title=title) for this trace; None when it needs the level of
+    detail or the row limit (the vectorised figure handles those)."""
+    spans = t.spans
+    if len(spans) > DETAIL_LIMIT:
+        return None
+    deepest = [-1] * len(t.lanes)
+    for s in spans:
+        deepest[s.lane] = max(deepest[s.lane], s.depth)
+    first_row = [0] * len(t.lanes)
+    rows: list[str] = []
+    for code, lane in enumerate(t.lanes):
+        if deepest[code] < 0:
+            continue
+        first_row[code] = len(rows)
+        stacked = deepest[code] > 0
+        rows += [row_label(lane, d, stacked) for d in range(deepest[code] + 1)]
+    if len(rows) > MAX_ROWS:
+        return None
+    row_of = [rows[first_row[s.lane] + (s.depth if deepest[s.lane] > 0 else 0)] for s in spans]
+    groups: dict[str, list[Span]] = {}
+    for s in spans:
+        group = s.category
+        if group == "kernel":
+            group = f"kernel · {classify(s.name)}"
+        groups.setdefault(group, []).append(s)
+    traces = []
+    for i, group in enumerate(_group_order(list(groups))):
+        members = groups[group]
+        arrays = CategoryArrays(
+            name=group,
+            base=np.array([s.start for s in members], dtype=float),
+            dur=np.array([s.dur for s in members], dtype=float),
+            row=[row_of[s.index] for s in members],
+            hover=[
+                _hover(s.name, s.gpu, group, t.lanes[s.lane], s.dur, s.start, s.step, s.args)
+                for s in members
+            ],
+            text=[_label(s.name, s.gpu) for s in members],
+        )
+        traces.append(bar_trace(arrays, i))
+    linked = [s for s in spans if s.gpu and s.link >= 0][:MAX_LINKS]
+    if linked:
+        xs: list[Any] = []
+        ys: list[Any] = []
+        for s in linked:
+            xs += [spans[s.link].start, s.start, None]
+            ys += [row_of[s.link], row_of[s.index], None]
+        traces.append(links_trace(xs, ys))
+    steps = [s for s in spans if not s.gpu and tm.step_number(s.name) >= 0]
+    forwards = [s for s in spans if not s.gpu and s.name == FORWARD]
+    first = lambda chosen: sorted(chosen, key=lambda s: s.start)[:MAX_MARKERS]  # noqa: E731
+    shapes, annotations = mark_dicts(
+        [(s.start, s.end) for s in first(forwards)],
+        [(s.start, s.end, s.name) for s in first(steps)],
+    )
+    x_title = X_TITLE if steps else NO_STEP_X_TITLE
+    layout = figure_layout(rows, shapes, annotations, "", title, x_title)
+    return FigureSpec(data=traces, layout=layout)

@@ -1,0 +1,152 @@
+"""The run's plain-Python trace path (profiling.small_trace) agrees with the trace model.
+
+A run reads its own trace with small_trace and the views read the same figures, kernel table
+and Gantt as if the vectorised path had made them: every fixture, live CPU runs and (in
+test_gpu.py) every GPU run are checked value for value, and traces the small path does not
+take are left to the model.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from profiling import small_trace, trace, views
+from profiling.config import RunConfig
+from profiling.gantt import gantt_spec
+from profiling.kernels import kernel_table
+from profiling.runner import run
+from profiling.summary import forward_work, per_forward
+from tests.conftest import FIXTURES
+
+COLUMNS = {  # spans table column → Span attribute
+    "start_us": "start", "dur_us": "dur", "end_us": "end", "depth": "depth",
+    "parent": "parent", "self_us": "self_us", "correlation": "correlation", "link": "link",
+    "step": "step", "name": "name", "category": "category", "cat": "cat", "pid": "pid",
+    "tid": "tid",
+}  # fmt: skip
+
+
+def assert_paths_agree(path: Path, title: str = "run <b>title</b>") -> None:
+    """Everything a run takes from its trace is the same on both paths, to the last bit."""
+    model = trace.load(path)
+    small = small_trace.read(path)
+    assert small is not None, f"{path.name}: the small path declined a run's trace"
+    assert small.lanes == model.lanes
+    spans = model.spans
+    assert len(small.spans) == len(spans)
+    for column, attr in COLUMNS.items():
+        expected = [str(v) if isinstance(v, str) else v for v in spans[column].tolist()]
+        assert [getattr(s, attr) for s in small.spans] == expected, column
+    assert [spans["lane"].cat.categories.get_loc(v) for v in spans["lane"]] == [
+        s.lane for s in small.spans
+    ]
+    assert [trace.span_args(s.args) for s in small.spans] == [
+        trace.span_args(a) for a in spans["args"]
+    ]
+    windows, work = forward_work(model)
+    s_windows, s_work = small_trace.forward_work(small)
+    assert [s.index for s in s_windows] == windows.index.tolist()
+    assert [s.index for s in s_work] == work.index.tolist()
+    assert small_trace.per_forward(small, s_windows, s_work) == per_forward(
+        model, windows=windows, work=work
+    )
+    per = max(len(windows), 1)
+    pd.testing.assert_frame_equal(small_trace.kernel_table(s_work, per), kernel_table(work, per))
+    figure = small_trace.gantt(small, title)
+    assert figure is not None
+    assert figure.to_json() == gantt_spec(spans, model.lanes, title=title).to_json()
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json.gz")), ids=lambda p: p.name[:-8])
+def test_every_h200_fixture_reads_the_same_on_both_paths(path):
+    assert_paths_agree(path)
+
+
+@pytest.mark.parametrize("variant", ["naive", "naive-inplace", "sdpa-math", "sdpa-auto"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_live_cpu_runs_read_the_same_on_both_paths(variant, causal, tmp_path):
+    config = RunConfig.from_user(variant=variant, device="cpu", batch=1, heads=2, seq_len=128,
+                                 head_dim=32, dtype="float32", causal=causal)  # fmt: skip
+    result = run(config, out_dir=tmp_path)
+    assert result.small is not None and result.parsed is None  # the table waits for a view
+    assert_paths_agree(result.trace_json, views.run_title(result.summary))
+    model = trace.load(result.trace_json)
+    pd.testing.assert_frame_equal(result.spans, model.spans)  # parsed on first use
+    assert result.lanes == model.lanes
+
+
+def test_the_spans_table_is_read_from_the_gz_once_the_json_is_gone(tmp_path):
+    config = RunConfig.from_user(variant="naive", device="cpu", batch=1, heads=1, seq_len=64,
+                                 head_dim=16, dtype="float32")  # fmt: skip
+    result = run(config, out_dir=tmp_path)
+    expected = trace.load(result.trace_json).spans
+    result.trace_json.unlink()  # Compare, Sweep and the CLI keep only the .json.gz
+    pd.testing.assert_frame_equal(result.spans, expected)
+    with gzip.open(result.trace_gz) as fh:
+        assert json.load(fh)["traceEvents"]  # written on its thread, complete when run returns
+
+
+def _write(tmp_path: Path, events: list, name: str = "t.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def X(name, ts, dur, cat="cpu_op", pid=1, tid=1, **args):
+    return {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "pid": pid, "tid": tid,
+            "args": args}  # fmt: skip
+
+
+STEPS = [X("ProfilerStep#3", 0, 100, cat="user_annotation"),
+         X("attn_fwd", 5, 50, cat="user_annotation")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [*STEPS, X("a", 10, 30), X("b", 20, 40)],  # b crosses a's end: the model renests
+        [*STEPS, X("a", 10, None)],  # no duration: the model counts it as skipped
+        [*STEPS, X(7, 10, 5)],  # a numeric name: the model's lenient path
+        [*STEPS, {**X("a", 10, 5), "ts": "10"}],  # a string ts: the lenient path too
+        [],  # nothing recorded: the model says so
+    ],
+    ids=["crossing", "no-dur", "numeric-name", "string-ts", "empty"],
+)
+def test_traces_outside_a_runs_shape_are_left_to_the_model(events, tmp_path):
+    assert small_trace.read(_write(tmp_path, events)) is None
+
+
+def test_a_big_or_unreadable_trace_is_left_to_the_model(tmp_path, monkeypatch):
+    path = _write(tmp_path, [*STEPS, X("a", 10, 5), X("b", 20, 5)])
+    assert small_trace.read(path) is not None
+    monkeypatch.setattr(small_trace, "MAX_EVENTS", 3)
+    assert small_trace.read(path) is None
+    assert small_trace.read(tmp_path / "missing.json") is None
+    (tmp_path / "bad.json").write_text("{not json")
+    assert small_trace.read(tmp_path / "bad.json") is None
+
+
+def test_nested_threads_and_streams_agree(tmp_path):
+    """Two CPU threads (one named), a GPU stream with an annotation lane, launches linked
+    by correlation, a kernel outside any step, ties in start time and zero durations."""
+    events = [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "worker"}},
+        {"ph": "M", "name": "process_labels", "pid": 0, "args": {"labels": "H200"}},
+        *STEPS,
+        X("ProfilerStep#4", 120, 50, cat="user_annotation"),
+        X("aten::mm", 10, 20), X("aten::mm", 10, 20), X("aten::empty", 12, 0),
+        X("cudaLaunchKernel", 15, 3, cat="cuda_runtime", correlation=11),
+        X("cudaLaunchKernel", 130, 3, cat="cuda_runtime", tid=2, correlation=12),
+        X("aten::add", 125, 20, tid=2),
+        X("gemm_kernel", 40, 30, cat="kernel", pid=0, tid=7, correlation=11,
+          grid=[1, 2, 3], block=[128, 1, 1]),
+        X("elementwise_kernel", 140, 5, cat="kernel", pid=0, tid=7, correlation=12),
+        X("Memcpy DtoD", 200, 4, cat="gpu_memcpy", pid=0, tid=7, correlation=99),
+        X("attn_fwd", 38, 40, cat="gpu_user_annotation", pid=0, tid=7),
+    ]  # fmt: skip
+    assert_paths_agree(_write(tmp_path, events))
