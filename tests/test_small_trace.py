@@ -132,21 +132,46 @@ def test_a_big_or_unreadable_trace_is_left_to_the_model(tmp_path, monkeypatch):
 
 
 def test_nested_threads_and_streams_agree(tmp_path):
-    """Two CPU threads (one named), a GPU stream with an annotation lane, launches linked
-    by correlation, a kernel outside any step, ties in start time and zero durations."""
+    """Two CPU threads (one named), a GPU stream with an annotation lane, launches linked by
+    correlation (an id launched twice and one run twice: the first of each counts), a kernel outside any step,
+    ties in start time, zero durations, an end within the 2 ns tolerance of the next start,
+    and two kernels tied for the most time (the first name in sorted order wins)."""
     events = [
         {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "worker"}},
         {"ph": "M", "name": "process_labels", "pid": 0, "args": {"labels": "H200"}},
         *STEPS,
         X("ProfilerStep#4", 120, 50, cat="user_annotation"),
-        X("aten::mm", 10, 20), X("aten::mm", 10, 20), X("aten::empty", 12, 0),
+        X("aten::mm", 10, 20.0015), X("aten::mm", 10, 20), X("aten::empty", 12, 0),
+        X("aten::add", 30, 5),  # starts 1.5 ns before the first mm ends: not inside it
         X("cudaLaunchKernel", 15, 3, cat="cuda_runtime", correlation=11),
+        X("cudaLaunchKernel", 31, 1, cat="cuda_runtime", correlation=11),
+        X("cudaLaunchKernel", 40, 2, cat="cuda_runtime", correlation=13),
         X("cudaLaunchKernel", 130, 3, cat="cuda_runtime", tid=2, correlation=12),
         X("aten::add", 125, 20, tid=2),
-        X("gemm_kernel", 40, 30, cat="kernel", pid=0, tid=7, correlation=11,
+        X("zz_gemm_kernel", 40, 30, cat="kernel", pid=0, tid=7, correlation=11,
           grid=[1, 2, 3], block=[128, 1, 1]),
+        X("aa_gemm_kernel", 75, 30, cat="kernel", pid=0, tid=7, correlation=13),
         X("elementwise_kernel", 140, 5, cat="kernel", pid=0, tid=7, correlation=12),
+        X("elementwise_kernel", 150, 5, cat="kernel", pid=0, tid=7, correlation=12),
         X("Memcpy DtoD", 200, 4, cat="gpu_memcpy", pid=0, tid=7, correlation=99),
         X("attn_fwd", 38, 40, cat="gpu_user_annotation", pid=0, tid=7),
     ]  # fmt: skip
-    assert_paths_agree(_write(tmp_path, events))
+    path = _write(tmp_path, events)
+    assert_paths_agree(path)
+    spans = trace.load(path).spans
+    named = lambda name: spans[spans["name"] == name]  # noqa: E731
+    launches = named("cudaLaunchKernel").index[named("cudaLaunchKernel")["correlation"] == 11]
+    assert named("zz_gemm_kernel")["link"].tolist() == [launches[0]] and len(launches) == 2
+    add, mm = named("aten::add"), named("aten::mm")
+    assert add.loc[add["tid"] == "1", "depth"].tolist() == [mm["depth"].min()]  # a sibling
+
+
+def test_a_cpu_only_trace_agrees(tmp_path):
+    """No GPU: the dominant operator is the one with the most self time, ties to the first
+    name in sorted order."""
+    events = [*STEPS, X("b_op", 6, 10), X("a_op", 20, 10), X("a_op::inner", 21, 4)]
+    path = _write(tmp_path, events)
+    assert_paths_agree(path)
+    stats = small_trace.per_forward(small_trace.read(path), *small_trace.forward_work(
+        small_trace.read(path)))  # fmt: skip
+    assert stats.gpu_us is None and stats.dominant == "b_op"
