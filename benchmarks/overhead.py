@@ -12,7 +12,9 @@ process, which is what a user of the post's scripts waits for.
 App: everything a Profile click computes before Gradio serialises it — profiling.runner.run
 (validation, memory check, warm-up, profile, export .json/.json.gz/.txt, float64 reference,
 trace parse, operator and kernel tables, summary) plus views.page (launch/idle statistics,
-table views, Gantt) and the Gantt's JSON as gr.Plot sends it.
+table views, Gantt) and the Gantt's JSON as gr.Plot sends it. The Gantt is
+`views.run_figure`, the page's: from the run's trace records when the run read its trace
+with profiling.small_trace (`small_trace_path` in overhead.json says whether every run did).
 
 Both warm (untimed runs first), then bare and app alternate, `--repeats` times each, so drift
 of the machine hits both alike; medians and minimums are reported. With pyinstrument

@@ -1,5 +1,8 @@
 """What option (c) of issue #7 could reach: the run's post-processing as plain Python loops.
 
+(The measurement that decided it: option (c) is built since as profiling/small_trace.py, which
+has every rule this lower bound leaves out and is held equal to the trace model by tests.)
+
     python benchmarks/plain_floor.py          # this machine; the H200 host via h200_session.sh
 
 The overhead target (≤ 1.5× the post's bare script) is missed only by the fused-kernel variants,

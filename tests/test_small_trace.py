@@ -133,9 +133,9 @@ def test_a_big_or_unreadable_trace_is_left_to_the_model(tmp_path, monkeypatch):
 
 def test_nested_threads_and_streams_agree(tmp_path):
     """Two CPU threads (one named), a GPU stream with an annotation lane, launches linked by
-    correlation (an id launched twice and one run twice: the first of each counts), a kernel outside any step,
-    ties in start time, zero durations, an end within the 2 ns tolerance of the next start,
-    and two kernels tied for the most time (the first name in sorted order wins)."""
+    correlation (an id launched twice and one run twice: the first of each counts), a kernel
+    outside any step, ties in start time, zero durations, an end within the 2 ns tolerance of
+    the next start, and two kernels tied for the most time (the first sorted name wins)."""
     events = [
         {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "worker"}},
         {"ph": "M", "name": "process_labels", "pid": 0, "args": {"labels": "H200"}},
