@@ -128,7 +128,8 @@ def read(path: str | Path) -> SmallTrace | None:
         data = tm.read_bytes(path, MAX_BYTES)
         top = tm._DOC.decode(data)
         events = tm._EVENTS.decode(top["traceEvents"])
-    except (tm.TraceError, msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError):
+    except (tm.TraceError, msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError,
+            RecursionError):  # fmt: skip
         return None
     if len(events) > MAX_EVENTS:
         return None
@@ -144,6 +145,8 @@ def _build(events: list[Any]) -> SmallTrace | None:
             return None  # the model counts these as skipped: leave them to it
         if not (math.isfinite(e.ts) and math.isfinite(e.dur)) or e.dur < 0:
             return None
+        if type(e.pid) is not int or type(e.tid) is not int or "\0" in e.name or "\0" in e.cat:
+            return None  # the model reads numeric strings as ints and drops trailing NULs
         complete.append(e)
     if not complete:
         return None
@@ -152,7 +155,8 @@ def _build(events: list[Any]) -> SmallTrace | None:
         e.ts for e, c in zip(complete, cats, strict=True)
         if c not in _GPU_CATS and tm.step_number(e.name) >= 0
     ]  # fmt: skip
-    t0 = float(min(steps_ts)) if steps_ts else float(min(e.ts for e in complete))
+    # numpy's min, as the model's: of 0.0 and -0.0 it may keep either, Python's keeps the first
+    t0 = float(np.min(steps_ts if steps_ts else [e.ts for e in complete]))
     spans = [Span(e, c, float(e.ts) - t0) for e, c in zip(complete, cats, strict=True)]
     lanes = _lanes(spans, tm._lane_metadata([e for e in events if e.ph == "M"]))
     spans.sort(key=lambda s: (s.lane, s.start, -s.dur))  # stable: as np.lexsort

@@ -52,9 +52,8 @@ def assert_paths_agree(path: Path, title: str = "run <b>title</b>") -> None:
     s_windows, s_work = small_trace.forward_work(small)
     assert [s.index for s in s_windows] == windows.index.tolist()
     assert [s.index for s in s_work] == work.index.tolist()
-    assert small_trace.per_forward(small, s_windows, s_work) == per_forward(
-        model, windows=windows, work=work
-    )
+    stats = per_forward(model, windows=windows, work=work)
+    assert repr(small_trace.per_forward(small, s_windows, s_work)) == repr(stats)  # NaN == NaN
     per = max(len(windows), 1)
     pd.testing.assert_frame_equal(small_trace.kernel_table(s_work, per), kernel_table(work, per))
     figure = small_trace.gantt(small, title)
@@ -114,8 +113,20 @@ STEPS = [X("ProfilerStep#3", 0, 100, cat="user_annotation"),
         [*STEPS, X(7, 10, 5)],  # a numeric name: the model's lenient path
         [*STEPS, {**X("a", 10, 5), "ts": "10"}],  # a string ts: the lenient path too
         [],  # nothing recorded: the model says so
+        [*STEPS, X("a", 10, 5, tid="02")],  # the model reads it as thread 2
+        [*STEPS, X("a\0", 10, 5)],  # numpy drops a trailing NUL in the model's names
+        [*STEPS, X("k", 10, 5, cat="kernel\0", pid=0, tid=7)],
     ],
-    ids=["crossing", "no-dur", "numeric-name", "string-ts", "empty"],
+    ids=[
+        "crossing",
+        "no-dur",
+        "numeric-name",
+        "string-ts",
+        "empty",
+        "string-tid",
+        "nul-name",
+        "nul-cat",
+    ],
 )
 def test_traces_outside_a_runs_shape_are_left_to_the_model(events, tmp_path):
     assert small_trace.read(_write(tmp_path, events)) is None
@@ -129,6 +140,19 @@ def test_a_big_or_unreadable_trace_is_left_to_the_model(tmp_path, monkeypatch):
     assert small_trace.read(tmp_path / "missing.json") is None
     (tmp_path / "bad.json").write_text("{not json")
     assert small_trace.read(tmp_path / "bad.json") is None
+    deep = tmp_path / "deep.json"
+    nested = "[" * 2000 + "]" * 2000  # valid JSON, deeper than the decoders recurse
+    deep.write_text(f'{{"traceEvents": {json.dumps([X("a", 0, 1)])}, "x": {nested}}}')
+    with pytest.raises(trace.TraceError, match="nested too deeply"):
+        trace.load(deep)
+    assert small_trace.read(deep) is None
+
+
+def test_time_zero_and_a_trace_without_forwards_agree(tmp_path):
+    """Of 0.0 and -0.0 the zero is numpy's pick, as the model's; with no attn_fwd and no step
+    the CPU µs per forward is NaN on both paths."""
+    assert_paths_agree(_write(tmp_path, [X("a", 0.0, 1), X("b", -0.0, 1, tid=2)]))
+    assert_paths_agree(_write(tmp_path, [X("b", -0.0, 1, tid=2), X("a", 0.0, 1)], "2.json"))
 
 
 def test_nested_threads_and_streams_agree(tmp_path):
