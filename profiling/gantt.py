@@ -106,6 +106,11 @@ def _strings(column: pd.Series) -> np.ndarray:
     return per_value(column, str, "nan")
 
 
+def legend_group_of(category: str, name: str) -> str:
+    """One span's legend group (what `_legend_groups` gives each row)."""
+    return f"kernel · {classify(name)}" if category == "kernel" else category
+
+
 def _legend_groups(spans: pd.DataFrame) -> np.ndarray:
     group = _strings(spans["category"])
     is_kernel = group == "kernel"
@@ -211,7 +216,11 @@ def busiest_rows(
 def gantt_x_title(spans: pd.DataFrame, steps: np.ndarray | None = None) -> str:
     """Time zero is the first ProfilerStep when the trace has one, else its first span."""
     steps = step_rows(spans) if steps is None else steps
-    return X_TITLE if len(steps) else NO_STEP_X_TITLE
+    return x_title(bool(len(steps)))
+
+
+def x_title(has_steps: bool) -> str:
+    return X_TITLE if has_steps else NO_STEP_X_TITLE
 
 
 def _fmt_us(value: float) -> str:
@@ -240,7 +249,7 @@ def _arg_text(args: Any) -> str:
     return "<br>".join(parts)
 
 
-def _hover(
+def hover_text(
     name: str, gpu: bool, group: str, lane: str, dur: float, start: float, step: Any, args: Any
 ) -> str:
     lines = [_hover_head(name, gpu, group, lane)]
@@ -266,7 +275,7 @@ def _hover_head(name: str, gpu: bool, group: str, lane: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def _label(name: str, gpu: bool) -> str:
+def bar_label(name: str, gpu: bool) -> str:
     return html.escape(short_name(name) if gpu else name, quote=False)
 
 
@@ -288,7 +297,7 @@ def category_arrays(spans: pd.DataFrame, rows_of_span: Sequence[str]) -> dict[st
     args = spans["args"].to_numpy(dtype=object) if "args" in spans else np.full(n, None)
     rows = np.asarray(rows_of_span, dtype=object)
     out: dict[str, CategoryArrays] = {}
-    for group in _group_order(groups):
+    for group in group_order(groups):
         idx = np.flatnonzero(groups == group)
         out[group] = CategoryArrays(
             name=group,
@@ -296,16 +305,16 @@ def category_arrays(spans: pd.DataFrame, rows_of_span: Sequence[str]) -> dict[st
             dur=dur[idx],
             row=list(rows[idx]),
             hover=[
-                _hover(name[i], gpu[i], group, lane[i], dur[i], start[i], step[i], args[i])
+                hover_text(name[i], gpu[i], group, lane[i], dur[i], start[i], step[i], args[i])
                 for i in idx.tolist()
             ],
-            text=[_label(name[i], gpu[i]) for i in idx.tolist()],
+            text=[bar_label(name[i], gpu[i]) for i in idx.tolist()],
             index=idx,
         )
     return out
 
 
-def _group_order(groups: np.ndarray) -> list[str]:
+def group_order(groups: Sequence[str] | np.ndarray) -> list[str]:
     known = [g for g in COLOURS if g in set(groups)]
     return known + sorted(set(groups) - set(known))
 

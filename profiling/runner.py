@@ -2,7 +2,8 @@
 
 This is the only module that starts torch.profiler. A process-wide lock keeps one run at a time
 (two profilers cannot run at once, and two runs would share one GPU's timings). It returns
-plain data — paths, DataFrames, a Summary — so it can cross a ZeroGPU worker boundary.
+plain, picklable data — paths, DataFrames, a Summary, the trace as records (small_trace) — so it
+can cross a ZeroGPU worker boundary.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import gc
 import gzip
 import logging
 import math
+import os
 import shutil
 import tempfile
 import threading
@@ -74,10 +76,16 @@ class ProfileResult:
 
     @property
     def spans(self) -> pd.DataFrame:
-        """The trace model's spans table, parsed on first use: a run reads its own trace with
-        profiling.small_trace, and only some views (launch statistics, Compare) need the table."""
+        """The trace model's spans table, parsed on first use. A run reads its own trace with
+        profiling.small_trace; the table is for the views that need it (the page's launch
+        statistics, Compare), outside the run and outside a ZeroGPU slot."""
         if self.parsed is None:
             source = self.trace_json if self.trace_json.exists() else self.trace_gz
+            if not source.exists():
+                raise RunError(
+                    f"the trace files of this {self.config.variant} run were removed "
+                    "(the app keeps the last few runs): profile it again"
+                )
             self.parsed = trace_model.load(source).spans
         return self.parsed
 
@@ -147,7 +155,10 @@ def _attempt(
         result = _result(config, built, prof, paths, peak, reference, device)
     finally:
         futures.wait([paths.gz_written])  # no writer left behind in a folder about to go
-    paths.gz_written.result()  # a failed .json.gz fails the run, as when it was written inline
+    try:
+        paths.gz_written.result()
+    except OSError as exc:  # a full disk: a failed run, cleaned up like one
+        raise RunError(f"writing {paths.gz.name} failed: {exc.strerror or exc}") from None
     return result
 
 
@@ -211,13 +222,28 @@ def _profile(config, built: Built, variant, t: dict, device: str, report: Progre
 
 @dataclass
 class Exported:
+    """A run's files; the .json.gz is still being written until `gz_written` is done."""
+
     json: Path
     gz: Path
     txt: Path
-    gz_written: futures.Future  # the .json.gz, compressed on a worker thread
+    gz_written: futures.Future
 
 
-_GZIP = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnprof-gzip")
+def _gzip_pool() -> futures.ThreadPoolExecutor:
+    return futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnprof-gzip")
+
+
+_GZIP = _gzip_pool()
+
+
+def _new_gzip_pool_after_fork() -> None:
+    """A forked child inherits the pool but not its thread: its jobs would never run."""
+    global _GZIP
+    _GZIP = _gzip_pool()
+
+
+os.register_at_fork(after_in_child=_new_gzip_pool_after_fork)
 
 
 def _export(prof, config: RunConfig, device: str, out: Path) -> Exported:
@@ -237,6 +263,7 @@ def _export(prof, config: RunConfig, device: str, out: Path) -> Exported:
 
 
 def _gzip(src_path: Path, dst_path: Path) -> None:
+    """The trace as .json.gz, the form the post's scripts keep."""
     with open(src_path, "rb") as src, gzip.open(dst_path, "wb", compresslevel=6) as dst:
         shutil.copyfileobj(src, dst)
 

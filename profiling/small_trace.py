@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,20 +35,20 @@ from profiling.gantt import (
     MAX_LINKS,
     MAX_MARKERS,
     MAX_ROWS,
-    NO_STEP_X_TITLE,
-    X_TITLE,
     CategoryArrays,
     FigureSpec,
-    _group_order,
-    _hover,
-    _label,
+    bar_label,
     bar_trace,
     figure_layout,
+    group_order,
+    hover_text,
+    legend_group_of,
     links_trace,
     mark_dicts,
     row_label,
+    x_title,
 )
-from profiling.kernels import classify, decode, kernel_frame, short_name
+from profiling.kernels import decode, kernel_frame, short_name
 from profiling.summary import FORWARD, GPU_WORK, ForwardStats, cpu_dominant
 
 MAX_EVENTS = 20_000  # beyond this the vectorised path is the faster one anyway
@@ -97,16 +97,12 @@ class Span:
         self.correlation = -1
         self.args: Any = {}
         if self.gpu or self.launch:
-            self.correlation = _id(e.args.correlation)
+            self.correlation = tm.valid_id(e.args.correlation)
             if self.gpu:
                 self.args = e.args
         self.index = self.lane = self.depth = 0
         self.parent = self.link = self.step = -1
         self.self_us = 0.0
-
-
-def _id(value: Any) -> int:
-    return value if type(value) is int and -tm._INT64 <= value < tm._INT64 else -1
 
 
 @dataclass
@@ -115,19 +111,18 @@ class SmallTrace:
 
     spans: list[Span]
     lanes: list[str]
-    names: list[str] = field(default_factory=list)  # every distinct name, sorted (ties' order)
+    names: list[str]  # every distinct name, sorted: the model's category order, for ties
 
     @property
     def has_gpu(self) -> bool:
+        """Any GPU span at all (a CPU run has none: its GPU figures are n/a, not 0)."""
         return any(s.gpu for s in self.spans)
 
 
 def read(path: str | Path) -> SmallTrace | None:
     """The trace at `path` as records, or None when it is not a run's small, tidy trace."""
     try:
-        data = tm.read_bytes(path, MAX_BYTES)
-        top = tm._DOC.decode(data)
-        events = tm._EVENTS.decode(top["traceEvents"])
+        events = tm.typed_events(tm.read_bytes(path, MAX_BYTES))
     except (tm.TraceError, msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError,
             RecursionError):  # fmt: skip
         return None
@@ -137,6 +132,7 @@ def read(path: str | Path) -> SmallTrace | None:
 
 
 def _build(events: list[Any]) -> SmallTrace | None:
+    """The model's _build for typed events, or None where the model would read them otherwise."""
     complete = []
     for e in events:
         if e.ph != "X" or e.cat == "Trace":
@@ -158,7 +154,7 @@ def _build(events: list[Any]) -> SmallTrace | None:
     # numpy's min, as the model's: of 0.0 and -0.0 it may keep either, Python's keeps the first
     t0 = float(np.min(steps_ts if steps_ts else [e.ts for e in complete]))
     spans = [Span(e, c, float(e.ts) - t0) for e, c in zip(complete, cats, strict=True)]
-    lanes = _lanes(spans, tm._lane_metadata([e for e in events if e.ph == "M"]))
+    lanes = _lanes(spans, tm.lane_metadata([e for e in events if e.ph == "M"]))
     spans.sort(key=lambda s: (s.lane, s.start, -s.dur))  # stable: as np.lexsort
     for i, s in enumerate(spans):
         s.index = i
@@ -175,18 +171,9 @@ def _lanes(spans: list[Span], names: dict[tuple[str, str], str]) -> list[str]:
     order = []
     for s in spans:
         key = (s.pid, s.tid, s.gpu, s.ann)
-        if key in label:
-            continue
-        if s.gpu:
-            text = f"{names.get((s.pid, ''), f'GPU {s.pid}')} · stream {s.tid}"
-            sort = (2, tm._num(s.pid), tm._num(s.tid) + (0.0 if s.ann else 0.5))
-            text = f"{text} · annotations" if s.ann else text
-        else:
-            thread = names.get((s.pid, s.tid)) or f"thread {s.tid}"
-            text = f"CPU · {thread}" if thread.startswith("thread") else f"CPU · {thread} ({s.tid})"
-            sort = (1, tm._num(s.pid), tm._num(s.tid))
-        label[key] = text
-        order.append((*sort, text))
+        if key not in label:
+            sort, label[key] = tm.lane_label(*key, names)
+            order.append((*sort, label[key]))
     lanes = list(dict.fromkeys(text for *_, text in sorted(order)))
     position = {text: i for i, text in enumerate(lanes)}
     for s in spans:
@@ -291,6 +278,8 @@ def _inside(launch: Span, windows: list[Span]) -> bool:
 
 
 def per_forward(t: SmallTrace, windows: list[Span], work: list[Span]) -> ForwardStats:
+    """summary.per_forward. Sums and means go through numpy, as the model's do: its pairwise
+    summation differs from a Python loop's in the last bits beyond eight values."""
     n = max(len(windows), 1)
     has_gpu = t.has_gpu
     spans_us = np.array([w.dur for w in windows], dtype=float)
@@ -338,6 +327,7 @@ def _backend(t: SmallTrace, windows: list[Span]) -> str | None:
 
 
 def kernel_table(work: list[Span], per: int = 1) -> pd.DataFrame:
+    """kernels.kernel_table: codes in order of first appearance, then the shared frame builder."""
     codes: dict[str, int] = {}
     for s in work:
         codes.setdefault(s.name, len(codes))
@@ -373,12 +363,9 @@ def gantt(t: SmallTrace, title: str | None = None) -> FigureSpec | None:
     row_of = [rows[first_row[s.lane] + (s.depth if deepest[s.lane] > 0 else 0)] for s in spans]
     groups: dict[str, list[Span]] = {}
     for s in spans:
-        group = s.category
-        if group == "kernel":
-            group = f"kernel · {classify(s.name)}"
-        groups.setdefault(group, []).append(s)
+        groups.setdefault(legend_group_of(s.category, s.name), []).append(s)
     traces = []
-    for i, group in enumerate(_group_order(list(groups))):
+    for i, group in enumerate(group_order(list(groups))):
         members = groups[group]
         arrays = CategoryArrays(
             name=group,
@@ -386,10 +373,10 @@ def gantt(t: SmallTrace, title: str | None = None) -> FigureSpec | None:
             dur=np.array([s.dur for s in members], dtype=float),
             row=[row_of[s.index] for s in members],
             hover=[
-                _hover(s.name, s.gpu, group, t.lanes[s.lane], s.dur, s.start, s.step, s.args)
+                hover_text(s.name, s.gpu, group, t.lanes[s.lane], s.dur, s.start, s.step, s.args)
                 for s in members
             ],
-            text=[_label(s.name, s.gpu) for s in members],
+            text=[bar_label(s.name, s.gpu) for s in members],
         )
         traces.append(bar_trace(arrays, i))
     linked = [s for s in spans if s.gpu and s.link >= 0][:MAX_LINKS]
@@ -407,6 +394,5 @@ def gantt(t: SmallTrace, title: str | None = None) -> FigureSpec | None:
         [(s.start, s.end) for s in first(forwards)],
         [(s.start, s.end, s.name) for s in first(steps)],
     )
-    x_title = X_TITLE if steps else NO_STEP_X_TITLE
-    layout = figure_layout(rows, shapes, annotations, "", title, x_title)
+    layout = figure_layout(rows, shapes, annotations, "", title, x_title(bool(steps)))
     return FigureSpec(data=traces, layout=layout)

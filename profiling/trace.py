@@ -317,6 +317,12 @@ def _decode(data: bytes) -> Trace:
     return _build(events, meta)
 
 
+def typed_events(data: bytes) -> list[Any]:
+    """The events of a trace whose every field has the type torch writes (profiling.small_trace
+    reads only such traces); raises msgspec's errors, or KeyError without `traceEvents`."""
+    return _EVENTS.decode(_DOC.decode(data)["traceEvents"])
+
+
 def _lenient(items: Any) -> list[_LooseEvent]:
     if not isinstance(items, list):
         raise TraceError("JSON is not a Chrome trace: no `traceEvents` list")
@@ -389,7 +395,7 @@ def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
     n_events = len(events)
     ph = np.array(list(map(_PH, events)), dtype=object)
     n_flows = int((ph == "s").sum())
-    names_meta = _lane_metadata(list(compress(events, ph == "M")))
+    names_meta = lane_metadata(list(compress(events, ph == "M")))
     x = list(compress(events, ph == "X"))
     # One C-level pass pulls every column; zip(*) transposes the rows into column tuples.
     rows = list(map(_COLUMNS, x))
@@ -533,17 +539,17 @@ def _categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
     return _from_codes(remap.reshape(-1)[codes], uniques.astype(object))
 
 
+def valid_id(value: Any) -> int:
+    """An id as the table keeps it: ids in traces are ints; anything else, or an int past
+    int64, counts as absent (-1)."""
+    return value if type(value) is int and -_INT64 <= value < _INT64 else -1
+
+
 def _int_column(values: list[Any]) -> np.ndarray:
-    """Integer ids with -1 for missing (ids in traces are ints; anything else, or an int past
-    int64, counts as absent)."""
-    return np.fromiter(
-        (v if type(v) is int and -_INT64 <= v < _INT64 else -1 for v in values),
-        dtype=np.int64,
-        count=len(values),
-    )
+    return np.fromiter(map(valid_id, values), dtype=np.int64, count=len(values))
 
 
-def _lane_metadata(events: list[Any]) -> dict[tuple[str, str], str]:
+def lane_metadata(events: list[Any]) -> dict[tuple[str, str], str]:
     """Readable names from `ph: M` events: (pid, "") → process label, (pid, tid) → thread name."""
     names: dict[tuple[str, str], str] = {}
     for e in events:
@@ -576,20 +582,28 @@ def _lanes(
         ann, rest = k % 2, k // 2
         is_gpu, rest = rest % 2, rest // 2
         pid, tid = str(pids[rest // len(tids)]), str(tids[rest % len(tids)])
-        if is_gpu:
-            text = f"{names.get((pid, ''), f'GPU {pid}')} · stream {tid}"
-            sort = (2, _num(pid), _num(tid) + (0.0 if ann else 0.5))
-            text = f"{text} · annotations" if ann else text
-        else:
-            thread = names.get((pid, tid)) or f"thread {tid}"
-            text = f"CPU · {thread}" if thread.startswith("thread") else f"CPU · {thread} ({tid})"
-            sort = (1, _num(pid), _num(tid))
+        sort, text = lane_label(pid, tid, bool(is_gpu), bool(ann), names)
         labels.append(text)
         order.append((*sort, text))
     lanes = list(dict.fromkeys(text for *_, text in sorted(order)))
     position = {text: i for i, text in enumerate(lanes)}
     lane_code = np.array([position[t] for t in labels], dtype=np.int64)[inverse]
     return lane_code, lanes
+
+
+def lane_label(
+    pid: str, tid: str, gpu: bool, ann: bool, names: dict[tuple[str, str], str]
+) -> tuple[tuple[int, float, float], str]:
+    """A lane's sort key and label: CPU threads first (by pid, tid), then GPU streams, each
+    stream's annotation lane just above it."""
+    if gpu:
+        text = f"{names.get((pid, ''), f'GPU {pid}')} · stream {tid}"
+        return (2, _num(pid), _num(tid) + (0.0 if ann else 0.5)), (
+            f"{text} · annotations" if ann else text
+        )
+    thread = names.get((pid, tid)) or f"thread {tid}"
+    text = f"CPU · {thread}" if thread.startswith("thread") else f"CPU · {thread} ({tid})"
+    return (1, _num(pid), _num(tid)), text
 
 
 def _num(x: str) -> float:

@@ -219,3 +219,48 @@ def test_the_flop_convention_is_said_for_causal_runs_only():
     assert "full attention: 4·B·H·S²·D FLOPs" in full.tflops_basis
     assert "half" not in full.tflops_basis
     assert full.flops_per_forward == 2 * causal.flops_per_forward
+
+
+def test_a_failed_gz_write_is_a_failed_run_and_leaves_no_folder(monkeypatch, tmp_path):
+    """The .json.gz is written on a worker thread; a full disk there fails the run as it
+    would inline, and the runner's folder still goes."""
+    import tempfile
+
+    from profiling import runner
+
+    def full(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(runner, "_gzip", full)
+    with pytest.raises(RunError, match="gz failed: No space left on device"):
+        run(small("naive"))
+    assert not list(tmp_path.glob("attnprof-*"))
+
+
+def test_the_gz_writer_works_in_a_forked_child(tmp_path):
+    """A fork inherits the pool but not its thread; the child gets a pool of its own."""
+    import multiprocessing
+
+    from profiling import runner
+
+    runner._GZIP.submit(int).result()  # the parent's pool has its thread
+    child = multiprocessing.get_context("fork").Process(target=_write_gz_in_child, args=(tmp_path,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0 and (tmp_path / "t.json.gz").exists()
+
+
+def _write_gz_in_child(folder) -> None:
+    from profiling import runner
+
+    (folder / "t.json").write_text("{}")
+    runner._GZIP.submit(runner._gzip, folder / "t.json", folder / "t.json.gz").result(timeout=10)
+
+
+def test_spans_of_a_run_whose_files_were_removed_say_so(tmp_path):
+    result = run(small("naive"), out_dir=tmp_path)
+    result.trace_json.unlink()
+    result.trace_gz.unlink()
+    with pytest.raises(RunError, match="trace files of this naive run were removed"):
+        result.spans  # noqa: B018
