@@ -49,7 +49,7 @@ from profiling.gantt import (
     x_title,
 )
 from profiling.kernels import decode, kernel_frame, short_name
-from profiling.summary import FORWARD, GPU_WORK, ForwardStats, cpu_dominant
+from profiling.summary import FORWARD, GPU_WORK, ForwardStats, cpu_dominant, forward_stats
 
 MAX_EVENTS = 20_000  # beyond this the vectorised path is the faster one anyway
 MAX_BYTES = 16 * 1024**2
@@ -278,34 +278,23 @@ def _inside(launch: Span, windows: list[Span]) -> bool:
 
 
 def per_forward(t: SmallTrace, windows: list[Span], work: list[Span]) -> ForwardStats:
-    """summary.per_forward. Sums and means go through numpy, as the model's do: its pairwise
-    summation differs from a Python loop's in the last bits beyond eight values."""
-    n = max(len(windows), 1)
+    """summary.per_forward, through the same summary.forward_stats."""
     has_gpu = t.has_gpu
-    spans_us = np.array([w.dur for w in windows], dtype=float)
-    cpu_us = float(spans_us.mean()) if len(spans_us) else float("nan")
-    cpu_range = (float(spans_us.min()), float(spans_us.max())) if len(spans_us) > 1 else None
-    dur = np.array([s.dur for s in work], dtype=float)
-    gpu_us = float(dur.sum() / n) if has_gpu else None
-    dominant = dominant_decoded = ""
+    dominant = ("", "")
     if work:
         top = _top(t, [(s.name, s.dur) for s in work])
-        dominant, dominant_decoded = short_name(top), decode(top)
+        dominant = short_name(top), decode(top)
     elif not has_gpu:
         ops = [(s.name, s.self_us) for s in t.spans if s.category == "cpu op"]
         if ops:
-            dominant, dominant_decoded = cpu_dominant(_top(t, ops))
-    return ForwardStats(
-        forwards=len(windows),
-        kernels=sum(s.category == "kernel" for s in work) / n,
-        memcpy=sum(s.category == "memcpy" for s in work) / n,
-        memset=sum(s.category == "memset" for s in work) / n,
-        gpu_us=gpu_us,
-        cpu_us=cpu_us,
-        dominant=dominant,
-        dominant_decoded=dominant_decoded,
-        backend=_backend(t, windows),
-        cpu_us_range=cpu_range,
+            dominant = cpu_dominant(_top(t, ops))
+    return forward_stats(
+        np.array([w.dur for w in windows], dtype=float),
+        np.array([s.dur for s in work], dtype=float),
+        [sum(s.category == c for s in work) for c in GPU_WORK],
+        has_gpu,
+        dominant,
+        _backend(t, windows),
     )
 
 

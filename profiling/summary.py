@@ -223,35 +223,50 @@ def per_forward(
     """Averages over the recorded forwards (pass `forward_work`'s result to avoid redoing it)."""
     if windows is None or work is None:
         windows, work = forward_work(trace, name)
-    n = max(len(windows), 1)
     has_gpu = trace.has_gpu
-    spans_us = windows["dur_us"].to_numpy(dtype=float)
-    cpu_us = float(spans_us.mean()) if len(spans_us) else float("nan")
-    cpu_range = (float(spans_us.min()), float(spans_us.max())) if len(spans_us) > 1 else None
     dur = work["dur_us"].to_numpy()
-    gpu_us = float(dur.sum() / n) if has_gpu else None
-    dominant = dominant_decoded = ""
+    dominant = ("", "")
     if not work.empty:
         top = _top(work["name"], dur)
-        dominant, dominant_decoded = short_name(top), decode(top)
+        dominant = short_name(top), decode(top)
     elif not has_gpu:
         spans = trace.spans
         ops = spans[is_in(spans["category"], "cpu op")]
         if not ops.empty:
-            dominant, dominant_decoded = cpu_dominant(_top(ops["name"], ops["self_us"].to_numpy()))
-    count = lambda category: float(is_in(work["category"], category).sum()) / n  # noqa: E731
+            dominant = cpu_dominant(_top(ops["name"], ops["self_us"].to_numpy()))
+    counts = [int(is_in(work["category"], c).sum()) for c in GPU_WORK]
+    return forward_stats(
+        windows["dur_us"].to_numpy(dtype=float), dur, counts, has_gpu, dominant,
+        sdpa_backend(trace, windows),
+    )  # fmt: skip
+
+
+def forward_stats(
+    window_us: np.ndarray,
+    work_us: np.ndarray,
+    counts: list[int],
+    has_gpu: bool,
+    dominant: tuple[str, str],
+    backend: str | None,
+) -> ForwardStats:
+    """The figures from the forwards' CPU spans, their GPU work's durations and its kernel,
+    memcpy and memset counts (shared by profiling.small_trace, so both paths divide and sum
+    alike: numpy's pairwise sums differ from a loop's in the last bits)."""
+    n = max(len(window_us), 1)
+    kernels, memcpy, memset = (c / n for c in counts)
     return ForwardStats(
-        forwards=len(windows),
-        kernels=count("kernel"),
-        memcpy=count("memcpy"),
-        memset=count("memset"),
-        gpu_us=gpu_us,
-        cpu_us=cpu_us,
-        dominant=dominant,
-        dominant_decoded=dominant_decoded,
-        backend=sdpa_backend(trace, windows),
-        cpu_us_range=cpu_range,
-    )
+        forwards=len(window_us),
+        kernels=kernels,
+        memcpy=memcpy,
+        memset=memset,
+        gpu_us=float(work_us.sum() / n) if has_gpu else None,
+        cpu_us=float(window_us.mean()) if len(window_us) else float("nan"),
+        dominant=dominant[0],
+        dominant_decoded=dominant[1],
+        backend=backend,
+        cpu_us_range=(float(window_us.min()), float(window_us.max())) if len(window_us) > 1
+        else None,
+    )  # fmt: skip
 
 
 def _num(value: float | None, unit: str = "", digits: int = 1) -> str:
