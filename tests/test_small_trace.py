@@ -141,7 +141,7 @@ def test_a_big_or_unreadable_trace_is_left_to_the_model(tmp_path, monkeypatch):
     (tmp_path / "bad.json").write_text("{not json")
     assert small_trace.read(tmp_path / "bad.json") is None
     deep = tmp_path / "deep.json"
-    nested = "[" * 2000 + "]" * 2000  # valid JSON, deeper than the decoders recurse
+    nested = "[" * 50_000 + "]" * 50_000  # valid JSON, deeper than the decoders recurse
     deep.write_text(f'{{"traceEvents": {json.dumps([X("a", 0, 1)])}, "x": {nested}}}')
     with pytest.raises(trace.TraceError, match="nested too deeply"):
         trace.load(deep)
