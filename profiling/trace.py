@@ -369,7 +369,23 @@ def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, np.asarray(uniques, dtype=object)
 
 
-def _factorize_ids(values: tuple[Any, ...], keep: np.ndarray | None) -> tuple[np.ndarray, Any]:
+def _factorize_list(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """`_factorize` of a list of names or cats (str, or None when missing), through a dict:
+    ~3× faster than pandas' hash table on 10⁶ Python strings, which it first scans to decide
+    on its string dtype. The same codes: first appearance order, a missing value last."""
+    seen: dict[Any, int] = {}
+    add = seen.setdefault
+    codes = np.fromiter((add(v, len(seen)) for v in values), dtype=np.int64, count=len(values))
+    uniques = list(seen)
+    if None in seen:  # pandas counts it missing: its code goes after every value's
+        at = seen[None]
+        codes = np.where(codes == at, len(uniques) - 1, codes - (codes > at))
+        uniques.remove(None)
+        uniques.append(None)
+    return codes, np.array(uniques, dtype=object)
+
+
+def _factorize_ids(values: list[Any], keep: np.ndarray | None) -> tuple[np.ndarray, Any]:
     """pid/tid codes: integers factorised as a numpy int array (fast), else as objects."""
     try:
         ints = np.array(values, dtype=np.int64)
@@ -381,7 +397,7 @@ def _factorize_ids(values: tuple[Any, ...], keep: np.ndarray | None) -> tuple[np
 
 
 _PH = attrgetter("ph")
-_COLUMNS = attrgetter("cat", "name", "pid", "tid", "ts", "dur")
+_COLUMNS = [attrgetter(name) for name in ("cat", "name", "pid", "tid", "ts", "dur")]
 
 
 def _floats(values: Any) -> np.ndarray:
@@ -397,16 +413,14 @@ def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
     n_flows = int((ph == "s").sum())
     names_meta = lane_metadata(list(compress(events, ph == "M")))
     x = list(compress(events, ph == "X"))
-    # One C-level pass pulls every column; zip(*) transposes the rows into column tuples.
-    rows = list(map(_COLUMNS, x))
-    if not rows:
+    if not x:
         raise TraceError(
             "the trace holds no complete (`ph: X`) events: nothing ran while it recorded"
         )
-    cat_col, name_col, pid_col, tid_col, ts_col, dur_col = zip(*rows, strict=True)
-    del rows
+    # One C-level pass per column (rows of tuples transposed with zip(*) took twice as long).
+    cat_col, name_col, pid_col, tid_col, ts_col, dur_col = (list(map(get, x)) for get in _COLUMNS)
     ts, dur = _floats(ts_col), _floats(dur_col)
-    cat_codes, cat_values = _factorize(np.array(cat_col, dtype=object))
+    cat_codes, cat_values = _factorize_list(cat_col)
     usable = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0)
     usable &= (cat_values != "Trace")[cat_codes]  # the profiler's own "PyTorch Profiler (0)" bar
     skipped = int((~usable).sum()) - int((cat_values == "Trace")[cat_codes].sum())
@@ -425,10 +439,8 @@ def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
     # Interned columns, as HTA's symbol table does: few distinct values, one code per row.
     cats = np.array([str(c).lower() if c is not None else "" for c in cat_values], dtype=object)
     cat = cats[cat_codes]
-    pick = (lambda col: np.array(col, dtype=object)) if full else (
-        lambda col: np.array(col, dtype=object)[keep]
-    )  # fmt: skip
-    name_codes, name_values = _factorize(pick(name_col))
+    kept_names = name_col if full else list(compress(name_col, usable))
+    name_codes, name_values = _factorize_list(kept_names)
     names = np.array([str(n) if n is not None else "" for n in name_values], dtype=object)
     pid_codes, pid_values = _factorize_ids(pid_col, None if full else keep)
     tid_codes, tid_values = _factorize_ids(tid_col, None if full else keep)
