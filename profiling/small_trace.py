@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +78,7 @@ class Span:
         "launch",
         "link",
         "name",
+        "own_step",
         "parent",
         "pid",
         "self_us",
@@ -83,17 +87,18 @@ class Span:
         "tid",
     )  # fmt: skip
 
-    def __init__(self, e: Any, cat: str, start: float) -> None:
-        self.cat = cat
+    def __init__(self, e: Any) -> None:
+        self.cat = cat = e.cat.lower()
         self.category = tm.CATEGORY.get(cat, cat or "other")
         self.gpu = cat in _GPU_CATS
         self.ann = cat == "gpu_user_annotation"
         self.launch = cat in _LAUNCH_CATS
         self.name = e.name
+        self.own_step = -1 if self.gpu else tm.step_number(e.name)  # N of a ProfilerStep#N span
         self.pid, self.tid = str(e.pid), str(e.tid)
-        self.start = start
+        self.start = float(e.ts)  # absolute until _build knows time zero
         self.dur = e.dur
-        self.end = start + e.dur
+        self.end = 0.0
         self.correlation = -1
         self.args: Any = {}
         if self.gpu or self.launch:
@@ -146,14 +151,13 @@ def _build(events: list[Any]) -> SmallTrace | None:
         complete.append(e)
     if not complete:
         return None
-    cats = [e.cat.lower() for e in complete]
-    steps_ts = [
-        e.ts for e, c in zip(complete, cats, strict=True)
-        if c not in _GPU_CATS and tm.step_number(e.name) >= 0
-    ]  # fmt: skip
+    spans = [Span(e) for e in complete]
+    steps_ts = [s.start for s in spans if s.own_step >= 0]
     # numpy's min, as the model's: of 0.0 and -0.0 it may keep either, Python's keeps the first
-    t0 = float(np.min(steps_ts if steps_ts else [e.ts for e in complete]))
-    spans = [Span(e, c, float(e.ts) - t0) for e, c in zip(complete, cats, strict=True)]
+    t0 = float(np.min(steps_ts if steps_ts else [s.start for s in spans]))
+    for s in spans:  # times from time zero, the end from the shifted start (as the model's)
+        s.start -= t0
+        s.end = s.start + s.dur
     lanes = _lanes(spans, tm.lane_metadata([e for e in events if e.ph == "M"]))
     spans.sort(key=lambda s: (s.lane, s.start, -s.dur))  # stable: as np.lexsort
     for i, s in enumerate(spans):
@@ -163,6 +167,11 @@ def _build(events: list[Any]) -> SmallTrace | None:
     _link(spans)
     _step(spans)
     return SmallTrace(spans, lanes, sorted({s.name for s in spans}))
+
+
+def _by_start(spans: Iterable[Span]) -> list[Span]:
+    """In time order; ties keep row order (the model's stable argsort)."""
+    return sorted(spans, key=attrgetter("start"))
 
 
 def _lanes(spans: list[Span], names: dict[tuple[str, str], str]) -> list[str]:
@@ -185,12 +194,8 @@ def _nest(spans: list[Span]) -> bool:
     """Depth, parent and self time as trace._depth_and_overlap and _parents count them; False
     where a span crosses another's end (the model flags and renests those: its job)."""
     eps = tm.EPS_US
-    lo = 0
-    while lo < len(spans):
-        hi = lo
-        while hi < len(spans) and spans[hi].lane == spans[lo].lane:
-            hi += 1
-        lane = spans[lo:hi]
+    for _, group in groupby(spans, key=attrgetter("lane")):
+        lane = list(group)
         ends = sorted(s.end for s in lane)
         last_at: dict[int, int] = {}
         prev_max = -math.inf
@@ -202,7 +207,6 @@ def _nest(spans: list[Span]) -> bool:
             s.depth = max(j - ended, 0)
             s.parent = last_at.get(s.depth - 1, -1) if s.depth else -1
             last_at[s.depth] = s.index
-        lo = hi
     for s in spans:
         if s.parent >= 0:
             up = spans[s.parent]
@@ -238,9 +242,7 @@ def _link(spans: list[Span]) -> None:
 
 def _step(spans: list[Span]) -> None:
     """ProfilerStep number per span (GPU work: its launch's), as trace._steps."""
-    steps = sorted(
-        (s for s in spans if not s.gpu and tm.step_number(s.name) >= 0), key=lambda s: s.start
-    )
+    steps = _by_start(s for s in spans if s.own_step >= 0)
     if not steps:
         return
     starts = [s.start for s in steps]
@@ -249,7 +251,7 @@ def _step(spans: list[Span]) -> None:
             continue
         i = bisect_right(starts, s.start) - 1
         if i >= 0 and s.start <= steps[i].end:
-            s.step = tm.step_number(steps[i].name)
+            s.step = steps[i].own_step
     for s in spans:
         if s.gpu and s.link >= 0:
             s.step = spans[s.link].step
@@ -261,7 +263,7 @@ def forward_work(t: SmallTrace, name: str = FORWARD) -> tuple[list[Span], list[S
     spans = t.spans
     windows = [s for s in spans if not s.gpu and s.name == name and s.category == "annotation"]
     if not windows:
-        windows = [s for s in spans if not s.gpu and tm.step_number(s.name) >= 0]
+        windows = [s for s in spans if s.own_step >= 0]
     work = [s for s in spans if s.gpu and s.category in GPU_WORK]
     if windows:
         work = [s for s in work if s.link >= 0 and _inside(spans[s.link], windows)]
@@ -272,8 +274,7 @@ def _inside(launch: Span, windows: list[Span]) -> bool:
     """A ProfilerStep window holds every thread's launches, an attn_fwd window its own."""
     t, thread = launch.start, (launch.pid, launch.tid)
     return any(
-        w.start <= t <= w.end and (tm.step_number(w.name) >= 0 or (w.pid, w.tid) == thread)
-        for w in windows
+        w.start <= t <= w.end and (w.own_step >= 0 or (w.pid, w.tid) == thread) for w in windows
     )
 
 
@@ -376,12 +377,11 @@ def gantt(t: SmallTrace, title: str | None = None) -> FigureSpec | None:
             xs += [spans[s.link].start, s.start, None]
             ys += [row_of[s.link], row_of[s.index], None]
         traces.append(links_trace(xs, ys))
-    steps = [s for s in spans if not s.gpu and tm.step_number(s.name) >= 0]
+    steps = [s for s in spans if s.own_step >= 0]
     forwards = [s for s in spans if not s.gpu and s.name == FORWARD]
-    first = lambda chosen: sorted(chosen, key=lambda s: s.start)[:MAX_MARKERS]  # noqa: E731
     shapes, annotations = mark_dicts(
-        [(s.start, s.end) for s in first(forwards)],
-        [(s.start, s.end, s.name) for s in first(steps)],
+        [(s.start, s.end) for s in _by_start(forwards)[:MAX_MARKERS]],
+        [(s.start, s.end, s.name) for s in _by_start(steps)[:MAX_MARKERS]],
     )
     layout = figure_layout(rows, shapes, annotations, "", title, x_title(bool(steps)))
     return FigureSpec(data=traces, layout=layout)
