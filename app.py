@@ -31,7 +31,7 @@ from profiling.config import ConfigError, RunConfig
 from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
 from profiling.sweep import SweepResult
 from profiling.sweep import sweep as run_sweep
-from profiling.trace import TraceError
+from profiling.trace_events import TraceError
 
 log = logging.getLogger("attention_profiler")
 DEVICE = views.page_device()

@@ -17,7 +17,8 @@ from attention import VARIANTS
 from profiling.config import DEVICES, DTYPES, LIMITS, ConfigError, RunConfig, resolve_device
 from profiling.runner import RunError, VariantUnavailable, run
 from profiling.summary import summary_rows
-from profiling.trace import Trace, TraceError, TraceTooBig
+from profiling.trace import Trace
+from profiling.trace_events import TraceError, TraceTooBig
 
 SUBCOMMANDS = {
     "compare": "several variants at one shape, one after another",

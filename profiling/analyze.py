@@ -19,15 +19,9 @@ import pandas as pd
 from profiling.kernels import KERNEL_COLUMNS, kernel_table
 from profiling.launch import LaunchStats, launch_rows, launch_stats
 from profiling.summary import ForwardStats, forward_spans, gpu_work, launched_within, per_forward
-from profiling.trace import (
-    Trace,
-    TraceError,
-    load,
-    operator_rows,
-    own_calls,
-    per_value,
-    step_number,
-)
+from profiling.trace import Trace, load
+from profiling.trace_events import TraceError, step_number
+from profiling.trace_query import operator_rows, own_calls, per_value
 
 MAX_UPLOAD_BYTES = 100 * 1024**2  # the file as uploaded (gzip or not)
 MAX_EXPANDED_BYTES = 1024**3  # the JSON once decompressed

@@ -17,7 +17,8 @@ import pandas as pd
 from profiling.analyze import operator_sums
 from profiling.kernels import classify, short_name
 from profiling.summary import forward_spans, gpu_work, launched_within, starts_inside
-from profiling.trace import Trace, load, operator_rows
+from profiling.trace import Trace, load
+from profiling.trace_query import operator_rows
 
 TraceLike = Trace | str | Path | bytes
 

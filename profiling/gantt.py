@@ -30,7 +30,8 @@ import plotly.io as pio
 
 from profiling.kernels import classify, short_name
 from profiling.summary import FORWARD
-from profiling.trace import is_in, per_value, span_args, step_rows
+from profiling.trace_events import span_args
+from profiling.trace_query import is_in, per_value, step_rows
 
 X_TITLE = "µs from first profiled step"
 NO_STEP_X_TITLE = "µs from the trace's first span (no ProfilerStep)"

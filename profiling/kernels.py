@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiling.trace import is_in, span_args
+from profiling.trace_events import span_args
+from profiling.trace_query import is_in
 
 CATEGORIES = (
     "fused attention", "gemm", "softmax", "reduction", "elementwise", "triton", "memcpy",

@@ -47,7 +47,9 @@ import pandas as pd
 
 from profiling.kernels import short_name
 from profiling.summary import FORWARD, forward_rows, launched_rows, work_rows
-from profiling.trace import EPS_US, Trace, is_in, step_rows
+from profiling.trace import Trace
+from profiling.trace_events import EPS_US
+from profiling.trace_query import is_in, step_rows
 
 DEVICE_COLUMNS = [
     "device", "window_start_us", "window_end_us", "window_us", "busy_us", "compute_us",

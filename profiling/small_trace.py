@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from attention.sdpa import BACKEND_OPS
-from profiling import trace as tm
+from profiling import trace_events as tm
 from profiling.gantt import (
     DETAIL_LIMIT,
     MAX_LINKS,

@@ -15,7 +15,9 @@ import pandas as pd
 
 from attention.sdpa import BACKEND_OPS
 from profiling.kernels import decode, short_name
-from profiling.trace import Trace, is_in, step_number, step_rows
+from profiling.trace import Trace
+from profiling.trace_events import step_number
+from profiling.trace_query import is_in, step_rows
 
 FORWARD = "attn_fwd"
 GPU_WORK = ("kernel", "memcpy", "memset")

@@ -44,7 +44,8 @@ from profiling.gantt import FigureSpec, gantt_spec, gantt_x_title
 from profiling.launch import launch_rows
 from profiling.summary import attention_flops
 from profiling.sweep import SWEEP_COLUMNS, SweepResult, doubling
-from profiling.trace import Trace, TraceError, load
+from profiling.trace import Trace, load
+from profiling.trace_events import TraceError
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import pytest
 
 from profiling.analyze import CPU_ONLY, OPERATOR_COLUMNS, analyze
 from profiling.kernels import KERNEL_COLUMNS
-from profiling.trace import TraceError
+from profiling.trace_events import TraceError
 from tests.conftest import CUDNN, NAIVE
 
 MiB = 1024**2

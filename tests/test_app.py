@@ -13,7 +13,7 @@ import app
 from profiling import trace, views
 from profiling.gantt import FigureSpec, bar_count
 from profiling.runner import RunError, VariantUnavailable
-from profiling.trace import TraceError
+from profiling.trace_events import TraceError
 from tests.conftest import RecordingProgress
 
 SMALL = dict(variant="naive", seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32,

@@ -21,6 +21,7 @@ from profiling.gantt import gantt_spec
 from profiling.kernels import kernel_table
 from profiling.runner import run
 from profiling.summary import forward_work, per_forward
+from profiling.trace_events import TraceError, span_args
 from tests.conftest import FIXTURES
 
 COLUMNS = {  # spans table column → Span attribute
@@ -45,9 +46,7 @@ def assert_paths_agree(path: Path, title: str = "run <b>title</b>") -> None:
     assert [spans["lane"].cat.categories.get_loc(v) for v in spans["lane"]] == [
         s.lane for s in small.spans
     ]
-    assert [trace.span_args(s.args) for s in small.spans] == [
-        trace.span_args(a) for a in spans["args"]
-    ]
+    assert [span_args(s.args) for s in small.spans] == [span_args(a) for a in spans["args"]]
     windows, work = forward_work(model)
     s_windows, s_work = small_trace.forward_work(small)
     assert [s.index for s in s_windows] == windows.index.tolist()
@@ -143,7 +142,7 @@ def test_a_big_or_unreadable_trace_is_left_to_the_model(tmp_path, monkeypatch):
     deep = tmp_path / "deep.json"
     nested = "[" * 50_000 + "]" * 50_000  # valid JSON, deeper than the decoders recurse
     deep.write_text(f'{{"traceEvents": {json.dumps([X("a", 0, 1)])}, "x": {nested}}}')
-    with pytest.raises(trace.TraceError, match="nested too deeply"):
+    with pytest.raises(TraceError, match="nested too deeply"):
         trace.load(deep)
     assert small_trace.read(deep) is None
 

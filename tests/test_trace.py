@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiling import trace
+from profiling import trace, trace_columns
 from profiling.kernels import classify, decode, kernel_table, short_name
 from profiling.summary import forward_spans, launched_within, per_forward
+from profiling.trace_events import TraceError
 from tests.conftest import FIXTURES, H200
 
 
@@ -152,13 +153,13 @@ def test_bare_event_array_and_bad_events_counted(tmp_path):
     ],
 )
 def test_broken_inputs_raise_trace_error(payload, message):
-    with pytest.raises(trace.TraceError, match=message):
+    with pytest.raises(TraceError, match=message):
         trace.load(payload)
 
 
 def test_expansion_limit():
     bomb = gzip.compress(b" " * (5 * 1024 * 1024))
-    with pytest.raises(trace.TraceError, match="expands to more than"):
+    with pytest.raises(TraceError, match="expands to more than"):
         trace.load(bomb, max_bytes=1024 * 1024)
 
 
@@ -267,6 +268,7 @@ def test_odd_field_types_take_the_lenient_path(tmp_path):
 BOMB_CHILD = """
 import gzip, io, resource, sys, time
 from profiling import trace
+from profiling.trace_events import TraceError
 
 buf = io.BytesIO()
 with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=9) as g:
@@ -279,7 +281,7 @@ before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 began = time.perf_counter()
 try:
     trace.load(bomb, max_bytes=64 * 1024**2)
-except trace.TraceError as exc:
+except TraceError as exc:
     message = str(exc)
 else:
     message = "loaded"
@@ -314,7 +316,7 @@ def test_a_gigabyte_gzip_bomb_is_refused_quickly_in_bounded_memory():
 def test_hostile_shapes_become_text_or_a_trace_error(payload, outcome):
     try:
         names = list(trace.load(payload).spans["name"].astype(str))
-    except trace.TraceError as exc:
+    except TraceError as exc:
         assert outcome in str(exc)
     else:
         assert names == [outcome]
@@ -351,7 +353,7 @@ def test_a_corrupt_gzip_stream_is_a_trace_error(tmp_path):
     broken[100:200] = bytes(100)  # zlib.error ("invalid distances set"), not a BadGzipFile
     path = tmp_path / "t.json.gz"
     path.write_bytes(bytes(broken))
-    with pytest.raises(trace.TraceError, match="the gzip stream is corrupt"):
+    with pytest.raises(TraceError, match="the gzip stream is corrupt"):
         trace.load(path)
 
 
@@ -373,9 +375,9 @@ def test_ints_past_int64_and_odd_device_properties_still_load(tmp_path):
 
 def test_a_trace_with_only_the_profilers_own_span_says_nothing_was_recorded(tmp_path):
     events = [X("PyTorch Profiler (0)", 0, 10, cat="Trace")]
-    with pytest.raises(trace.TraceError, match="nothing was recorded"):
+    with pytest.raises(TraceError, match="nothing was recorded"):
         trace.load(_write(tmp_path, events))
-    with pytest.raises(trace.TraceError, match="no complete event has a numeric"):
+    with pytest.raises(TraceError, match="no complete event has a numeric"):
         trace.load(_write(tmp_path, [*events, X("a", "x", None)]))
 
 
@@ -402,13 +404,13 @@ def test_a_span_outliving_its_parent_nests_as_torch_nests_it(tmp_path):
 
 
 def test_names_are_coded_as_pandas_codes_them():
-    """trace._factorize_list (a dict, for speed at 10⁶ names) gives pd.factorize's codes:
+    """trace_columns._factorize_list (a dict, for speed at 10⁶ names) gives pd.factorize's codes:
     first appearance order, a missing name after every other."""
     import random
 
     rng = random.Random(0)
     for _ in range(200):
         values = [rng.choice(["a", "b", "nan", "", "é", None]) for _ in range(rng.randint(1, 12))]
-        codes, uniques = trace._factorize_list(values)
-        expected_codes, expected = trace._factorize(np.array(values, dtype=object))
+        codes, uniques = trace_columns._factorize_list(values)
+        expected_codes, expected = trace_columns._factorize(np.array(values, dtype=object))
         assert codes.tolist() == expected_codes.tolist() and list(uniques) == list(expected)
