@@ -17,6 +17,7 @@ through the running app: tests/test_hardening_api.py.
 from __future__ import annotations
 
 import ast
+import functools
 import gzip
 import json
 import math
@@ -26,6 +27,8 @@ import stat
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -324,29 +327,67 @@ BAD_LABEL = st.one_of(
 
 # -- the property tests ------------------------------------------------------------------------
 EXAMPLES = {"profile": 200, "compare": 100, "sweep": 100, "diff": 80, "analyze": 80}
+FLOOR = 200  # generated bad inputs that must reach the handlers in a full run
+SENT: Counter[str] = Counter()  # per property test: the inputs its body really sent
 
 
+def sends_at_least(key: str, floor: int, sent: Counter[str]) -> Callable:
+    """Wrap a @given test so that, once hypothesis has finished with it, at least `floor`
+    generated inputs must have reached the handler (the body counts them in `sent[key]`).
+
+    Checked inside each test, so test order and `-k` selection cannot skip the check; a
+    strategy that dries up (filters rejecting most draws, a space that runs out) fails it.
+    """
+
+    def wrap(test: Callable) -> Callable:
+        @functools.wraps(test)
+        def counted(*args: Any, **kwargs: Any) -> None:
+            sent[key] = 0
+            test(*args, **kwargs)
+            assert sent[key] >= floor, f"only {sent[key]} generated inputs reached {key}"
+
+        return counted
+
+    return wrap
+
+
+def check_total_sent(sent: Counter[str], keys: Iterable[str], floor: int) -> None:
+    """The inputs all the property tests sent add up to `floor` (skipped unless every one of
+    them ran in this process before: a `-k` selection or another order)."""
+    missing = sorted(set(keys) - set(sent))
+    if missing:
+        pytest.skip(f"the property tests for {', '.join(missing)} did not run before this one")
+    assert sum(sent[key] for key in keys) >= floor, dict(sent)
+
+
+@sends_at_least("profile", EXAMPLES["profile"], SENT)
 @settings(max_examples=EXAMPLES["profile"], **SETTINGS)
 @given(args=bad_profile())
 @example(args={**TINY, "seq_len": math.nan})
 @example(args={**TINY, "batch": 2**63, "heads": -(2**63)})
 @example(args={**TINY, "variant": "../../etc/passwd", "dtype": IMG})
 def test_profile_refuses_generated_bad_inputs_clearly(args):
+    SENT["profile"] += 1
     refused(app.profile, **args, progress=no_progress)
 
 
+@sends_at_least("compare", EXAMPLES["compare"], SENT)
 @settings(max_examples=EXAMPLES["compare"], **SETTINGS)
 @given(args=bad_compare())
 def test_compare_refuses_generated_bad_inputs_clearly(args):
+    SENT["compare"] += 1
     refused(app.compare, **args, progress=no_progress)
 
 
+@sends_at_least("sweep", EXAMPLES["sweep"], SENT)
 @settings(max_examples=EXAMPLES["sweep"], **SETTINGS)
 @given(args=bad_sweep())
 def test_sweep_refuses_generated_bad_inputs_clearly(args):
+    SENT["sweep"] += 1
     refused(app.sweep, **args, progress=no_progress)
 
 
+@sends_at_least("diff", EXAMPLES["diff"], SENT)
 @settings(max_examples=EXAMPLES["diff"], **SETTINGS)
 @given(data=st.data())
 def test_diff_refuses_generated_bad_uploads_and_labels_clearly(uploads, data):
@@ -361,13 +402,16 @@ def test_diff_refuses_generated_bad_uploads_and_labels_clearly(uploads, data):
         label_a = data.draw(BAD_LABEL)
     else:
         label_a = label_b = data.draw(st.sampled_from(["x", "A", "naive"]))
+    SENT["diff"] += 1
     refused(app.diff, a, b, label_a, label_b)
 
 
+@sends_at_least("analyze", EXAMPLES["analyze"], SENT)
 @settings(max_examples=EXAMPLES["analyze"], **SETTINGS)
 @given(data=st.data())
 def test_analyze_refuses_generated_bad_uploads_clearly(uploads, data):
     trace = data.draw(uploads.strategy())
+    SENT["analyze"] += 1
     try:
         outputs = app.analyze(trace)
     except gr.Error as error:
@@ -435,7 +479,7 @@ def _within(seconds: float, fn):
 
 
 def test_at_least_200_generated_bad_inputs_reach_the_handlers():
-    assert sum(EXAMPLES.values()) >= 200
+    check_total_sent(SENT, EXAMPLES, FLOOR)
 
 
 # Trace-shaped documents with every field junk: a clear result or a clear error, never a crash.

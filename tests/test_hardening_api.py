@@ -26,6 +26,7 @@ import time
 import urllib.parse
 import uuid
 import zlib
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from profiling import views_compare as vc
 from tests.test_hardening import (
     BAD_CONTENT,
     BAD_LABEL,
+    FLOOR,
     JOB,
     NAIVE,
     RANGES,
@@ -52,13 +54,17 @@ from tests.test_hardening import (
     bad_compare,
     bad_profile,
     bad_sweep,
+    check_total_sent,
     clear_message,
     no_progress,
+    sends_at_least,
 )
 
 MiB = 1024**2
+NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}  # as README writes
 GENERIC = "upstream Gradio app has raised an exception"  # Gradio's text when it hides the cause
 EXAMPLES = {"/profile": 80, "/compare": 40, "/sweep": 40, "/diff": 30, "/analyze": 30}
+SENT: Counter[str] = Counter()  # per property test: the inputs its body really sent
 PARAMS = {
     "/profile": ["variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal"],
     "/compare": ["variants", "seq_len", "dtype", "batch", "heads", "head_dim", "causal"],
@@ -134,21 +140,27 @@ def refused_over_http(client: Client, url: str, api: str, kwargs: dict) -> str:
 
 
 # -- generated bad inputs through HTTP ---------------------------------------------------------
+@sends_at_least("/profile", EXAMPLES["/profile"], SENT)
 @settings(max_examples=EXAMPLES["/profile"], **SETTINGS)
 @given(args=bad_profile())
 def test_profile_over_http_refuses_generated_bad_inputs_clearly(client, url, args):
+    SENT["/profile"] += 1
     refused_over_http(client, url, "/profile", args)
 
 
+@sends_at_least("/compare", EXAMPLES["/compare"], SENT)
 @settings(max_examples=EXAMPLES["/compare"], **SETTINGS)
 @given(args=bad_compare())
 def test_compare_over_http_refuses_generated_bad_inputs_clearly(client, url, args):
+    SENT["/compare"] += 1
     refused_over_http(client, url, "/compare", args)
 
 
+@sends_at_least("/sweep", EXAMPLES["/sweep"], SENT)
 @settings(max_examples=EXAMPLES["/sweep"], **SETTINGS)
 @given(args=bad_sweep())
 def test_sweep_over_http_refuses_generated_bad_inputs_clearly(client, url, args):
+    SENT["/sweep"] += 1
     refused_over_http(client, url, "/sweep", args)
 
 
@@ -169,6 +181,7 @@ UPLOAD = st.tuples(BAD_CONTENT, st.sampled_from([".json", ".json.gz", ".gz", ".t
 HTTP_LABEL = BAD_LABEL.filter(lambda v: isinstance(v, str))  # a Textbox sends text
 
 
+@sends_at_least("/diff", EXAMPLES["/diff"], SENT)
 @settings(max_examples=EXAMPLES["/diff"], **SETTINGS)
 @given(data=st.data())
 def test_diff_over_http_refuses_generated_bad_uploads_clearly(client, folder, data):
@@ -181,6 +194,7 @@ def test_diff_over_http_refuses_generated_bad_uploads_clearly(client, folder, da
         kwargs["trace_b"] = None
     else:
         kwargs[which] = _upload(folder, *data.draw(UPLOAD))
+    SENT["/diff"] += 1
     try:
         headline, *_ = client.predict(**kwargs, api_name="/diff")
     except AppError as error:
@@ -192,9 +206,11 @@ def test_diff_over_http_refuses_generated_bad_uploads_clearly(client, folder, da
         assert which in ("trace_a", "trace_b") and "Counted over:" in headline
 
 
+@sends_at_least("/analyze", EXAMPLES["/analyze"], SENT)
 @settings(max_examples=EXAMPLES["/analyze"], **SETTINGS)
 @given(upload=UPLOAD)
 def test_analyze_over_http_answers_generated_bad_uploads_clearly(client, folder, upload):
+    SENT["/analyze"] += 1
     try:
         summary, *_ = client.predict(trace=_upload(folder, *upload), api_name="/analyze")
     except AppError as error:
@@ -205,7 +221,7 @@ def test_analyze_over_http_answers_generated_bad_uploads_clearly(client, folder,
 
 
 def test_at_least_200_generated_bad_inputs_go_through_the_running_app():
-    assert sum(EXAMPLES.values()) >= 200
+    check_total_sent(SENT, EXAMPLES, FLOOR)
 
 
 @pytest.mark.parametrize(
@@ -461,9 +477,10 @@ def test_a_million_event_trace_is_analysed_in_bounded_time_and_memory(client, tm
     assert "1,0" in summary and len(operators["data"]) >= 10 and kernels["data"]
     figure = json.loads(plot["plot"])
     assert sum(len(t.get("y") or ()) for t in figure["data"]) < 20_000  # level of detail
-    # measured on two CPU cores: ~16 s, ~1.3 GB over the idle process (docs/performance.md)
-    assert peak.seconds < 45
-    assert peak.growth < 2.5 * 1024**3
+    # The targets (≤ 5 s, peak RSS ≤ 2 GB at 10⁶ events) are held by benchmarks/bench_scale.py;
+    # docs/performance.md has /analyze at 4.2 s and 1.13 GB peak RSS for this trace.
+    assert peak.seconds < 15  # 3× the target: the upload, Gradio's queue and a busy 2-core host
+    assert peak.growth < 2 * 1024**3  # the peak RSS target (growth over idle is part of the peak)
     record("analyze_1e6_events", dict(seconds=round(peak.seconds, 1),
                                       rss_growth_mib=round(peak.growth / MiB),
                                       gz_mib=round(size / MiB, 1)))  # fmt: skip
@@ -564,4 +581,11 @@ def test_limits_are_the_documented_ones(url):
     assert app.demo._queue.max_size == views.QUEUE_MAX_SIZE
     assert f"{views.QUEUE_MAX_SIZE} requests wait" in readme
     assert f"{views.TRACE_MAX_EXPANDED_BYTES // MiB} MiB" in readme
-    assert f"{vc.TRACE_CONCURRENCY} at a time" in readme or "two at a time" in readme
+    traces = [f for f in app.demo.fns.values() if f.api_name in ("diff", "analyze")]
+    assert len(traces) == 2
+    assert {(f.concurrency_id, f.concurrency_limit) for f in traces} == {
+        (vc.TRACE_GROUP, vc.TRACE_CONCURRENCY)
+    }
+    word = NUMBER_WORDS[vc.TRACE_CONCURRENCY]
+    parses = f'(`concurrency_id="{vc.TRACE_GROUP}"`, {word} at a time)'
+    assert parses in readme, f"README.md should say {parses}"
