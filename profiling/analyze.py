@@ -72,14 +72,15 @@ def analyze(
 
 def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
     """The Analyse views of an already parsed trace."""
-    stats = per_forward(trace)
+    own_run = False  # an upload: kernels are read by their names alone, not as this app's run
+    stats = per_forward(trace, own_run=own_run)
     launch = launch_stats(trace)
     forwards = forward_spans(trace)
     if not forwards.empty and not (work := launched_within(trace, forwards)).empty:
-        kernels = kernel_table(work, per=len(forwards))
+        kernels = kernel_table(work, per=len(forwards), own_run=own_run)
         scope = f"per forward: GPU work launched in the {len(forwards)} attn_fwd spans"
     else:
-        kernels = kernel_table(gpu_work(trace), per=1)
+        kernels = kernel_table(gpu_work(trace), per=1, own_run=own_run)
         scope = "all GPU work in the trace (no attn_fwd spans), totals not per forward"
     notes = []
     if not trace.has_gpu:

@@ -4,6 +4,11 @@ The post's habit: `s16816` means bf16 tensor-core MMA, `sgemm` FP32 on CUDA core
 the xformers kernel, `cudnn_generated_..._fprop` a kernel cuDNN generated for this problem. These
 rules put that reading next to every kernel in the table. Rules are tried in order; the first
 match gives the category, and every matching hint adds a phrase to the decoding.
+
+A hint says what the name itself says; some add what the name means in this app's own runs (a
+`reduce_kernel` there is the math backend's _safe_softmax guard). That layer is shown only when
+the caller says the trace is one this app made (`own_run=True`): an uploaded trace's
+`reduce_kernel` can be any reduction.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -41,8 +46,18 @@ _CATEGORY_RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"elementwise|triu_tril|fill|copy|index|where|cat_|arange", re.I), "elementwise"),
 ]
 
-# (pattern, phrase) — every match contributes; `{0}` takes the first group.
-_HINTS: list[tuple[re.Pattern[str], str]] = [
+
+class Hint(NamedTuple):
+    """What a name says, and what it means in a run this app made (shown only for those)."""
+
+    pattern: re.Pattern[str]
+    says: str  # "" when only this app's context has something to say
+    ours: str = ""  # this app's context: true of its own runs, a guess for any other trace
+
+
+# (pattern, what the name says, this app's context): every matching hint contributes a phrase
+# (`{0}` takes the first group); the context only where the caller says the run is ours.
+_HINT_ROWS: list[tuple[re.Pattern[str], str] | tuple[re.Pattern[str], str, str]] = [
     (re.compile(r"nvjet"), "cuBLAS GEMM (nvjet, a Hopper JIT-built kernel) on tensor cores"),
     (re.compile(r"s16816|h16816"), "tensor-core MMA 16×8×16 in bf16/fp16 (Ampere-style)"),
     (re.compile(r"sgemm|gemm_f32f32|xmma_gemm_f32"), "FP32 GEMM on CUDA cores: no tensor cores"),
@@ -61,17 +76,29 @@ _HINTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"triton_poi_"), "Inductor Triton kernel: pointwise"),
     (re.compile(r"triton_tem_"), "Inductor Triton template kernel"),
     (re.compile(r"_attn_fwd|attn_fwd_kernel"), "hand-written Triton attention kernel"),
-    (re.compile(r"^_flash_fwd_kernel$"), "our Triton FlashAttention (attention/flash_triton)"),
+    (re.compile(r"^_flash_fwd_kernel$"), "", "our Triton FlashAttention (attention/flash_triton)"),
     (re.compile(r"softmax_warp_forward"), "PyTorch softmax, one warp per row (rows ≤ 1024)"),
     (re.compile(r"SoftMaxForward"), "PyTorch softmax, one block per row (long rows)"),
-    (re.compile(r"triu_tril"), "builds a triangular mask (the causal mask, rebuilt each call)"),
-    (re.compile(r"reduce_kernel"), "reduction kernel (math backend: the _safe_softmax guard)"),
-    (re.compile(r"masked_fill"), "masked_fill: writes -inf above the diagonal"),
-    (re.compile(r"MulFunctor"), "elementwise multiply (the `* scale`)"),
-    (re.compile(r"where_kernel"), "where: selects from the mask"),
+    (
+        re.compile(r"triu_tril"),
+        "triu/tril: builds a triangular matrix",
+        "the causal mask, rebuilt each call",
+    ),
+    (re.compile(r"reduce_kernel"), "reduction kernel", "math backend: the _safe_softmax guard"),
+    (
+        re.compile(r"masked_fill"),
+        "masked_fill: writes one value where a mask is set",
+        "-inf above the diagonal: the causal mask",
+    ),
+    (re.compile(r"MulFunctor"), "elementwise multiply", "the `* scale`"),
+    (
+        re.compile(r"where_kernel"),
+        "where: picks elementwise by a condition",
+        "selects from the mask",
+    ),
     (re.compile(r"FillFunctor"), "fill"),
     (re.compile(r"direct_copy_kernel|copy_kernel"), "copy / dtype cast"),
-    (re.compile(r"Memcpy DtoD"), "device→device copy: a whole tensor duplicated"),
+    (re.compile(r"Memcpy DtoD"), "device→device copy", "a whole tensor duplicated"),
     (re.compile(r"Memcpy HtoD"), "host→device copy"),
     (re.compile(r"Memcpy DtoH"), "device→host copy (a sync point)"),
     (re.compile(r"^Memset"), "memset (workspace or output zeroing)"),
@@ -83,6 +110,7 @@ _HINTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"f32f32|<float,"), "fp32 data"),
     (re.compile(r"tilesize(\d+x\d+x\d+)|_(\d+x\d+)_\d+x\d+_"), "tile {0}"),
 ]
+_HINTS = [Hint(*row) for row in _HINT_ROWS]
 
 _SHORT_FUNCTOR = re.compile(
     r"(masked_fill|where|MulFunctor|AddFunctor|FillFunctor|direct_copy|exp|triu_tril|copy)"
@@ -98,15 +126,21 @@ def classify(name: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def decode(name: str) -> str:
-    """Plain-words reading of a kernel name (empty when nothing is recognised)."""
+def decode(name: str, *, own_run: bool = False) -> str:
+    """Plain-words reading of a kernel name (empty when nothing is recognised).
+
+    `own_run`: the caller knows this app made the trace, so this app's context is added
+    (`reduce_kernel` → the _safe_softmax guard); otherwise only what the name itself says.
+    """
     phrases: list[str] = []
-    for pattern, phrase in _HINTS:
-        m = pattern.search(name)
+    for hint in _HINTS:
+        m = hint.pattern.search(name)
         if m:
             groups = [g for g in m.groups() if g] if m.groups() else []
-            text = phrase.format(*groups) if groups else phrase
-            if text not in phrases:
+            text = hint.says.format(*groups) if groups else hint.says
+            if own_run and hint.ours:
+                text = f"{text} ({hint.ours})" if text else hint.ours
+            if text and text not in phrases:
                 phrases.append(text)
     if any("FlashAttention-2" in p or "our Triton" in p for p in phrases):
         phrases = [p for p in phrases if p != "FlashAttention forward"]
@@ -131,11 +165,12 @@ KERNEL_COLUMNS = [
 ]  # fmt: skip
 
 
-def kernel_table(gpu: pd.DataFrame, per: int = 1) -> pd.DataFrame:
+def kernel_table(gpu: pd.DataFrame, per: int = 1, *, own_run: bool = False) -> pd.DataFrame:
     """One row per GPU kernel / memcpy / memset name, longest total first.
 
     `gpu` is a slice of the spans table (kind == "gpu", annotations excluded); `per` divides
-    counts and totals (e.g. the number of forwards) so the table reads "per forward".
+    counts and totals (e.g. the number of forwards) so the table reads "per forward";
+    `own_run` (this app made the trace) adds this app's context to the decoding (see decode).
     Aggregated with numpy over interned name codes and built as one frame at the end: the
     pandas groupby version cost ~30 ms per run for a handful of kernels.
     """
@@ -145,15 +180,23 @@ def kernel_table(gpu: pd.DataFrame, per: int = 1) -> pd.DataFrame:
         return pd.DataFrame(columns=KERNEL_COLUMNS)
     codes, names = _name_codes(work["name"])
     dur = work["dur_us"].to_numpy(dtype=float)
-    return kernel_frame(codes, names, dur, work["args"].to_numpy(dtype=object), per)
+    args = work["args"].to_numpy(dtype=object)
+    return kernel_frame(codes, names, dur, args, per, own_run=own_run)
 
 
 def kernel_frame(
-    codes: np.ndarray, names: Sequence[str], dur: np.ndarray, args: Sequence[Any], per: int = 1
+    codes: np.ndarray,
+    names: Sequence[str],
+    dur: np.ndarray,
+    args: Sequence[Any],
+    per: int,
+    *,
+    own_run: bool,
 ) -> pd.DataFrame:
     """The kernel table from one code per GPU span (into `names`, in order of first
     appearance), the spans' durations and args: shared by the vectorised path and a run's
-    small-trace path (profiling.small_trace), so both tables are built by the same code."""
+    small-trace path (profiling.small_trace), so both tables are built by the same code.
+    `own_run` has no default: each path's caller says whether this app made the trace."""
     if not len(codes):
         return pd.DataFrame(columns=KERNEL_COLUMNS)
     k = len(names)
@@ -182,7 +225,7 @@ def kernel_frame(
         "grid": [_dims(v) for v in get("grid")],
         "block": [_dims(v) for v in get("block")],
         "occupancy_pct": get("est. achieved occupancy %"),
-        "decoded": [decode(n) for n in names],
+        "decoded": [decode(n, own_run=own_run) for n in names],
         "name": list(names),
     }
     order = np.argsort(-total, kind="stable")  # longest total first, ties in first-seen order

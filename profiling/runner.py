@@ -367,14 +367,14 @@ def _result(config, built: Built, prof, paths, peak, reference, device) -> Profi
     parsed = None
     if small is not None:  # a run's own trace, as records: ~5× faster than the table
         windows, work = small_trace.forward_work(small)
-        stats = small_trace.per_forward(small, windows, work)
-        kernels = small_trace.kernel_table(work, per=max(len(windows), 1))
+        stats = small_trace.per_forward(small, windows, work, own_run=True)
+        kernels = small_trace.kernel_table(work, per=max(len(windows), 1), own_run=True)
         lanes = small.lanes
     else:
         trace = trace_model.load(paths.json)
         windows, work = forward_work(trace)
-        stats = per_forward(trace, windows=windows, work=work)
-        kernels = kernel_table(work, per=max(len(windows), 1))
+        stats = per_forward(trace, windows=windows, work=work, own_run=True)
+        kernels = kernel_table(work, per=max(len(windows), 1), own_run=True)
         lanes, parsed = trace.lanes, trace.spans
     flops = attention_flops(
         config.batch, config.heads, config.seq_len, config.head_dim, config.causal

@@ -278,13 +278,15 @@ def _inside(launch: Span, windows: list[Span]) -> bool:
     )
 
 
-def per_forward(t: SmallTrace, windows: list[Span], work: list[Span]) -> ForwardStats:
+def per_forward(
+    t: SmallTrace, windows: list[Span], work: list[Span], *, own_run: bool = False
+) -> ForwardStats:
     """summary.per_forward, through the same summary.forward_stats."""
     has_gpu = t.has_gpu
     dominant = ("", "")
     if work:
         top = _top(t, [(s.name, s.dur) for s in work])
-        dominant = short_name(top), decode(top)
+        dominant = short_name(top), decode(top, own_run=own_run)
     elif not has_gpu:
         ops = [(s.name, s.self_us) for s in t.spans if s.category == "cpu op"]
         if ops:
@@ -316,7 +318,7 @@ def _backend(t: SmallTrace, windows: list[Span]) -> str | None:
     return " + ".join(found) if found else None
 
 
-def kernel_table(work: list[Span], per: int = 1) -> pd.DataFrame:
+def kernel_table(work: list[Span], per: int = 1, *, own_run: bool = False) -> pd.DataFrame:
     """kernels.kernel_table: codes in order of first appearance, then the shared frame builder."""
     codes: dict[str, int] = {}
     for s in work:
@@ -327,6 +329,7 @@ def kernel_table(work: list[Span], per: int = 1) -> pd.DataFrame:
         np.array([s.dur for s in work], dtype=float),
         [s.args for s in work],
         per,
+        own_run=own_run,
     )
 
 

@@ -221,8 +221,11 @@ def per_forward(
     name: str = FORWARD,
     windows: pd.DataFrame | None = None,
     work: pd.DataFrame | None = None,
+    *,
+    own_run: bool = False,
 ) -> ForwardStats:
-    """Averages over the recorded forwards (pass `forward_work`'s result to avoid redoing it)."""
+    """Averages over the recorded forwards (pass `forward_work`'s result to avoid redoing it);
+    `own_run`: this app made the trace, so the dominant kernel's decoding may add its context."""
     if windows is None or work is None:
         windows, work = forward_work(trace, name)
     has_gpu = trace.has_gpu
@@ -230,7 +233,7 @@ def per_forward(
     dominant = ("", "")
     if not work.empty:
         top = _top(work["name"], dur)
-        dominant = short_name(top), decode(top)
+        dominant = short_name(top), decode(top, own_run=own_run)
     elif not has_gpu:
         spans = trace.spans
         ops = spans[is_in(spans["category"], "cpu op")]

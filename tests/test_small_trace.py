@@ -51,10 +51,15 @@ def assert_paths_agree(path: Path, title: str = "run <b>title</b>") -> None:
     s_windows, s_work = small_trace.forward_work(small)
     assert [s.index for s in s_windows] == windows.index.tolist()
     assert [s.index for s in s_work] == work.index.tolist()
-    stats = per_forward(model, windows=windows, work=work)
-    assert repr(small_trace.per_forward(small, s_windows, s_work)) == repr(stats)  # NaN == NaN
     per = max(len(windows), 1)
-    pd.testing.assert_frame_equal(small_trace.kernel_table(s_work, per), kernel_table(work, per))
+    for own_run in (False, True):  # an upload's reading, and a run's with this app's context
+        stats = per_forward(model, windows=windows, work=work, own_run=own_run)
+        small_stats = small_trace.per_forward(small, s_windows, s_work, own_run=own_run)
+        assert repr(small_stats) == repr(stats)  # NaN == NaN
+        pd.testing.assert_frame_equal(
+            small_trace.kernel_table(s_work, per, own_run=own_run),
+            kernel_table(work, per, own_run=own_run),
+        )
     figure = small_trace.gantt(small, title)
     assert figure is not None
     assert figure.to_json() == gantt_spec(spans, model.lanes, title=title).to_json()
