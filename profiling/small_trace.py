@@ -34,23 +34,24 @@ import pandas as pd
 from attention.sdpa import BACKEND_OPS
 from profiling import trace_events as tm
 from profiling.gantt import (
-    DETAIL_LIMIT,
-    MAX_LINKS,
     MAX_MARKERS,
-    MAX_ROWS,
-    CategoryArrays,
     FigureSpec,
-    bar_label,
     bar_trace,
     figure_layout,
+    links_trace,
+    mark_dicts,
+    x_title,
+)
+from profiling.gantt_bars import (
+    MAX_LINKS,
+    CategoryArrays,
+    bar_label,
     group_order,
     hover_text,
     legend_group_of,
-    links_trace,
-    mark_dicts,
-    row_label,
-    x_title,
 )
+from profiling.gantt_detail import DETAIL_LIMIT
+from profiling.gantt_rows import MAX_ROWS, row_label
 from profiling.kernels import decode, kernel_frame, short_name
 from profiling.summary import FORWARD, GPU_WORK, ForwardStats, cpu_dominant, forward_stats
 

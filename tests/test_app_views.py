@@ -516,7 +516,8 @@ def test_analyze_window_draws_the_slice_in_full_detail(tmp_path):
     """Issue #7: a large trace is drawn at reduced detail; a chosen window gets one bar per span."""
     from benchmarks import gen_trace
     from profiling import trace as trace_model
-    from profiling.gantt import AGGREGATED, bar_count, spans_drawn
+    from profiling.gantt import bar_count, spans_drawn
+    from profiling.gantt_detail import AGGREGATED
 
     path = gen_trace.write(40_000, tmp_path / "big.json.gz")
     spans = trace_model.load(path).spans

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 
 import numpy as np
 import plotly.io as pio
@@ -12,16 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from profiling import trace
-from profiling.gantt import (
-    LINKS_NAME,
-    X_TITLE,
-    bar_count,
-    build_gantt,
-    category_arrays,
-    gantt_spec,
-    legend_group,
-    span_rows,
-)
+from profiling.gantt import LINKS_NAME, X_TITLE, bar_count, build_gantt, gantt_spec
+from profiling.gantt_bars import category_arrays, legend_group
+from profiling.gantt_rows import span_rows
 from tests.conftest import FIXTURES, from_document
 
 FIXTURE_FILES = sorted(FIXTURES.glob("*.json.gz"))
@@ -281,7 +276,8 @@ def big_trace():
 
 
 def test_big_trace_is_aggregated_never_dropped(big_trace):
-    from profiling.gantt import AGGREGATED, DETAIL_LIMIT, spans_drawn
+    from profiling.gantt import spans_drawn
+    from profiling.gantt_detail import AGGREGATED, DETAIL_LIMIT
 
     spans = big_trace.spans
     assert len(spans) > DETAIL_LIMIT
@@ -319,7 +315,8 @@ def test_small_traces_keep_one_bar_per_span_and_no_note():
 def test_thousands_of_lanes_keep_the_busiest_rows_and_say_so():
     """An upload with a thread per event (or deep recursion) must not draw 10⁴ rows: the
     busiest MAX_ROWS are drawn, the rest are counted under the chart, never dropped silently."""
-    from profiling.gantt import MAX_ROWS, spans_drawn
+    from profiling.gantt import spans_drawn
+    from profiling.gantt_rows import MAX_ROWS
 
     threads = [_event("cpu_op", f"op{i}", i, 1 + (i % 7), tid=100 + i) for i in range(5_000)]
     main = [_event("cpu_op", "outer", 0, 9_000), _event("cpu_op", "inner", 10, 8_000)]
@@ -357,3 +354,27 @@ def test_a_window_late_in_a_long_trace_gets_its_own_step_lines(big_trace):
     xs = [s["x0"] for s in layout["shapes"]]
     assert any(window[0] <= x <= window[1] for x in xs)
     assert f"step {late['name'].split('#')[1]}" in [a["text"] for a in layout["annotations"]]
+
+
+# The run path makes its Gantt spec without plotly (issue 18): plotly is loaded only when the
+# spec is serialised or made a Figure. A child process, since this one has plotly loaded.
+NO_PLOTLY_CHILD = """
+import sys
+import profiling.runner, profiling.small_trace
+from tests.conftest import FIXTURES
+spec = profiling.small_trace.gantt(profiling.small_trace.read(FIXTURES / "{name}"))
+assert spec is not None and spec.data, "the fixture's spec has bars"
+loaded = sorted(m for m in sys.modules if m.split(".")[0] == "plotly")
+assert not loaded, f"plotly loaded before serialising: {{loaded[:5]}}"
+spec.to_json()
+assert "plotly.io" in sys.modules, "serialising reads plotly's default template"
+"""
+
+
+def test_a_runs_gantt_spec_is_made_without_plotly():
+    name = "h200_sdpa-math_8_16_1024_64_bf16.json.gz"
+    done = subprocess.run(
+        [sys.executable, "-c", NO_PLOTLY_CHILD.format(name=name)], capture_output=True,
+        text=True, timeout=120, cwd=FIXTURES.parents[1],
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
