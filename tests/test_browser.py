@@ -2,6 +2,9 @@
 Compare, an uploaded trace whose names are markup (shown as text, nothing runs) and the Gantt of
 a 10⁵-event trace (time to first render, and the page still answering), with screenshots.
 
+Without Chromium or playwright the module is skipped, unless ATTNPROF_REQUIRE_BROWSER=1 (set by
+.ci/run) makes that a failure.
+
 Screenshots go to a temporary folder, so a test run leaves the tracked files alone. To refresh
 the README's pictures, run with `ATTNPROF_SCREENSHOTS=docs`: they are written to
 docs/screenshot-cpu.png, docs/screenshot-compare-cpu.png and docs/screenshot-analyze-xss.png
@@ -25,10 +28,25 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--disable-sync"]  # fmt: skip
 TIMEOUT_MS = 90_000
 
+REQUIRED = os.environ.get("ATTNPROF_REQUIRE_BROWSER", "") not in ("", "0")  # .ci/run sets it
+
 pytestmark = pytest.mark.browser
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+
+
+def unavailable(reason: str) -> None:
+    """Skip on a developer's machine without the browser; fail where CI requires these tests."""
+    if REQUIRED:
+        pytest.fail(f"{reason}, and ATTNPROF_REQUIRE_BROWSER=1 requires the browser tests",
+                    pytrace=False)  # fmt: skip
+    pytest.skip(reason, allow_module_level=True)
+
+
+try:
+    from playwright import sync_api
+except ImportError:
+    unavailable("playwright is not installed: pip install -r requirements-dev.txt")
 if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium", allow_module_level=True)
+    unavailable(f"{CHROMIUM} is missing: apt-get install chromium")
 
 import app  # noqa: E402 - only once the skips above have passed
 from benchmarks import gen_trace  # noqa: E402
