@@ -30,12 +30,5 @@ def pinned(backend: str | None):
     return sdpa_kernel(BACKENDS[backend])
 
 
-# The aten op each backend dispatches to: how a trace tells which backend really ran.
-BACKEND_OPS: dict[str, str] = {
-    "aten::_scaled_dot_product_flash_attention_for_cpu": "flash (CPU)",
-    "aten::_scaled_dot_product_flash_attention": "flash",
-    "aten::_scaled_dot_product_efficient_attention": "efficient",
-    "aten::_scaled_dot_product_cudnn_attention": "cudnn",
-    "aten::_scaled_dot_product_fused_attention_overrideable": "overrideable",
-    "aten::_scaled_dot_product_attention_math": "math",
-}
+# The aten op each backend dispatches to (how a trace tells which backend ran) lives in
+# profiling.vocabulary.BACKEND_OPS: the trace analyses read it without importing torch.

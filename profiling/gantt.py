@@ -42,8 +42,8 @@ from profiling.gantt_detail import (
     lod_note,
 )
 from profiling.gantt_rows import MAX_ROWS, busiest_rows, row_index
-from profiling.summary import FORWARD
 from profiling.trace_query import is_in, step_rows
+from profiling.vocabulary import FORWARD
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

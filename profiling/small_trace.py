@@ -31,7 +31,6 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from attention.sdpa import BACKEND_OPS
 from profiling import trace_events as tm
 from profiling.gantt import (
     MAX_MARKERS,
@@ -53,7 +52,8 @@ from profiling.gantt_bars import (
 from profiling.gantt_detail import DETAIL_LIMIT
 from profiling.gantt_rows import MAX_ROWS, row_label
 from profiling.kernels import decode, kernel_frame, short_name
-from profiling.summary import FORWARD, GPU_WORK, ForwardStats, cpu_dominant, forward_stats
+from profiling.summary import ForwardStats, cpu_dominant, forward_stats
+from profiling.vocabulary import BACKEND_OPS, FORWARD, GPU_WORK
 
 MAX_EVENTS = 20_000  # beyond this the vectorised path is the faster one anyway
 MAX_BYTES = 16 * 1024**2

@@ -13,14 +13,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from attention.sdpa import BACKEND_OPS
 from profiling.kernels import decode, short_name
 from profiling.trace import Trace
 from profiling.trace_events import step_number
 from profiling.trace_query import is_in, step_rows
+from profiling.vocabulary import BACKEND_OPS, FORWARD, GPU_WORK
 
-FORWARD = "attn_fwd"
-GPU_WORK = ("kernel", "memcpy", "memset")
 CAUSAL_CONVENTION = "causal attention counted as half of the 4·B·H·S²·D FLOPs of full attention"
 FULL_CONVENTION = "full attention: 4·B·H·S²·D FLOPs"
 

@@ -1,0 +1,99 @@
+"""Trace analysis runs without torch (issue 18, point 4).
+
+Reading an uploaded trace (Analyse, Diff) and a run's own trace must not need torch or the
+`attention/` package, which imports it: a machine that only reads traces can skip the
+multi-GB install, and the analyses cannot grow a hidden dependency on a variant's code.
+The check runs in a child process, since this one (and conftest) has torch loaded.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+GPU_TRACE = FIXTURES / "h200_sdpa-math_8_16_1024_64_bf16.json.gz"
+OTHER_GPU_TRACE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
+
+TORCH_FREE = [
+    "profiling.vocabulary",
+    "profiling.trace_events",
+    "profiling.trace_columns",
+    "profiling.trace_nesting",
+    "profiling.trace_query",
+    "profiling.trace",
+    "profiling.small_trace",
+    "profiling.kernels",
+    "profiling.summary",
+    "profiling.launch",
+    "profiling.gantt_rows",
+    "profiling.gantt_bars",
+    "profiling.gantt_detail",
+    "profiling.gantt",
+    "profiling.diff",
+    "profiling.analyze",
+]
+
+# A finder placed first on sys.meta_path makes any `import torch` (or torch.x) raise, as on a
+# machine without torch; the child then imports one module and uses the analyses on traces.
+CHILD = """
+import importlib, sys
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "torch":
+            raise ImportError(f"torch is not installed here (import {{name}})")
+
+sys.meta_path.insert(0, NoTorch())
+importlib.import_module({module!r})
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "attention"))
+assert not loaded, f"{module} loaded {{loaded[:5]}}"
+{use}
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "attention"))
+assert not loaded, f"using the analyses loaded {{loaded[:5]}}"
+"""
+
+# What the Analyse and Diff tabs and a run's summary do with a trace, torch-free.
+USE = f"""
+from profiling import analyze, diff, gantt, small_trace
+result = analyze.analyze({str(GPU_TRACE)!r})
+assert result.has_gpu and not result.kernels.empty and result.launch is not None
+assert result.stats.backend == "math", result.stats.backend
+gantt.gantt_spec(result.spans, result.lanes)
+kernels, operators = diff.diff({str(GPU_TRACE)!r}, {str(OTHER_GPU_TRACE)!r})
+assert not kernels.empty and not operators.empty
+small = small_trace.read({str(GPU_TRACE)!r})
+windows, work = small_trace.forward_work(small)
+assert small_trace.per_forward(small, windows, work).backend == "math"
+assert not small_trace.kernel_table(work, per=len(windows)).empty
+assert small_trace.gantt(small) is not None
+"""
+
+
+def run_child(module: str, use: str = "") -> subprocess.CompletedProcess[str]:
+    code = CHILD.format(module=module, use=use)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+
+
+@pytest.mark.parametrize("module", TORCH_FREE)
+def test_module_imports_without_torch_or_attention(module: str):
+    done = run_child(module)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_analyses_run_on_traces_without_torch():
+    done = run_child("profiling.analyze", USE)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_child_does_fail_when_torch_is_imported():
+    """The blocker itself works: a module that needs torch is refused in the child."""
+    done = run_child("attention.sdpa")
+    assert done.returncode != 0
+    assert "torch is not installed here" in done.stderr
