@@ -34,7 +34,9 @@ linked launch counts; `launch_api` says which one it was.
 
 Computed on numpy arrays over row positions of the spans table, each output frame built once:
 a run's trace has a few hundred spans, where every pandas filter, groupby or row take costs
-more (0.1–0.3 ms) than the arithmetic (the pandas version was ~9 ms per run).
+more (0.1–0.3 ms) than the arithmetic (the pandas version was ~9 ms per run). This module
+scopes the work and reads busy/idle per device; profiling.launch_tables builds the per-launch
+and per-kernel rows.
 """
 
 from __future__ import annotations
@@ -46,25 +48,24 @@ import numpy as np
 import pandas as pd
 
 from profiling.kernels import short_name
-from profiling.summary import FORWARD, forward_rows, launched_rows, work_rows
+from profiling.launch_tables import (
+    LAUNCH_COLUMNS,
+    PER_KERNEL_COLUMNS,
+    launch_columns,
+    launch_frame,
+    per_kernel_frame,
+)
+from profiling.summary import forward_rows, launched_rows, work_rows
 from profiling.trace import Trace
 from profiling.trace_events import EPS_US
-from profiling.trace_query import is_in, step_rows
+from profiling.trace_query import is_in, step_rows, values_at
+from profiling.vocabulary import FORWARD
 
 DEVICE_COLUMNS = [
     "device", "window_start_us", "window_end_us", "window_us", "busy_us", "compute_us",
     "memory_us", "idle_us", "busy_pct", "idle_pct", "gaps", "largest_gap_us", "work_items",
 ]  # fmt: skip
 GAP_COLUMNS = ["device", "start_us", "end_us", "dur_us", "next"]
-LAUNCH_COLUMNS = [
-    "kernel", "category", "launch_api", "correlation", "step", "launch_start_us",
-    "cpu_launch_us", "gpu_start_us", "gpu_us", "launch_delay_us", "launch_to_start_us", "name",
-]  # fmt: skip
-PER_KERNEL_COLUMNS = [
-    "kernel", "category", "launch_api", "count", "cpu_launch_mean_us", "cpu_launch_max_us",
-    "launch_delay_mean_us", "launch_delay_max_us", "launch_to_start_mean_us",
-    "launch_to_start_max_us", "gpu_mean_us", "name",
-]  # fmt: skip
 
 
 @dataclass
@@ -122,7 +123,7 @@ def launch_stats(trace: Trace, windows: pd.DataFrame | None = None) -> LaunchSta
     rows, scope = _scoped_rows(spans, windows)
     forwards = _forward_count(spans)
     device_rows, gaps = _busy(spans, rows)
-    launches = _launch_columns(spans, spans, rows)
+    launches = launch_columns(spans, spans, rows)
     head = None
     if device_rows:
         busiest = _descending(np.array([r["busy_us"] for r in device_rows]), "quicksort")[0]
@@ -155,8 +156,8 @@ def launch_stats(trace: Trace, windows: pd.DataFrame | None = None) -> LaunchSta
         launch_to_start_max_us=agg("launch_to_start_us", "max"),
         devices=_devices_frame(device_rows),
         gap_table=gaps,
-        per_launch=_launch_frame(launches),
-        per_kernel=_per_kernel(launches),
+        per_launch=launch_frame(launches),
+        per_kernel=per_kernel_frame(launches),
     )
 
 
@@ -182,20 +183,6 @@ def busy_table(work: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One row per device (pid): window, busy, compute, idle, gaps; and the table of gaps."""
     device_rows, gaps = _busy(work, np.arange(len(work)))
     return _devices_frame(device_rows), gaps
-
-
-def launch_table(trace: Trace, work: pd.DataFrame) -> pd.DataFrame:
-    """One row per GPU work item that has a linked launch span, in launch order."""
-    launches = _launch_columns(trace.spans, work, np.arange(len(work)))
-    return _launch_frame(launches)
-
-
-def per_kernel_table(per_launch: pd.DataFrame) -> pd.DataFrame:
-    """Launch figures aggregated per GPU work name, in the order of first launch."""
-    if per_launch.empty:
-        return pd.DataFrame(columns=PER_KERNEL_COLUMNS)
-    needed = ["name", "kernel", "category", "launch_api", *_MEANS]
-    return _per_kernel({c: per_launch[c].to_numpy() for c in needed})
 
 
 # The helpers below work on row positions (`rows`) into the frame they are given.
@@ -272,7 +259,7 @@ def _busy(work: pd.DataFrame, rows: np.ndarray) -> tuple[list[dict], pd.DataFram
             }
         )
         if len(gap):
-            names = _at(work["name"], rows[mine[opener[1:]]])  # the work that ends each gap
+            names = values_at(work["name"], rows[mine[opener[1:]]])  # the work that ends each gap
             nxt = [short_name(str(n)) for n in names]
             parts.append(([label] * len(gap), me[:-1], ms[1:], gap, nxt))
     if not parts:
@@ -299,95 +286,12 @@ def _devices_frame(device_rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def _launch_columns(
-    spans: pd.DataFrame, work: pd.DataFrame, rows: np.ndarray
-) -> dict[str, np.ndarray] | None:
-    """launch_table's columns for `rows` of `work` (their launches are rows of `spans`), in
-    launch order; None when none of them has a linked launch."""
-    link = work["link"].to_numpy()[rows]
-    linked, link = rows[link >= 0], link[link >= 0]
-    if not len(linked):
-        return None
-    l_start = spans["start_us"].to_numpy(float)[link]
-    l_dur = spans["dur_us"].to_numpy(float)[link]
-    g_start = work["start_us"].to_numpy(float)[linked]
-    name = _at(work["name"], linked)
-    columns = {
-        "kernel": np.array([short_name(n) for n in name], dtype=object),
-        "category": _at(work["category"], linked),
-        "launch_api": _at(spans["name"], link),
-        "correlation": work["correlation"].to_numpy()[linked],
-        "step": work["step"].to_numpy()[linked],
-        "launch_start_us": l_start,
-        "cpu_launch_us": l_dur,
-        "gpu_start_us": g_start,
-        "gpu_us": work["dur_us"].to_numpy(float)[linked],
-        "launch_delay_us": np.clip(g_start - (l_start + l_dur), 0.0, None),
-        "launch_to_start_us": g_start - l_start,
-        "name": np.array([str(n) for n in name], dtype=object),
-    }
-    order = np.argsort(l_start, kind="stable")
-    return {c: values[order] for c, values in columns.items()}
-
-
-def _launch_frame(launches: dict[str, np.ndarray] | None) -> pd.DataFrame:
-    if launches is None:
-        return pd.DataFrame(columns=LAUNCH_COLUMNS)
-    return pd.DataFrame(launches)
-
-
-def _per_kernel(launches: dict[str, np.ndarray] | None) -> pd.DataFrame:
-    """per_kernel_table from launch_table's columns: one row per name, in order of first launch
-    (the order of `groupby(sort=False)`)."""
-    if launches is None:
-        return pd.DataFrame(columns=PER_KERNEL_COLUMNS)
-    group, names = pd.factorize(launches["name"])
-    count = np.bincount(group, minlength=len(names))
-    order = np.argsort(group, kind="stable")  # rows name by name, in launch order
-    starts = np.cumsum(count) - count
-    first = order[starts]
-    apis: list[list[str]] = [[] for _ in names]
-    pairs = zip(group.tolist(), launches["launch_api"].tolist(), strict=True)
-    for g, api in dict.fromkeys(pairs):  # each (name, API) pair once, in order of first launch
-        apis[g].append(api)
-    means = [np.bincount(group, weights=launches[c], minlength=len(names)) / count
-             for c in _MEANS]  # fmt: skip
-    high = [np.maximum.reduceat(launches[c][order], starts) for c in _MEANS[:3]]
-    table = {
-        "kernel": launches["kernel"][first],
-        "category": launches["category"][first],
-        "launch_api": [", ".join(a) for a in apis],
-        "count": count,
-        "cpu_launch_mean_us": means[0],
-        "cpu_launch_max_us": high[0],
-        "launch_delay_mean_us": means[1],
-        "launch_delay_max_us": high[1],
-        "launch_to_start_mean_us": means[2],
-        "launch_to_start_max_us": high[2],
-        "gpu_mean_us": means[3],
-        "name": names,
-    }
-    return pd.DataFrame(table)
-
-
-_MEANS = ["cpu_launch_us", "launch_delay_us", "launch_to_start_us", "gpu_us"]
-
-
 def _codes(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, Any]:
     """`column`'s codes at `rows` (-1: missing) and each code's value, codes in sorted order
     (a categorical's category order): the groups and order of `groupby(sort=True)`."""
     if isinstance(column.dtype, pd.CategoricalDtype):
         return column.array.codes[rows], column.dtype.categories
     return pd.factorize(column.to_numpy()[rows], sort=True)
-
-
-def _at(column: pd.Series, rows: np.ndarray) -> np.ndarray:
-    """`column`'s values at `rows` as a numpy array (a categorical's as objects, NaN where
-    missing), read through the codes rather than materialising the column."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        values = np.append(np.asarray(column.dtype.categories, dtype=object), np.nan)
-        return values[column.array.codes[rows]]  # code -1 reads the NaN
-    return column.to_numpy()[rows]
 
 
 def _descending(values: np.ndarray, kind: str) -> np.ndarray:

@@ -67,3 +67,12 @@ def is_in(column: pd.Series, *values: Any) -> np.ndarray:
             return codes == hits[0]
         return np.isin(codes, hits)
     return column.isin(values).to_numpy(dtype=bool)
+
+
+def values_at(column: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """`column`'s values at `rows` as a numpy array (a categorical's as objects, NaN where
+    missing), read through the codes rather than materialising the column."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        values = np.append(np.asarray(column.dtype.categories, dtype=object), np.nan)
+        return values[column.array.codes[rows]]  # code -1 reads the NaN
+    return column.to_numpy()[rows]

@@ -30,6 +30,7 @@ TORCH_FREE = [
     "profiling.kernels",
     "profiling.summary",
     "profiling.launch",
+    "profiling.launch_tables",
     "profiling.gantt_rows",
     "profiling.gantt_bars",
     "profiling.gantt_detail",

@@ -11,14 +11,8 @@ import pytest
 
 from profiling import trace
 from profiling.kernels import short_name
-from profiling.launch import (
-    LAUNCH_COLUMNS,
-    PER_KERNEL_COLUMNS,
-    launch_rows,
-    launch_stats,
-    merge_intervals,
-    per_kernel_table,
-)
+from profiling.launch import launch_rows, launch_stats, merge_intervals
+from profiling.launch_tables import LAUNCH_COLUMNS, PER_KERNEL_COLUMNS, per_kernel_table
 from tests.conftest import FIXTURES, H200, from_document
 
 
