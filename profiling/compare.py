@@ -27,8 +27,9 @@ from profiling.config import DTYPES, ConfigError, RunConfig, resolve_device
 from profiling.jobs import JobCancelled
 from profiling.launch import LaunchStats, launch_stats
 from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
-from profiling.summary import FORWARD, Summary
+from profiling.summary import Summary
 from profiling.trace import Trace
+from profiling.vocabulary import FORWARD
 
 Progress = Callable[[float, str], None]
 

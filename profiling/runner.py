@@ -36,13 +36,13 @@ from profiling.config import WAIT, WARMUP, ConfigError, RunConfig, check_memory,
 from profiling.kernels import kernel_table
 from profiling.small_trace import SmallTrace
 from profiling.summary import (
-    FORWARD,
     Summary,
     attention_flops,
     flops_convention,
     forward_work,
     per_forward,
 )
+from profiling.vocabulary import FORWARD
 
 Progress = Callable[[float, str], None]
 log = logging.getLogger(__name__)
