@@ -20,6 +20,11 @@ Layout = Literal["bhsd", "bshd"]  # [batch, heads, seq, dim] (SDPA) or [batch, s
 Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+class VariantUnavailable(RuntimeError):
+    """The variant cannot run on this machine or for this input, by a known rule; the message
+    says which. Anything else that stops a variant is a failure, not this."""
+
+
 @dataclass(frozen=True)
 class Problem:
     batch: int
@@ -52,6 +57,14 @@ class Variant:
     score_matrices: int = 0  # B·H·S² matrices alive at peak (memory estimate)
     upcasts: bool = False  # scores held in FP32 whatever the input dtype
     tags: tuple[str, ...] = field(default_factory=tuple)
+    # Whether an error raised at call time is the library refusing this input by its own rule
+    # (the variant cannot run it), rather than a failure.
+    declines: Callable[[Exception], bool] = lambda exc: False
+
+
+def on_zero_gpu() -> bool:
+    """A ZeroGPU Space, read as the `spaces` package reads SPACES_ZERO_GPU (1, t or true)."""
+    return os.environ.get("SPACES_ZERO_GPU", "").lower() in ("1", "t", "true")
 
 
 # -- availability rules ----------------------------------------------------------------------
@@ -89,7 +102,7 @@ def _flash_cpu_or_cuda(device: str, dtype: torch.dtype) -> str | None:
 
 def _compiler(what: str):
     def check(device: str, dtype: torch.dtype) -> str | None:
-        if os.environ.get("SPACES_ZERO_GPU"):
+        if on_zero_gpu():
             return f"{what} needs torch.compile, which ZeroGPU does not support"
         if device == "cpu" and not (shutil.which("g++") or shutil.which("c++")):
             return f"{what} on CPU needs a C++ compiler for Inductor (none on PATH)"
@@ -136,6 +149,18 @@ def _local_triton(device: str, dtype: torch.dtype) -> str | None:
     return None
 
 
+SDPA_REFUSALS = (
+    "No available kernel",  # the pinned backends' checks all refused this input
+    "No viable backend for scaled_dot_product_attention",  # none of them exists for the device
+)
+
+
+def _sdpa_declines(exc: Exception) -> bool:
+    """SDPA pinned to backends that all refuse this input (a head dim, a dtype, a layout they
+    do not take) raises one of these, and its warnings say why each backend said no."""
+    return isinstance(exc, RuntimeError) and str(exc).startswith(SDPA_REFUSALS)
+
+
 # -- builders -------------------------------------------------------------------------------
 def _naive(inplace: bool) -> Callable[[Problem], Built]:
     def build(p: Problem) -> Built:
@@ -161,6 +186,11 @@ def _sdpa_context(backend: str | None):
         return pinned(backend)
 
     return context
+
+
+def _sdpa_variant(*args, backend: str | None, **kw) -> Variant:
+    """An SDPA variant: pinned to `backend` (None: PyTorch picks), torch's refusals declined."""
+    return Variant(*args, context=_sdpa_context(backend), declines=_sdpa_declines, **kw)
 
 
 def _flex(p: Problem) -> Built:
@@ -201,7 +231,7 @@ def _local_build(p: Problem) -> Built:
     return Built(lambda q, k, v: hub.call(kernel, q, k, v, p.causal), kernel.source)
 
 
-_V = Variant
+_V, _S = Variant, _sdpa_variant
 VARIANTS: dict[str, Variant] = {
     v.id: v
     for v in [
@@ -212,25 +242,25 @@ VARIANTS: dict[str, Variant] = {
         _V("naive-inplace", "Naive, in-place masked_fill_", "naive",
            "one character (masked_fill_) removes the Memcpy: one fewer GPU op per forward",
            "bhsd", _naive(True), _anywhere, score_matrices=2),
-        _V("sdpa-auto", "SDPA (PyTorch picks the backend)", "sdpa",
+        _S("sdpa-auto", "SDPA (PyTorch picks the backend)", "sdpa",
            "F.scaled_dot_product_attention unpinned: the trace shows which backend PyTorch chose",
-           "bhsd", _sdpa, _anywhere, context=_sdpa_context(None), score_matrices=3, upcasts=True),
-        _V("sdpa-math", "SDPA · math backend", "sdpa",
+           "bhsd", _sdpa, _anywhere, backend=None, score_matrices=3, upcasts=True),
+        _S("sdpa-math", "SDPA · math backend", "sdpa",
            "the reference path: upcasts to FP32 (no tensor cores), rebuilds the causal mask every "
            "call, ~20 kernels per forward",
-           "bhsd", _sdpa, _anywhere, context=_sdpa_context("math"), score_matrices=3, upcasts=True),
-        _V("sdpa-efficient", "SDPA · memory-efficient backend", "sdpa",
+           "bhsd", _sdpa, _anywhere, backend="math", score_matrices=3, upcasts=True),
+        _S("sdpa-efficient", "SDPA · memory-efficient backend", "sdpa",
            "one fused kernel: fmha_cutlassF, the xformers memory-efficient attention",
-           "bhsd", _sdpa, _cuda_only("SDPA efficient"), context=_sdpa_context("efficient")),
-        _V("sdpa-flash", "SDPA · FlashAttention backend", "sdpa",
+           "bhsd", _sdpa, _cuda_only("SDPA efficient"), backend="efficient"),
+        _S("sdpa-flash", "SDPA · FlashAttention backend", "sdpa",
            "one fused FlashAttention-2 kernel; fastest though its occupancy reads low (255 "
            "registers/thread)",
-           "bhsd", _sdpa, _flash_cpu_or_cuda, context=_sdpa_context("flash")),
-        _V("sdpa-cudnn", "SDPA · cuDNN backend", "sdpa",
+           "bhsd", _sdpa, _flash_cpu_or_cuda, backend="flash"),
+        _S("sdpa-cudnn", "SDPA · cuDNN backend", "sdpa",
            "one kernel cuDNN generates for this problem; the cost moves to a fat CPU bar (plan "
            "selection) and a cuLaunchKernelEx",
            "bhsd", _sdpa, _cuda_only("SDPA cuDNN", half_only=True, min_cc=(8, 0)),
-           context=_sdpa_context("cudnn")),
+           backend="cudnn"),
         _V("kernels-flash-attn2", "FlashAttention-2 from the kernels Hub", "kernels",
            "a pre-built, version-pinned FlashAttention loaded with kernels.get_kernel, in its own "
            "[batch, seq, heads, dim] layout",

@@ -25,6 +25,8 @@ from urllib.parse import urlparse
 
 import torch
 
+from attention import VariantUnavailable
+
 ALLOWED: dict[str, int] = {  # repo → the `version=` the post pins
     "kernels-community/flash-attn2": 3,
     "kernels-community/flash-attn3": 1,
@@ -40,6 +42,11 @@ class KernelLoadError(RuntimeError):
     """The kernel could not be loaded; the message names the cause and the way out."""
 
 
+class KernelUnavailable(KernelLoadError, VariantUnavailable):
+    """A known rule refuses the kernel here (the `kernels` package missing, a head dim it does
+    not support): the variant cannot run, which is not a failure of its build."""
+
+
 @dataclass(frozen=True)
 class LoadedKernel:
     flash_attn_func: Callable[..., object]
@@ -48,10 +55,11 @@ class LoadedKernel:
     head_dims: tuple[int, ...] | None = None  # the head dims it supports, when it says
 
 
-# key → (the kernel or the error's message, monotonic time after which the Hub is asked again).
-# A message, not the exception: raised again, one exception object would grow its traceback
+# key → (the kernel or the error's class and message, monotonic time after which the Hub is
+# asked again). Not the exception: raised again, one exception object would grow its traceback
 # click after click and keep each failed run's frames (its input tensors) alive.
-_cache: dict[tuple[str, ...], tuple[LoadedKernel | str, float]] = {}
+Failure = tuple[type[KernelLoadError], str]
+_cache: dict[tuple[str, ...], tuple[LoadedKernel | Failure, float]] = {}
 _fetching: dict[tuple[str, int], threading.Thread] = {}  # a Hub fetch that outlived its timeout
 
 
@@ -64,13 +72,14 @@ def load(repo: str, *, fallback: bool = True) -> LoadedKernel:
     cached = _cache.get(key)
     if cached is None or time.monotonic() >= cached[1]:
         try:
-            kernel: LoadedKernel | str = _resolve(repo, fallback)
+            kernel: LoadedKernel | Failure = _resolve(repo, fallback)
         except KernelLoadError as exc:
-            kernel = str(exc)
+            kernel = (type(exc), str(exc))
         settled = isinstance(kernel, LoadedKernel) and not kernel.note
         cached = _cache[key] = (kernel, float("inf") if settled else time.monotonic() + RETRY_S)
-    if isinstance(cached[0], str):
-        raise KernelLoadError(cached[0])
+    if isinstance(cached[0], tuple):
+        error, message = cached[0]
+        raise error(message)
     return cached[0]
 
 
@@ -96,7 +105,7 @@ def check_head_dim(kernel: LoadedKernel, head_dim: int) -> None:
     own ValueError would otherwise surface mid-warm-up as an unexplained failure)."""
     if kernel.head_dims is not None and head_dim not in kernel.head_dims:
         dims = ", ".join(map(str, kernel.head_dims))
-        raise KernelLoadError(f"{kernel.source} supports head_dim {dims} (not {head_dim})")
+        raise KernelUnavailable(f"{kernel.source} supports head_dim {dims} (not {head_dim})")
 
 
 def call(kernel: LoadedKernel, q, k, v, causal: bool) -> torch.Tensor:
@@ -174,9 +183,11 @@ def _import_kernels():
     try:
         import kernels
     except ImportError as exc:
-        raise KernelLoadError(
-            "the `kernels` package is not installed (pip install kernels)"
-        ) from exc
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "kernels":
+            raise KernelUnavailable(
+                "the `kernels` package is not installed (pip install kernels)"
+            ) from exc
+        raise KernelLoadError(f"the `kernels` package did not import: {_describe(exc)}") from exc
     return kernels
 
 

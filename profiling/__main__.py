@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -127,12 +128,11 @@ def _named(variant: str, exc: Exception) -> str:
 
 
 def _reason(variant: str, exc: Exception) -> str:
-    """The error without its leading variant id, for a line that names the variant itself."""
+    """The error without its leading variant id (and the runner's "failed on cpu: "), for a
+    line that names the variant and its status itself."""
     text = str(exc)
-    for prefix in (f"{variant} is unavailable here: ", f"{variant} "):
-        if text.startswith(prefix):
-            return text[len(prefix) :]
-    return text
+    lead = re.match(rf"{re.escape(variant)} (is unavailable here: |failed on \w+: )?", text)
+    return text[lead.end() :] if lead else text
 
 
 def _check_out(out: str) -> None:

@@ -9,6 +9,7 @@ memory estimate, failed) is a row with its reason, never a guess. The result is 
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import shutil
@@ -32,6 +33,7 @@ from profiling.trace import Trace
 from profiling.vocabulary import FORWARD
 
 Progress = Callable[[float, str], None]
+log = logging.getLogger(__name__)
 
 # The post's six, in its order; kernels-hub variants join them when they can run here.
 POST_VARIANTS = (
@@ -255,7 +257,9 @@ def profile_one(config: RunConfig, out_dir: Path, progress: Progress) -> Variant
         return VariantRun(config.variant, label, "refused", str(exc))
     except RunError as exc:
         return VariantRun(config.variant, label, "failed", str(exc))
-    except Exception as exc:  # a kernel error mid-profile must not lose the other variants
+    except Exception as exc:  # raised before the run began (the runner turns its own into
+        # RunError): a failure, logged, that must not lose the other variants
+        log.exception("%s failed", config)
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return VariantRun(config.variant, label, "failed", reason)
     return from_profile(result)

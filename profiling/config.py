@@ -208,11 +208,20 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
-def estimate_bytes(config: RunConfig) -> int:
-    """Peak bytes the run should need: inputs, output, materialised scores, reference chunk.
+# float64 scores per chunk of the reference check (runner._relative_error): 256 MiB to 1 GiB.
+# It takes the smallest unless the memory check left spare bytes for a larger one.
+REFERENCE_CHUNK = (32 * 1024**2, 128 * 1024**2)
+LIBRARY_WORKSPACE = 64 * 1024**2  # cuBLAS/cuDNN workspaces a run may allocate and keep
 
-    The score matrices are B·H·S² each: naive holds the scores, their masked copy and the
-    softmax output (plus the S² bool mask); math does it in FP32; fused kernels hold none.
+
+def estimate_bytes(config: RunConfig) -> int:
+    """Peak bytes the whole run should need: the larger of its two phases.
+
+    Profiled steps: inputs and output, the materialised score matrices (B·H·S² each: naive
+    holds the scores, their masked copy and the softmax output, plus the S² bool mask; math
+    does it in FP32; fused kernels hold none) and workspaces. Then the float64 reference check,
+    while inputs and output are still alive: its smallest chunk (reference_bytes), and for a
+    [batch, seq, heads, dim] variant a copy of the four tensors in [batch, heads, seq, dim].
     """
     v = config.spec
     elem = config.torch_dtype.itemsize
@@ -221,8 +230,42 @@ def estimate_bytes(config: RunConfig) -> int:
     score_elem = 4 if v.upcasts else elem
     scores = v.score_matrices * b * h * s * s * score_elem
     mask = s * s if v.score_matrices else 0
-    workspace = 64 * 1024**2 + io // 4  # library workspaces, lse, allocator slack
-    return io + scores + mask + workspace
+    profiled = io + scores + mask + LIBRARY_WORKSPACE + io // 4  # io // 4: lse, allocator slack
+    copies = io if v.layout == "bshd" else 0
+    checked = io + mask + LIBRARY_WORKSPACE + copies + reference_bytes(config)
+    return max(profiled, checked)
+
+
+def reference_chunk(seq_len: int, pairs: int, budget: int) -> tuple[int, int]:
+    """(query rows, (batch, head) pairs) of one reference chunk: at most `budget` scores."""
+    rows = max(1, min(seq_len, budget // seq_len))
+    return rows, max(1, min(pairs, budget // (rows * seq_len)))
+
+
+def reference_bytes(config: RunConfig) -> int:
+    """Peak float64 bytes of the reference check in its smallest chunk, G pairs × R rows.
+
+    Beside the additive mask (R·S), the largest of its moments: the result's matmul (scores and
+    softmax, 2·G·R·S; copies of k and v, 2·G·S·D; of q, out and the result, 3·G·R·D); the
+    difference out − result (one score matrix, 4·G·R·D). With more than one chunk, the previous
+    result and difference live on into the next (2·G·R·D), whose q and out (4·G·R·D in all)
+    or k and v (4·G·S·D) are copied while the last ones live. Counted for every pair: a FLOP
+    cap may check fewer, never more.
+    """
+    s, d, pairs = config.seq_len, config.head_dim, config.batch * config.heads
+    rows, group = reference_chunk(s, pairs, REFERENCE_CHUNK[0])
+    scores, keys, queries = group * rows * s, group * s * d, group * rows * d
+    previous = 0 if (rows, group) == (s, pairs) else 2 * queries
+    moments = [
+        2 * scores + 2 * keys + 3 * queries + previous,
+        scores + 2 * keys + 4 * queries + previous // 2,  # the last difference is replaced
+    ]
+    if previous:
+        moments += [
+            scores + 2 * keys + 4 * queries + previous,
+            scores + 4 * keys + 2 * queries + previous,
+        ]
+    return 8 * (rows * s + max(moments))
 
 
 def available_bytes(device: str) -> int:
@@ -272,7 +315,8 @@ def check_memory(config: RunConfig, device: str, headroom: float = 0.85) -> int:
 
 
 def largest_fitting_seq_len(config: RunConfig, budget: int) -> int | None:
-    """Largest multiple of 128 (≥ the minimum) whose estimate fits in `budget`, if any."""
+    """The largest multiple of 128 a bisection finds whose estimate fits in `budget` (a length
+    under 128 when none does), or None when not even the minimum fits."""
     low, high = LIMITS["seq_len"][0], config.seq_len
     if estimate_bytes(replace(config, seq_len=low)) > budget:
         return None
@@ -282,7 +326,14 @@ def largest_fitting_seq_len(config: RunConfig, budget: int) -> int | None:
             low = mid
         else:
             high = mid
-    return max(LIMITS["seq_len"][0], low - low % 128) if low >= 128 else low
+    if low < 128:
+        return low
+    fit = low - low % 128
+    # The reference's chunk makes the estimate rise and fall a little with S: step down to a
+    # multiple of 128 that fits, not only one next to a length that fits.
+    while fit > 128 and estimate_bytes(replace(config, seq_len=fit)) > budget:
+        fit -= 128
+    return fit if estimate_bytes(replace(config, seq_len=fit)) <= budget else low
 
 
 def _gib(n: int) -> str:

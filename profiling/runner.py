@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Callable
 from concurrent import futures
@@ -29,10 +30,19 @@ import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from attention import Built, Problem
+from attention import Built, Problem, VariantUnavailable
 from profiling import small_trace
 from profiling import trace as trace_model
-from profiling.config import WAIT, WARMUP, ConfigError, RunConfig, check_memory, resolve_device
+from profiling.config import (
+    REFERENCE_CHUNK,
+    WAIT,
+    WARMUP,
+    ConfigError,
+    RunConfig,
+    check_memory,
+    reference_chunk,
+    resolve_device,
+)
 from profiling.kernels import kernel_table
 from profiling.small_trace import SmallTrace
 from profiling.summary import (
@@ -49,15 +59,11 @@ log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 SEED = 0
 REFERENCE_FLOPS = {"cuda": 2e12, "cpu": 4e9}  # float64 work we allow the reference, per device
-REFERENCE_CHUNK = (32 * 1024**2, 128 * 1024**2)  # float64 scores per chunk: 256 MiB to 1 GiB
 
 
 class RunError(RuntimeError):
-    """The run started but failed (OOM, a kernel error); memory has been released."""
-
-
-class VariantUnavailable(RuntimeError):
-    """The variant cannot run on this machine; the message says why."""
+    """The run started but failed (OOM, a kernel error, a build that does not load): the message
+    names the error's class; the traceback is in the log; memory has been released."""
 
 
 @dataclass
@@ -119,11 +125,12 @@ def _run_locked(config: RunConfig, out_dir: str | Path | None, report: Progress)
             f"out of memory on {device} for {config.variant} at {config.shape_text()}: "
             "memory was released; reduce seq_len, batch or heads"
         )
-    except VariantUnavailable as exc:
-        failure = VariantUnavailable(str(exc))
-    except RuntimeError as exc:  # a kernel or library error: report it, keep the app alive
+    except VariantUnavailable as exc:  # a known rule: the variant cannot run this here
+        failure = VariantUnavailable(_unavailable_text(config.variant, exc))
+    except Exception as exc:  # anything else is a failure: said as one, keep the app alive
         log.exception("run failed: %s", config)
-        failure = RunError(f"{config.variant} failed on {device}: {str(exc).splitlines()[0]}")
+        traceback.clear_frames(exc.__traceback__)  # a kept log record must not hold the tensors
+        failure = RunError(f"{config.variant} failed on {device}: {_failure_text(exc)}")
     if failure is not None:
         # Raised here, outside the except blocks, so no traceback keeps the frames (and their
         # tensors) alive: memory really returns before the caller sees the error.
@@ -141,7 +148,7 @@ def _attempt(
 ) -> ProfileResult:
     report(0.05, "allocating inputs")
     tensors = _inputs(config, device, variant.layout)
-    built = _build(variant, problem)
+    built = variant.build(problem)  # raises VariantUnavailable where a known rule refuses
     report(0.15, f"warm-up ({variant.warmup_calls} calls)")
     prof = _profile(config, built, variant, tensors, device, report)
     peak = torch.cuda.max_memory_allocated() / 1024**2 if device == "cuda" else None
@@ -173,13 +180,6 @@ def _inputs(config: RunConfig, device: str, layout: str) -> dict[str, torch.Tens
     return {"q": make(), "k": make(), "v": make()}
 
 
-def _build(variant, problem: Problem) -> Built:
-    try:
-        return variant.build(problem)
-    except Exception as exc:  # a loader failing (Hub, compiler) means the variant cannot run
-        raise VariantUnavailable(f"{variant.id} could not be set up: {exc}") from exc
-
-
 def _profile(config, built: Built, variant, t: dict, device: str, report: Progress):
     q, k, v = t["q"], t["k"], t["v"]
     activities = [ProfilerActivity.CPU]
@@ -193,9 +193,9 @@ def _profile(config, built: Built, variant, t: dict, device: str, report: Progre
                 for _ in range(variant.warmup_calls):
                     t["out"] = built.forward(q, k, v)
                 sync()
-            except torch.OutOfMemoryError:
-                raise
             except RuntimeError as exc:
+                if isinstance(exc, torch.OutOfMemoryError) or not variant.declines(exc):
+                    raise  # a failure, not the library refusing this input
                 hints = "; ".join(dict.fromkeys(str(w.message).splitlines()[0] for w in caught))
                 detail = f" ({hints})" if hints else ""
                 raise VariantUnavailable(
@@ -330,8 +330,7 @@ def _relative_error(
     # float64 scores per chunk; the chunk also holds their softmax and float64 copies of its
     # q, k, v and out, under 3x the scores' bytes in all
     budget = int(min(REFERENCE_CHUNK[1], max(REFERENCE_CHUNK[0], spare // (3 * 8))))
-    rows = max(1, min(s, budget // s))
-    group = max(1, min(keep, budget // (rows * s)))
+    rows, group = reference_chunk(s, keep, budget)  # the memory estimate counts the same chunk
     sums: torch.Tensor | None = None  # ‖out − ref‖², ‖ref‖² (no zeros to start: one launch)
     for lo in range(0, s, rows):
         hi = min(s, lo + rows)
@@ -431,6 +430,20 @@ def _result(config, built: Built, prof, paths, peak, reference, device) -> Profi
         small=small,
         parsed=parsed,
     )
+
+
+def _unavailable_text(variant: str, exc: VariantUnavailable) -> str:
+    """The rule's words, naming the variant once (a loader's message does not name it)."""
+    text = str(exc)
+    return text if text.startswith(f"{variant} ") else f"{variant} is unavailable here: {text}"
+
+
+def _failure_text(exc: Exception) -> str:
+    """The error's class and first line (ours, RunError, is already worded for the user)."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, RunError):
+        return first
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def _release(device: str, collect: bool) -> None:

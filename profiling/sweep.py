@@ -8,6 +8,7 @@ runs it; profiling/compare_figures.py draws it).
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,6 +30,7 @@ from profiling.config import (
 from profiling.runner import RunError, VariantUnavailable, run
 
 Progress = Callable[[float, str], None]
+log = logging.getLogger(__name__)
 DEFAULT_START, DEFAULT_STOP = 256, 16384
 SWEEP_COLUMNS = [
     "variant", "seq_len", "status", "GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB",
@@ -202,7 +204,9 @@ def _profile_point(
     except RunError as exc:
         status = "oom" if "out of memory" in str(exc) else "failed"
         return SweepPoint(name, s, status, str(exc), estimate_mib=est), None
-    except Exception as exc:  # a kernel error mid-profile must not lose the other points
+    except Exception as exc:  # raised before the run began (the runner turns its own into
+        # RunError): a failure, logged, that must not lose the other points
+        log.exception("%s failed", config)
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return SweepPoint(name, s, "failed", reason, estimate_mib=est), None
     result.trace_json.unlink(missing_ok=True)

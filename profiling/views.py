@@ -7,6 +7,7 @@ app.py stays a thin wiring of components. The page's limits live here, in one pl
 from __future__ import annotations
 
 import html
+import logging
 import math
 import shutil
 import tempfile
@@ -20,13 +21,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from attention import VARIANTS, availability
+from attention import VARIANTS, Variant, on_zero_gpu
 from profiling import files, small_trace
 from profiling.compare import trace_of
 from profiling.config import DTYPES, ConfigError, RunConfig
 from profiling.gantt import FigureSpec, gantt_spec
 from profiling.launch import LaunchStats, launch_rows, launch_stats
 from profiling.summary import Summary, attention_flops, summary_rows
+
+log = logging.getLogger(__name__)
 
 # -- limits (README's "Limits" section quotes these) ---------------------------------------
 MAX_FILE_SIZE = "25mb"  # launch(max_file_size=...): bounds /gradio_api/upload
@@ -88,15 +91,31 @@ def slider_ranges(device: str) -> dict[str, tuple[int, int, int]]:
 
 
 def _reasons(device: str, dtype: str) -> dict[str, str | None]:
-    """Why each variant cannot run; outside a GPU slot a device query may fail: then unknown."""
+    """Why each variant cannot run, each checked on its own: one failing check says so for
+    its variant only."""
+    torch_dtype = DTYPES.get(dtype, torch.float32)
+    return {vid: _reason(v, device, torch_dtype) for vid, v in VARIANTS.items()}
+
+
+def _reason(variant: Variant, device: str, dtype: torch.dtype) -> str | None:
+    """The variant's rule, failing closed: a check that raises marks it unavailable with the
+    error, except on ZeroGPU. There, outside the GPU slot, `spaces` emulates CUDA (a stand-in
+    for torch.cuda whose calls that reach the driver raise), so a device query can fail by
+    design; the variant is offered and the runner checks again inside the slot, on the GPU."""
     try:
-        return availability(device, DTYPES.get(dtype, torch.float32))
-    except Exception:  # emulated CUDA outside the GPU slot; the runner checks again inside
-        return dict.fromkeys(VARIANTS)
+        return variant.unavailable(device, dtype)
+    except Exception as exc:
+        if on_zero_gpu():
+            return None
+        log.warning("availability of %s could not be checked", variant.id, exc_info=True)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        error = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        return f"availability could not be checked: {error}"
 
 
 def unavailable_reasons(device: str, dtype: str) -> dict[str, str | None]:
-    """Variant id → why it cannot run here (None when it can, or when that is unknown yet)."""
+    """Variant id → why it cannot run here (None when it can, or on ZeroGPU outside the slot
+    when that cannot be known yet)."""
     return _reasons(device, dtype)
 
 

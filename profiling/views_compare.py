@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from attention import VARIANTS
+from attention import VARIANTS, on_zero_gpu
 from profiling import views
 from profiling.analyze import analyze
 from profiling.compare import (
@@ -96,11 +96,17 @@ def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
 
 
 def compare_defaults(device: str, dtype: str) -> list[str]:
-    """The post's six plus the Hub variants that can run (the six when that is unknown yet)."""
+    """The post's six plus the Hub variants that can run. When that cannot be checked: on
+    ZeroGPU (CUDA emulated outside the slot, views._reason) the six, which the job checks again
+    inside; elsewhere those of the six whose own check says they can run."""
     try:
         return default_variants(device, dtype)
-    except Exception:  # emulated CUDA outside a ZeroGPU slot; the job checks again inside
-        return list(POST_VARIANTS)
+    except Exception:
+        if on_zero_gpu():
+            return list(POST_VARIANTS)
+        log.warning("the default variants could not be checked", exc_info=True)
+        reasons = views.unavailable_reasons(device, dtype)
+        return [v for v in POST_VARIANTS if not reasons.get(v)]
 
 
 def sweep_defaults(device: str, dtype: str) -> list[str]:

@@ -150,3 +150,32 @@ def test_help_states_the_limits_and_defaults():
     for said in ("16–131072 (default 1024)", "1–64 (default 8)", "1–128 (default 16)",
                  "16–256, a multiple of 8 (default 64)", "1–10 (default 3)"):  # fmt: skip
         assert said in text, said
+
+
+def test_all_lists_a_broken_variant_as_failed_not_unavailable(monkeypatch, tmp_path, capsys):
+    """`--variant all` goes on past a variant whose build or warm-up raises, lists it as failed
+    with the error's class (exit 1), and a variant a rule refuses as unavailable."""
+    from attention import VARIANTS
+    from tests.test_runner import install_variant
+
+    def no_module(problem):
+        raise ImportError("no module named 'triton_kernels'")
+
+    def illegal_access(q, k, v):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    for vid in [v for v in VARIANTS if v not in ("naive", "sdpa-cudnn")]:
+        monkeypatch.delitem(VARIANTS, vid)  # a short `all`; monkeypatch puts them back
+    install_variant(monkeypatch, "broken-build", build=no_module)
+    install_variant(monkeypatch, "broken-forward", forward=illegal_access)
+    rc, stdout, err = _run(["--variant", "all", *TINY, "--out", str(tmp_path)], capsys)
+    assert rc == 1
+    overview = stdout.split("== 4 variants on cpu ==")[1].splitlines()
+    lines = {line.split()[0]: " ".join(line.split()[1:]) for line in overview if line.strip()}
+    assert lines["broken-build"] == "failed: ImportError: no module named 'triton_kernels'"
+    assert lines["broken-forward"] == (
+        "failed: RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    assert lines["sdpa-cudnn"] == "unavailable: SDPA cuDNN needs a CUDA GPU (this run is on cpu)"
+    assert lines["naive"].startswith("kernels/fwd")
+    assert "broken-build failed on cpu: ImportError: no module named 'triton_kernels'" in err

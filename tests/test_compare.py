@@ -258,3 +258,36 @@ def test_a_crash_mid_profile_fails_one_variant_not_the_compare(monkeypatch, tmp_
         == "RuntimeError: CUDA error: an illegal memory access was encountered"
     )
     assert g.loc["naive-inplace", "status"] == "ok"
+
+
+def test_a_broken_variant_is_failed_with_its_error_not_unavailable(monkeypatch, tmp_path):
+    """Through the real runner: a build that raises and a forward that raises in warm-up are
+    listed as failed, with the error's class and message; a rule's refusal stays unavailable."""
+    from profiling.views_compare import compare_note
+    from tests.test_runner import install_variant
+
+    def no_module(problem):
+        raise ImportError("no module named 'triton_kernels'")
+
+    def illegal_access(q, k, v):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    install_variant(monkeypatch, "broken-build", build=no_module)
+    install_variant(monkeypatch, "broken-forward", forward=illegal_access)
+    names = ["broken-build", "broken-forward", "sdpa-cudnn", "naive"]
+    result = compare(names, out_dir=tmp_path, device="cpu", **SMALL)
+    g = result.glance.set_index("variant")
+    assert g.loc["broken-build", "status"] == "failed"
+    assert g.loc["broken-build", "reason"] == (
+        "broken-build failed on cpu: ImportError: no module named 'triton_kernels'"
+    )
+    assert g.loc["broken-forward", "status"] == "failed"
+    assert g.loc["broken-forward", "reason"] == (
+        "broken-forward failed on cpu: RuntimeError: CUDA error: an illegal memory access was "
+        "encountered"
+    )
+    assert g.loc["sdpa-cudnn", "status"] == "unavailable"
+    assert g.loc["naive", "status"] == "ok"
+    note = compare_note(result)
+    assert "`broken-build` (failed): broken-build failed on cpu: ImportError" in note
+    assert "`sdpa-cudnn` (unavailable)" in note

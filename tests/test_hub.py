@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from attention import hub
+from attention import VariantUnavailable, hub
+from profiling.config import RunConfig
+from profiling.runner import RunError, run
 
 pytest.importorskip("kernels")
 
@@ -201,8 +203,8 @@ def test_a_head_dim_the_triton_build_lacks_is_refused_before_it_runs():
 
     problem = Problem(1, 2, 64, 96, True, torch.float16, "cpu")
     with pytest.raises(
-        hub.KernelLoadError, match=r"supports head_dim 16, 32, 64, 128, 256 \(not 96\)"
-    ):
+        VariantUnavailable, match=r"supports head_dim 16, 32, 64, 128, 256 \(not 96\)"
+    ):  # a known rule: the variant cannot run this, it did not fail
         VARIANTS["kernels-local-triton"].build(problem)
     assert VARIANTS["kernels-local-triton"].build(Problem(1, 2, 64, 64, True, torch.float16, "cpu"))
 
@@ -233,3 +235,63 @@ def test_a_retry_waits_on_a_hung_fetch_instead_of_starting_another(monkeypatch):
     alive = [t for t in threading.enumerate() if t.name == f"hub {REPO}" and t.is_alive()]
     assert len(calls) == 1 and len(alive) == 1  # before: four threads hanging on the Hub
     hang.set()
+
+
+def _local_triton(head_dim: int = 64) -> RunConfig:
+    return RunConfig.from_user(variant="kernels-local-triton", seq_len=64, batch=1, heads=2,
+                               head_dim=head_dim, dtype="float16", device="cpu")  # fmt: skip
+
+
+def test_through_the_runner_a_head_dim_rule_is_unavailable(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # lets the Triton build's rule pass on a CPU
+    with pytest.raises(VariantUnavailable) as info:
+        run(_local_triton(head_dim=96))
+    assert str(info.value) == (
+        f"kernels-local-triton is unavailable here: {hub.LOCAL_BUILD_LABEL} supports head_dim "
+        "16, 32, 64, 128, 256 (not 96)"
+    )
+
+
+def test_a_bundled_build_that_does_not_load_is_a_failure(monkeypatch, tmp_path):
+    """A Triton build that no longer loads is broken, not unavailable: the page says so."""
+    (tmp_path / "build" / "torch-universal").mkdir(parents=True)  # no module in it
+    monkeypatch.setattr(hub, "LOCAL_BUILD", tmp_path)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(RunError) as info:
+        run(_local_triton())
+    assert not isinstance(info.value, VariantUnavailable)
+    assert str(info.value).startswith(
+        "kernels-local-triton failed on cpu: KernelLoadError: the bundled Triton build did not load"
+    )
+
+
+def test_kernels_missing_is_unavailable_and_a_broken_kernels_is_a_failure(monkeypatch):
+    """`kernels` not installed is a rule (pip install kernels); `kernels` failing to import
+    (a dependency of its own broken) is a failure. The cached answer keeps the difference."""
+    import sys
+
+    monkeypatch.delenv("LOCAL_KERNELS", raising=False)
+    monkeypatch.setitem(sys.modules, "kernels", None)  # import kernels → ModuleNotFoundError
+    monkeypatch.setattr(hub, "_cache", {})  # its failures are not left for other tests
+    for _ in range(2):  # the first answer, then the remembered one
+        with pytest.raises(VariantUnavailable, match="`kernels` package is not installed"):
+            hub.load(REPO)
+
+    def broken_import(name, *args, **kwargs):
+        if name == "kernels":
+            raise ImportError("cannot import name 'snapshot_download' from 'huggingface_hub'")
+        return real_import(name, *args, **kwargs)
+
+    import builtins
+
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", broken_import)
+    monkeypatch.delitem(sys.modules, "kernels")
+    hub._cache.clear()
+    for _ in range(2):
+        with pytest.raises(hub.KernelLoadError) as info:
+            hub.load(REPO)
+        assert not isinstance(info.value, VariantUnavailable)
+        assert "did not import: ImportError: cannot import name 'snapshot_download'" in str(
+            info.value
+        )

@@ -136,13 +136,130 @@ def test_a_failed_run_leaves_no_folder_of_its_own(monkeypatch, tmp_path):
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(naive.NaiveCausalAttention, "forward", broken)
-    with pytest.raises(VariantUnavailable, match="a kernel error"):  # raised in the warm-up
+    with pytest.raises(RunError, match="RuntimeError: a kernel error"):  # raised in the warm-up
         run(small("naive"))
     assert not list(tmp_path.glob("attnprof-*"))
     mine = tmp_path / "mine"
-    with pytest.raises(VariantUnavailable):
+    with pytest.raises(RunError):
         run(small("naive"), out_dir=mine)
     assert mine.is_dir()
+
+
+# -- failed is not unavailable ----------------------------------------------------------------
+def install_variant(monkeypatch, vid: str, build=None, forward=None, **fields) -> str:
+    """A throw-away variant in VARIANTS for one test (monkeypatch removes it afterwards): it
+    builds with `build`, or runs `forward`, or plain SDPA; `fields` as Variant's."""
+    from attention import Built, Variant
+
+    def sdpa(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def default_build(problem):
+        return Built(forward or sdpa, "throw-away")
+
+    runs_anywhere = lambda device, dtype: None  # noqa: E731
+    variant = Variant(vid, f"throw-away {vid}", "test", "a test variant", "bhsd",
+                      build or default_build, runs_anywhere, **fields)  # fmt: skip
+    monkeypatch.setitem(VARIANTS, vid, variant)
+    return vid
+
+
+def _raises(error: Exception):
+    def call(*args):
+        raise error
+
+    return call
+
+
+@pytest.mark.parametrize(
+    "error", [ImportError("no module named triton_kernels"), ValueError("bad block size")]
+)
+def test_a_build_that_raises_is_a_failure_with_its_class_and_traceback(monkeypatch, caplog, error):
+    vid = install_variant(monkeypatch, "broken-build", build=_raises(error))
+    with pytest.raises(RunError) as info:
+        run(small(vid))
+    assert not isinstance(info.value, VariantUnavailable)
+    name = type(error).__name__
+    assert str(info.value) == f"broken-build failed on cpu: {name}: {error}"
+    logged = [r for r in caplog.records if r.name == "profiling.runner" and r.exc_info]
+    assert logged and logged[-1].exc_info[0] is type(error)  # the traceback is in the log
+
+
+def test_a_forward_that_raises_in_warm_up_is_a_failure(monkeypatch, caplog):
+    vid = install_variant(
+        monkeypatch, "broken-forward", forward=_raises(RuntimeError("CUDA error"))
+    )
+    with pytest.raises(RunError, match=r"^broken-forward failed on cpu: RuntimeError: CUDA error$"):
+        run(small(vid))
+    assert any(r.exc_info and r.exc_info[0] is RuntimeError for r in caplog.records)
+
+
+def test_a_known_rule_still_reads_unavailable(monkeypatch):
+    """A loader's rule (the Triton build's head dims) and torch refusing a pinned SDPA backend
+    are the variant not running here, said with the rule's or torch's words."""
+    from attention import _sdpa_context, _sdpa_declines, hub
+
+    def head_dims_rule(problem):
+        hub.check_head_dim(hub.LoadedKernel(lambda **kw: None, "a build", head_dims=(64,)), 96)
+
+    vid = install_variant(monkeypatch, "head-dim-rule", build=head_dims_rule)
+    with pytest.raises(VariantUnavailable) as info:
+        run(small(vid))
+    assert str(info.value) == (
+        "head-dim-rule is unavailable here: a build supports head_dim 64 (not 96)"
+    )
+    # SDPA pinned to a backend that does not exist on a CPU: torch's own refusal
+    vid = install_variant(monkeypatch, "sdpa-refused", context=_sdpa_context("efficient"),
+                          declines=_sdpa_declines)  # fmt: skip
+    with pytest.raises(VariantUnavailable, match="sdpa-refused cannot run B1 H2 S128 D32 float32 "
+                       "here: No viable backend for scaled_dot_product_attention"):  # fmt: skip
+        run(small(vid))
+    # the same refusal from a variant whose library has no such rule is a failure
+    vid = install_variant(monkeypatch, "no-rule", context=_sdpa_context("efficient"))
+    with pytest.raises(RunError, match="no-rule failed on cpu: RuntimeError: No viable backend"):
+        run(small(vid))
+
+
+def test_torchs_refusal_keeps_its_warnings_as_the_reason(monkeypatch):
+    import warnings
+
+    from attention import _sdpa_declines
+
+    def refused(q, k, v):
+        warnings.warn("Flash attention requires head_dim <= 256 (got 512)", stacklevel=1)
+        raise RuntimeError("No available kernel.  Aborting execution.")
+
+    vid = install_variant(monkeypatch, "sdpa-cuda-refusal", forward=refused,
+                          declines=_sdpa_declines)  # fmt: skip
+    with pytest.raises(VariantUnavailable) as info:
+        run(small(vid))
+    assert str(info.value).endswith(
+        "No available kernel.  Aborting execution. (Flash attention requires head_dim <= 256 "
+        "(got 512))"
+    )
+
+
+def test_a_failure_frees_the_inputs_even_while_the_log_keeps_its_traceback(monkeypatch, caplog):
+    """caplog keeps each record, and a record keeps its traceback: the frames it holds are
+    cleared, so the run's tensors still go before the caller sees the error."""
+    import weakref
+
+    from profiling import runner
+
+    refs: list[weakref.ref] = []
+    make_inputs = runner._inputs
+
+    def spy(*args):
+        tensors = make_inputs(*args)
+        refs.extend(weakref.ref(t) for t in tensors.values())
+        return tensors
+
+    monkeypatch.setattr(runner, "_inputs", spy)
+    vid = install_variant(monkeypatch, "leaky", forward=_raises(ValueError("bad")))
+    with pytest.raises(RunError):
+        run(small(vid))
+    assert any(r.exc_info for r in caplog.records)  # the record and its traceback are kept
+    assert refs and all(r() is None for r in refs)
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -264,3 +381,116 @@ def test_spans_of_a_run_whose_files_were_removed_say_so(tmp_path):
     result.trace_gz.unlink()
     with pytest.raises(RunError, match="trace files of this naive run were removed"):
         result.spans  # noqa: B018
+
+
+# -- the memory estimate counts the reference check ---------------------------------------------
+MIB = 1024**2
+POST = dict(batch=8, heads=16, seq_len=1024, head_dim=64, dtype="bfloat16")
+LONG = dict(batch=4, heads=16, seq_len=4096, head_dim=128, dtype="bfloat16")
+
+
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [
+        # 128 pairs, 32 Mi scores a chunk: 1024 rows × 32 pairs, 4 chunks. Elements: mask
+        # 1024² + the matmul moment 2·32·1024² + 2·32·1024·64 + 3·32·1024·64 + 2·32·1024·64
+        # (the previous chunk's result and difference) = 82,837,504, × 8 bytes = 632 MiB
+        (POST, 662_700_032),
+        # 64 pairs: 4096 rows × 2 pairs, 32 chunks: 4096² + 2·2·4096² + 7·2·4096·128
+        # = 91,226,112, × 8 = 696 MiB
+        (LONG, 729_808_896),
+        # one chunk (2 pairs × 64 rows), so no previous one: 64² + 2·2·64² + 2·2·64·32
+        # + 3·2·64·32 = 40,960, × 8
+        (dict(batch=1, heads=2, seq_len=64, head_dim=32, dtype="float32"), 327_680),
+    ],
+)
+def test_reference_bytes_on_hand_computed_cases(shape, expected):
+    from profiling.config import reference_bytes
+
+    assert reference_bytes(RunConfig.from_user(variant="naive", **shape)) == expected
+
+
+@pytest.mark.parametrize(
+    ("variant", "shape", "expected"),
+    [
+        # the reference phase: io 64 + workspace 64 + reference 632 MiB (above)
+        ("sdpa-flash", POST, 760 * MIB),
+        # the same and a [B, H, S, D] copy of the four [B, S, H, D] tensors (io, 64 MiB)
+        ("kernels-local-triton", POST, 824 * MIB),
+        # the profiled phase: io 64 + three bf16 score matrices 3·256 + mask 1 + workspace 64
+        # + io/4 16 = 913 MiB, above the reference phase's 64 + 1 + 64 + 632 = 761
+        ("naive", POST, 913 * MIB),
+        ("sdpa-flash", LONG, (256 + 64 + 696) * MIB),
+        ("naive", LONG, (256 + 3 * 2048 + 16 + 64 + 64) * MIB),
+        # one small chunk: the 64 MiB workspace and the reference (327,680 bytes) beside io
+        # 65,536 and the mask 4,096, over the profiled steps' three fp32 score matrices
+        ("naive", dict(batch=1, heads=2, seq_len=64, head_dim=32, dtype="float32"),
+         65_536 + 4_096 + 64 * MIB + 327_680),
+    ],
+)  # fmt: skip
+def test_the_estimate_is_the_larger_of_the_profiled_steps_and_the_reference(
+    variant, shape, expected
+):
+    from profiling.config import estimate_bytes
+
+    assert estimate_bytes(RunConfig.from_user(variant=variant, **shape)) == expected
+
+
+@pytest.mark.parametrize(
+    ("layout", "shape", "chunk"),
+    [
+        ("bhsd", (2, 3, 300, 16), 5_000),  # 16 rows a chunk, one pair: k, v copied anew
+        ("bhsd", (2, 3, 300, 16), 100_000),  # all 300 rows, one pair of six
+        ("bshd", (2, 3, 300, 128), 30_000),  # 100 rows; the [B, S, H, D] inputs copied
+        ("bhsd", (1, 2, 64, 256), 10**6),  # one chunk for everything
+        ("bhsd", (3, 5, 777, 64), 777 * 200),  # rows that do not divide S
+    ],
+)
+def test_reference_bytes_are_what_the_reference_allocates(
+    monkeypatch, tmp_path, layout, shape, chunk
+):
+    """The reference's real peak, from the profiler's record of every CPU allocation, is the
+    estimate's term exactly (but for the two 2-element sums)."""
+    import json
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from profiling import config as config_module
+    from profiling import runner
+
+    monkeypatch.setattr(runner, "REFERENCE_CHUNK", (chunk, chunk))
+    monkeypatch.setattr(config_module, "REFERENCE_CHUNK", (chunk, chunk))
+    b, h, s, d = shape
+    dims = (b, h, s, d) if layout == "bhsd" else (b, s, h, d)
+    t = {name: torch.randn(dims, dtype=torch.bfloat16) for name in ("out", "q", "k", "v")}
+    variant = "naive" if layout == "bhsd" else "kernels-local-triton"
+    config = small(variant, batch=b, heads=h, seq_len=s, head_dim=d, dtype="bfloat16")
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        runner._relative_error(t, config, layout, "cpu")()
+    path = tmp_path / "memory.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    live = peak = 0
+    for event in sorted((e for e in events if e.get("name") == "[memory]"), key=lambda e: e["ts"]):
+        live += event["args"]["Bytes"]
+        peak = max(peak, live)
+    copies = 4 * b * h * s * d * 2 if layout == "bshd" else 0
+    assert 0 <= peak - (config_module.reference_bytes(config) + copies) <= 32
+
+
+@pytest.mark.parametrize(
+    ("shape", "budget"),
+    [
+        (dict(batch=4, heads=16, head_dim=128), 1024**3),
+        (dict(batch=2, heads=4, head_dim=32), 1024**3),
+    ],
+)
+def test_a_suggested_length_fits_though_the_reference_makes_the_estimate_uneven(shape, budget):
+    """The reference's chunk (pairs per chunk fall as S grows) makes the estimate dip and rise:
+    rounding a fitting length down to a multiple of 128 could land on one that does not fit."""
+    from profiling.config import estimate_bytes, largest_fitting_seq_len
+
+    config = RunConfig.from_user(variant="kernels-local-triton", seq_len=65536, **shape)
+    fit = largest_fitting_seq_len(config, budget)
+    assert fit and fit % 128 == 0
+    assert estimate_bytes(config.with_(seq_len=fit)) <= budget

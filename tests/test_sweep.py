@@ -18,6 +18,17 @@ from profiling.sweep import SWEEP_COLUMNS, default_seq_lens, doubling, points_js
 SHAPE = {"batch": 1, "heads": 2, "head_dim": 32, "dtype": "float32", "device": "cpu"}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_reference_term():
+    """These tests are about how a sweep keeps refused points. At their tiny CPU shapes the
+    float64 reference check, the same for every variant, would set every estimate (its
+    scores and their softmax outweigh naive's fp32 ones); left out here, naive's score
+    matrices decide, as they do at the post's shape on a GPU. test_runner pins the term."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(config_module, "reference_bytes", lambda config: 0)
+        yield
+
+
 def _estimate(variant: str, seq_len: int) -> int:
     return estimate_bytes(RunConfig.from_user(variant=variant, seq_len=seq_len, **SHAPE))
 
@@ -124,3 +135,24 @@ def test_bad_requests_are_config_errors():
         sweep(["naive"], [8], **SHAPE)
     with pytest.raises(ConfigError, match="no variant"):
         sweep([], [64], **SHAPE)
+
+
+def test_a_broken_variant_fails_each_point_and_is_not_unavailable(monkeypatch, tmp_path):
+    """A warm-up that raises is a failed point with the error's class; unlike an unavailable
+    variant, the next length is still tried."""
+    from tests.test_runner import install_variant
+
+    calls = []
+
+    def illegal_access(q, k, v):
+        calls.append(q.shape[2])
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    install_variant(monkeypatch, "broken-forward", forward=illegal_access)
+    result = sweep(["broken-forward"], [64, 128], out_dir=tmp_path, make_zip=False, **SHAPE)
+    assert list(result.table["status"]) == ["failed", "failed"]
+    assert sorted(set(calls)) == [64, 128]
+    assert result.table["reason"].iloc[1] == (
+        "broken-forward failed on cpu: RuntimeError: CUDA error: an illegal memory access was "
+        "encountered"
+    )

@@ -118,6 +118,56 @@ def test_kernel_view_keeps_the_decoding():
     assert views.kernel_view(raw.iloc[0:0]).empty
 
 
+def _capability_fails(monkeypatch) -> None:
+    """The device query behind the compute-capability rules raises, as CUDA's does where the
+    driver cannot be reached."""
+    import attention
+
+    def no_driver():
+        raise RuntimeError("CUDA driver initialization failed\n(details)")
+
+    monkeypatch.setattr(attention, "_capability", no_driver)
+
+
+def test_a_check_that_raises_marks_its_variant_unavailable_with_the_error(monkeypatch):
+    """Fail closed: outside ZeroGPU a variant whose check raised is not offered as runnable."""
+    from profiling import views_compare
+    from profiling.compare import POST_VARIANTS
+
+    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    _capability_fails(monkeypatch)
+    reasons = views.unavailable_reasons("cuda", "bfloat16")
+    why = "availability could not be checked: RuntimeError: CUDA driver initialization failed"
+    for vid in ("sdpa-efficient", "sdpa-flash", "sdpa-cudnn", "kernels-flash-attn2"):
+        assert reasons[vid] == why
+    assert reasons["naive"] is None and reasons["sdpa-math"] is None  # their rules need no GPU
+    labels = {vid: label for label, vid in views.variant_choices("cuda", "bfloat16")}
+    assert labels["sdpa-cudnn"].endswith(f"unavailable: {why}")
+    lesson = views.lesson_markdown("sdpa-cudnn", "cuda", "bfloat16")
+    assert f"**Unavailable here:** {why}." in lesson
+    multiselect = {vid: label for label, vid in views_compare.variant_choices("cuda", "bfloat16")}
+    assert multiselect["sdpa-flash"] == f"sdpa-flash — unavailable: {why}"
+    assert views_compare.sweep_defaults("cuda", "bfloat16") == ["naive"]
+    assert views_compare.compare_defaults("cuda", "bfloat16") == [
+        v for v in POST_VARIANTS if v in ("naive", "naive-inplace", "sdpa-math")
+    ]
+
+
+@pytest.mark.parametrize("flag", ["1", "true", "True"])
+def test_on_zero_gpu_a_check_that_raises_leaves_the_variant_to_the_slot(monkeypatch, flag):
+    """On ZeroGPU CUDA is emulated outside the GPU slot, so a device query can fail there by
+    design: the variant stays offered and the runner checks again inside the slot."""
+    from profiling import views_compare
+    from profiling.compare import POST_VARIANTS
+
+    monkeypatch.setenv("SPACES_ZERO_GPU", flag)
+    _capability_fails(monkeypatch)
+    reasons = views.unavailable_reasons("cuda", "bfloat16")
+    assert reasons["sdpa-cudnn"] is None and reasons["kernels-flash-attn2"] is None
+    assert views_compare.sweep_defaults("cuda", "bfloat16") == ["naive", "sdpa-flash", "sdpa-cudnn"]
+    assert views_compare.compare_defaults("cuda", "bfloat16") == list(POST_VARIANTS)
+
+
 def test_variant_choices_mark_unavailable_ones_with_the_reason():
     choices = views.variant_choices("cpu", "float32")
     assert [value for _, value in choices] == list(VARIANTS)
