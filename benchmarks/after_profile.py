@@ -84,7 +84,7 @@ def main() -> None:
     variant = config.spec
     problem = config.problem(device)
     tensors = runner._inputs(config, device, variant.layout)
-    built = runner._build(variant, problem)
+    built = variant.build(problem)
     with torch.no_grad(), variant.context():
         tensors["out"] = built.forward(tensors["q"], tensors["k"], tensors["v"])
     spare = check_memory(config, device)

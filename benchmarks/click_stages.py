@@ -48,7 +48,7 @@ def stages(config: RunConfig, device: str, out: Path) -> dict[str, float]:
     lap("memory check")
     problem = config.problem(device)
     tensors = runner._inputs(config, device, variant.layout)
-    built = runner._build(variant, problem)
+    built = variant.build(problem)
     lap("inputs + build")
     prof = runner._profile(config, built, variant, tensors, device, lambda f, t: None)
     lap("warm-up + profile")

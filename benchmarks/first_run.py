@@ -36,7 +36,7 @@ def main() -> None:
     if args.mode != "plain":
         problem = config.problem("cuda")
         t = runner._inputs(config, "cuda", config.spec.layout)
-        built = runner._build(config.spec, problem)
+        built = config.spec.build(problem)
         began = time.perf_counter()
         with torch.no_grad(), config.spec.context():
             built.forward(t["q"], t["k"], t["v"])
