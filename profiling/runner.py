@@ -110,7 +110,14 @@ def _run_locked(config: RunConfig, out_dir: str | Path | None, report: Progress)
     began = time.perf_counter()
     device = resolve_device(config.device)
     variant = config.spec
-    reason = variant.unavailable(device, config.torch_dtype)
+    try:
+        reason = variant.unavailable(device, config.torch_dtype)
+    except Exception as exc:  # the check itself broke: no verdict, a failure
+        log.exception("availability check failed: %s", config)
+        raise RunError(
+            f"{variant.id} failed on {device}: availability could not be checked: "
+            f"{_failure_text(exc)}"
+        ) from None
     if reason:
         raise VariantUnavailable(f"{variant.id} is unavailable here: {reason}")
     spare = check_memory(config, device)

@@ -146,9 +146,12 @@ def test_a_failed_run_leaves_no_folder_of_its_own(monkeypatch, tmp_path):
 
 
 # -- failed is not unavailable ----------------------------------------------------------------
-def install_variant(monkeypatch, vid: str, build=None, forward=None, **fields) -> str:
+def install_variant(
+    monkeypatch, vid: str, build=None, forward=None, unavailable=None, **fields
+) -> str:
     """A throw-away variant in VARIANTS for one test (monkeypatch removes it afterwards): it
-    builds with `build`, or runs `forward`, or plain SDPA; `fields` as Variant's."""
+    builds with `build`, or runs `forward`, or plain SDPA, anywhere unless `unavailable` says
+    otherwise; `fields` as Variant's."""
     from attention import Built, Variant
 
     def sdpa(q, k, v):
@@ -159,7 +162,7 @@ def install_variant(monkeypatch, vid: str, build=None, forward=None, **fields) -
 
     runs_anywhere = lambda device, dtype: None  # noqa: E731
     variant = Variant(vid, f"throw-away {vid}", "test", "a test variant", "bhsd",
-                      build or default_build, runs_anywhere, **fields)  # fmt: skip
+                      build or default_build, unavailable or runs_anywhere, **fields)  # fmt: skip
     monkeypatch.setitem(VARIANTS, vid, variant)
     return vid
 
@@ -192,6 +195,20 @@ def test_a_forward_that_raises_in_warm_up_is_a_failure(monkeypatch, caplog):
     with pytest.raises(RunError, match=r"^broken-forward failed on cpu: RuntimeError: CUDA error$"):
         run(small(vid))
     assert any(r.exc_info and r.exc_info[0] is RuntimeError for r in caplog.records)
+
+
+def test_an_availability_check_that_raises_is_a_failure(monkeypatch, caplog):
+    """The runner's own check (inside the GPU slot on ZeroGPU) fails closed, as a failure."""
+    vid = install_variant(
+        monkeypatch, "check-raises", unavailable=_raises(AssertionError("no CUDA driver"))
+    )
+    with pytest.raises(RunError) as info:
+        run(small(vid))
+    assert str(info.value) == (
+        "check-raises failed on cpu: availability could not be checked: AssertionError: no CUDA "
+        "driver"
+    )
+    assert any(r.exc_info and r.exc_info[0] is AssertionError for r in caplog.records)
 
 
 def test_a_known_rule_still_reads_unavailable(monkeypatch):
