@@ -23,6 +23,7 @@ def test_naive_vs_flash_per_forward():
     flash = k.loc["flash_fwd_kernel"]
     assert (flash["count_a"], flash["count_b"], flash["where"]) == (0, 1, "b")
     assert kernels["count_a"].sum() == 7 and kernels["count_b"].sum() == 1  # 5+memcpy+memset
+    assert len(kernels) == 8  # one row per kernel that ran: none for the trace's other names
     assert kernels["delta_us"].sum() == pytest.approx(95.54 - 1065.05, abs=0.02)
     deltas = kernels["delta_us"].abs().tolist()
     assert deltas == sorted(deltas, reverse=True)
@@ -30,6 +31,8 @@ def test_naive_vs_flash_per_forward():
     assert ops.loc["aten::_scaled_dot_product_flash_attention", "where"] == "b"
     assert ops.loc["aten::bmm", "count_a"] == 2 and ops.loc["aten::bmm", "where"] == "a"
     assert kernels.attrs["divisors"] == (3, 3)
+    assert kernels.attrs["per_forward"] is True
+    assert kernels.attrs["units"] == ("per forward", "per forward")
 
 
 def test_memset_in_both_and_totals_mode():
@@ -38,6 +41,8 @@ def test_memset_in_both_and_totals_mode():
     assert (memset["count_a"], memset["count_b"], memset["where"]) == (3, 3, "both")
     assert memset["delta_us"] == pytest.approx(3 * (0.768 - 0.864), abs=1e-6)
     assert kernels.attrs["divisors"] == (1, 1)
+    assert kernels.attrs["per_forward"] is False
+    assert kernels.attrs["units"] == ("in total", "in total")  # not "per forward"
 
 
 def test_a_trace_against_itself_has_no_delta():
@@ -53,6 +58,27 @@ def test_labelled_names_the_columns_after_the_runs():
     assert {"count naive", "count flash", "Δ total µs (flash − naive)"} <= set(shown.columns)
     assert shown.set_index("kernel").loc["Memcpy DtoD", "where"] == "only naive"
     assert "Δ self µs (flash − naive)" in labelled(operators).columns
+
+
+def test_labelled_renames_every_measure_and_every_where():
+    kernels, operators = diff(NAIVE, FLASH)  # no labels given: the runs are A and B
+    assert operators.attrs["labels"] == ("A", "B")
+    shown = labelled(operators)
+    assert list(shown.columns) == [
+        "operator", "where", "count A", "count B", "Δ count (B − A)", "total µs A",
+        "total µs B", "Δ total µs (B − A)", "self µs A", "self µs B", "Δ self µs (B − A)",
+    ]  # fmt: skip
+    where = shown.set_index("operator")["where"]
+    assert where["aten::bmm"] == "only A"  # naive's matmuls
+    assert where["aten::_scaled_dot_product_flash_attention"] == "only B"
+    assert where["aten::transpose"] == "both"
+    # labels given to labelled() win over the table's own
+    renamed = labelled(kernels, "old", "new")
+    assert {"count old", "total µs new", "Δ count (new − old)"} <= set(renamed.columns)
+    # a table that lost its attrs (read back from a CSV) still gets names: A and B
+    bare = kernels.copy()
+    bare.attrs = {}
+    assert {"count A", "count B", "Δ total µs (B − A)"} <= set(labelled(bare).columns)
 
 
 @pytest.fixture(scope="module")
@@ -118,8 +144,11 @@ def test_a_step_counts_every_thread_a_forward_only_its_own():
     ]
     stepped = from_document({"traceEvents": events})
     kernels, operators = diff(stepped, stepped)
-    assert operators.set_index("operator").loc["aten::mm", "count_a"] == 1.5  # 3 over 2 steps
-    assert kernels.set_index("kernel").loc["gemm", "count_a"] == 0.5  # launched on thread 2
+    mm = operators.set_index("operator").loc["aten::mm"]
+    assert mm["count_a"] == 1.5  # 3 over 2 steps
+    assert mm["total_us_a"] == mm["self_us_a"] == 7.5  # 3 × 5 µs over 2 steps
+    gemm = kernels.set_index("kernel").loc["gemm"]
+    assert (gemm["count_a"], gemm["total_us_a"]) == (0.5, 5.0)  # launched on thread 2
     forwards = [X("attn_fwd", 0, 100, cat="user_annotation"), *events[2:]]
     _, operators = diff(from_document({"traceEvents": forwards}), stepped)
     assert operators.set_index("operator").loc["aten::mm", "count_a"] == 1.0  # its thread only
@@ -168,3 +197,50 @@ def test_markdown_in_names_and_labels_stays_text_in_the_headline():
     page = vc.diff_page(a, b, "_old_", "new")
     assert r"aten::\*fill\* \[l\](http://e)" in page.headline
     assert r"\_old\_" in page.headline
+
+
+def test_a_trace_without_windows_is_counted_whole():
+    """No attn_fwd or ProfilerStep span: every kernel and operator counts, divided by one."""
+    from tests.conftest import from_document
+
+    def event(name, ts, dur, cat="cpu_op", pid=1, tid=1, **args):
+        return {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "pid": pid,
+                "tid": tid, "args": args}  # fmt: skip
+
+    events = [event("aten::mm", 10 + 20 * i, 5) for i in range(2)]
+    events += [
+        event("cudaLaunchKernel", 11 + 20 * i, 2, cat="cuda_runtime", correlation=i)
+        for i in range(2)
+    ]
+    events += [
+        event("gemm", 100 + 20 * i, 10, cat="kernel", pid=0, tid=7, correlation=i) for i in range(2)
+    ]
+    bare = from_document({"traceEvents": events})
+    kernels, operators = diff(bare, bare)
+    gemm = kernels.set_index("kernel").loc["gemm"]
+    assert (gemm["count_a"], gemm["total_us_a"], gemm["where"]) == (2, 20, "both")
+    mm = operators.set_index("operator").loc["aten::mm"]
+    assert (mm["count_a"], mm["total_us_a"]) == (2, 10)
+    assert kernels.attrs["divisors"] == (1, 1)
+    assert kernels.attrs["units"] == ("in the whole trace", "in the whole trace")
+    whole = "the whole trace (no attn_fwd or ProfilerStep spans)"
+    assert operators.attrs["scopes"] == (whole, whole)
+
+
+def test_equal_changes_keep_name_order():
+    """Rows with the same |Δ| stay in name order (a stable sort over the name-ordered join), so
+    the same two traces always list their rows the same way; an unstable sort reorders ties."""
+    from tests.conftest import from_document
+
+    def ops(calls):  # one window, then each operator `calls(i)` times, 1 µs each
+        events = [{"ph": "X", "name": "attn_fwd", "ts": 0, "dur": 1_000,
+                   "cat": "user_annotation", "pid": 1, "tid": 1}]  # fmt: skip
+        for i in range(12):
+            events += [{"ph": "X", "name": f"aten::op{i:02}", "ts": 10 * (i * 3 + k), "dur": 1,
+                        "cat": "cpu_op", "pid": 1, "tid": 1} for k in range(calls(i))]  # fmt: skip
+        return from_document({"traceEvents": events})
+
+    _, operators = diff(ops(lambda i: 1), ops(lambda i: 1 + i % 2))  # odd ones gain a call
+    odd = [f"aten::op{i:02}" for i in range(1, 12, 2)]
+    even = [f"aten::op{i:02}" for i in range(0, 12, 2)]
+    assert operators["operator"].tolist() == odd + even
