@@ -20,14 +20,13 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
 from benchmarks.overhead import TINY, bare
-from profiling import runner, small_trace, views
+from profiling import run_trace, runner
 from profiling.config import RunConfig, check_memory, resolve_device
 
 
@@ -59,23 +58,19 @@ def stages(config: RunConfig, device: str, out: Path) -> dict[str, float]:
     lap("reference: queue")
     times["reference: new segments"] = _segments(device) - segments
     clock[0] = time.perf_counter()  # the allocator read above is not the parse's
-    small = small_trace.read(paths.json)
-    lap("trace load")
-    if small is None:
+    trace = run_trace.read(paths.json)
+    lap("trace read: figures + kernel table")
+    if trace.reader != run_trace.RECORDS:
         raise SystemExit(f"{config.variant}: the run's trace took the vectorised path")
-    windows, work = small_trace.forward_work(small)
-    lap("forward attribution")
-    small_trace.per_forward(small, windows, work)
-    lap("per-forward figures")
-    small_trace.kernel_table(work, per=max(len(windows), 1))
-    lap("kernel table")
     runner.operator_table(prof, device)
     lap("operator table")
     reference()
     lap("reference: wait")
     paths.gz_written.result()
     lap("gz: wait")
-    views.run_figure(SimpleNamespace(small=small), "x").to_json()
+    trace.launch_stats()
+    lap("launch statistics (the page's)")
+    trace.gantt("x").to_json()
     lap("Gantt + JSON")
     again = runner._relative_error(tensors, config, variant.layout, device, spare)
     lap("(reference again: queue)")

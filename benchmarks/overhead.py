@@ -13,8 +13,8 @@ App: everything a Profile click computes before Gradio serialises it — profili
 (validation, memory check, warm-up, profile, export .json/.json.gz/.txt, float64 reference,
 trace parse, operator and kernel tables, summary) plus views.page (launch/idle statistics,
 table views, Gantt) and the Gantt's JSON as gr.Plot sends it. The Gantt is
-`views.run_figure`, the page's: from the run's trace records when the run read its trace
-with profiling.small_trace (`small_trace_path` in overhead.json says whether every run did).
+`views.run_figure`, the page's: from the trace the run read once (profiling.run_trace), as
+records where it could (`small_trace_path` in overhead.json says whether every run did).
 
 Both warm (untimed runs first), then bare and app alternate, `--repeats` times each, so drift
 of the machine hits both alike; medians and minimums are reported. With pyinstrument
@@ -106,7 +106,7 @@ def app(config: RunConfig) -> dict[str, float]:
     figure = time.perf_counter() - end
     return {"total": end - began, "run": ran - began, "page": paged - ran, "json": end - paged,
             "figure": figure, "issue": ran - began + figure,
-            "small": float(result.small is not None)}  # fmt: skip
+            "small": float(result.trace.reader == "records")}  # fmt: skip
 
 
 def measure(config: RunConfig, device: str, out: Path, repeats: int) -> dict:

@@ -26,10 +26,9 @@ import torch
 from attention import VARIANTS
 from profiling.config import DTYPES, ConfigError, RunConfig, resolve_device
 from profiling.jobs import JobCancelled
-from profiling.launch import LaunchStats, launch_stats
+from profiling.launch import LaunchStats
 from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
 from profiling.summary import Summary
-from profiling.trace import Trace
 from profiling.vocabulary import FORWARD
 
 Progress = Callable[[float, str], None]
@@ -266,27 +265,22 @@ def profile_one(config: RunConfig, out_dir: Path, progress: Progress) -> Variant
 
 
 def from_profile(result: ProfileResult) -> VariantRun:
-    """A finished run as a compare row: summary, launch figures and a small timeline."""
-    trace = trace_of(result)
+    """A finished run as a compare row: summary, launch figures and a small timeline, from
+    the trace the run read (the files are not read again)."""
     result.trace_json.unlink(missing_ok=True)  # the .json.gz holds the same bytes, compressed
     return VariantRun(
         variant=result.config.variant,
         label=result.config.spec.label,
         status="ok",
         summary=result.summary,
-        launch=launch_stats(trace),
+        launch=result.trace.launch_stats(),
         kernels=result.kernels,
         operators=result.operators,
-        timeline=timeline(result.spans),
+        timeline=timeline(result.trace.columns()),
         trace_gz=result.trace_gz,
         table_txt=result.table_txt,
         seconds=result.seconds,
     )
-
-
-def trace_of(result: ProfileResult) -> Trace:
-    """The runner's spans as a Trace (its time zero is already the first ProfilerStep)."""
-    return Trace(spans=result.spans, t0_us=0.0, lanes=list(result.lanes))
 
 
 def timeline(spans: pd.DataFrame) -> pd.DataFrame:

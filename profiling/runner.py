@@ -2,7 +2,7 @@
 
 This is the only module that starts torch.profiler. A process-wide lock keeps one run at a time
 (two profilers cannot run at once, and two runs would share one GPU's timings). It returns
-plain, picklable data — paths, DataFrames, a Summary, the trace as records (small_trace) — so it
+plain, picklable data — paths, DataFrames, a Summary, the trace read once (run_trace) — so it
 can cross a ZeroGPU worker boundary.
 """
 
@@ -31,8 +31,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from attention import Built, Problem, VariantUnavailable
-from profiling import small_trace
-from profiling import trace as trace_model
+from profiling import run_trace
 from profiling.config import (
     REFERENCE_CHUNK,
     WAIT,
@@ -43,15 +42,8 @@ from profiling.config import (
     reference_chunk,
     resolve_device,
 )
-from profiling.kernels import kernel_table
-from profiling.small_trace import SmallTrace
-from profiling.summary import (
-    Summary,
-    attention_flops,
-    flops_convention,
-    forward_work,
-    per_forward,
-)
+from profiling.run_trace import RunTrace
+from profiling.summary import Summary, attention_flops, flops_convention
 from profiling.vocabulary import FORWARD
 
 Progress = Callable[[float, str], None]
@@ -75,25 +67,10 @@ class ProfileResult:
     trace_json: Path
     trace_gz: Path
     table_txt: Path
-    lanes: list[str] = field(default_factory=list)
+    # the trace, read once in the run: the page's launch statistics and Gantt and Compare's
+    # row come from it, outside the run (and outside a ZeroGPU slot), with no second read
+    trace: RunTrace = field(repr=False)
     seconds: float = 0.0
-    small: SmallTrace | None = None  # the trace as records, when small_trace could read it
-    parsed: pd.DataFrame | None = field(default=None, repr=False)  # the trace model's table
-
-    @property
-    def spans(self) -> pd.DataFrame:
-        """The trace model's spans table, parsed on first use. A run reads its own trace with
-        profiling.small_trace; the table is for the views that need it (the page's launch
-        statistics, Compare), outside the run and outside a ZeroGPU slot."""
-        if self.parsed is None:
-            source = self.trace_json if self.trace_json.exists() else self.trace_gz
-            if not source.exists():
-                raise RunError(
-                    f"the trace files of this {self.config.variant} run were removed "
-                    "(the app keeps the last few runs): profile it again"
-                )
-            self.parsed = trace_model.load(source).spans
-        return self.parsed
 
 
 def run(
@@ -369,19 +346,8 @@ def _relative_error(
 
 
 def _result(config, built: Built, prof, paths, peak, reference, device) -> ProfileResult:
-    small = small_trace.read(paths.json)
-    parsed = None
-    if small is not None:  # a run's own trace, as records: ~5× faster than the table
-        windows, work = small_trace.forward_work(small)
-        stats = small_trace.per_forward(small, windows, work, own_run=True)
-        kernels = small_trace.kernel_table(work, per=max(len(windows), 1), own_run=True)
-        lanes = small.lanes
-    else:
-        trace = trace_model.load(paths.json)
-        windows, work = forward_work(trace)
-        stats = per_forward(trace, windows=windows, work=work, own_run=True)
-        kernels = kernel_table(work, per=max(len(windows), 1), own_run=True)
-        lanes, parsed = trace.lanes, trace.spans
+    trace = run_trace.read(paths.json)
+    stats = trace.stats
     flops = attention_flops(
         config.batch, config.heads, config.seq_len, config.head_dim, config.causal
     )
@@ -429,13 +395,11 @@ def _result(config, built: Built, prof, paths, peak, reference, device) -> Profi
         config=config,
         summary=summary,
         operators=operators,
-        kernels=kernels,
+        kernels=trace.kernels,
         trace_json=paths.json,
         trace_gz=paths.gz,
         table_txt=paths.txt,
-        lanes=lanes,
-        small=small,
-        parsed=parsed,
+        trace=trace,
     )
 
 

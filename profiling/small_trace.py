@@ -8,11 +8,12 @@ forward_work → per_forward → kernel_table → gantt_spec), which a 10⁶-eve
 difference decides whether a run stays within 1.5× of the post's script.
 
 So a run reads its trace here with the same rules (and the same helpers where a rule is a
-function: lane labels, hover text, kernel names, the kernel table's frame, the Gantt's dicts)
-and builds the spans table with `trace.load` only when a view asks for it. It takes what
-torch.profiler writes for a run: typed events on properly nested lanes, at most MAX_EVENTS of
-them, in at most MAX_ROWS Gantt rows. Anything else (partial overlaps that need renesting,
-untyped fields, a big trace) gives None, and the caller takes the vectorised path.
+function: lane labels, kernel names, the kernel table's frame; profiling.gantt_records draws
+the Gantt with the Gantt's own); the launch statistics read the spans table's columns, which
+`span_columns` builds from the records. It takes what torch.profiler writes for a run: typed
+events on properly nested lanes, at most MAX_EVENTS of them, few enough for one Gantt bar each
+in at most MAX_ROWS rows. Anything else (partial overlaps that need renesting, untyped fields,
+a big trace) gives None, and profiling.run_trace hands the same bytes to the trace model.
 tests/test_small_trace.py holds the two paths equal on every fixture and on live CPU runs.
 """
 
@@ -32,27 +33,11 @@ import numpy as np
 import pandas as pd
 
 from profiling import trace_events as tm
-from profiling.gantt import (
-    MAX_MARKERS,
-    FigureSpec,
-    bar_trace,
-    figure_layout,
-    links_trace,
-    mark_dicts,
-    x_title,
-)
-from profiling.gantt_bars import (
-    MAX_LINKS,
-    CategoryArrays,
-    bar_label,
-    group_order,
-    hover_text,
-    legend_group_of,
-)
 from profiling.gantt_detail import DETAIL_LIMIT
-from profiling.gantt_rows import MAX_ROWS, row_label
+from profiling.gantt_rows import MAX_ROWS
 from profiling.kernels import decode, kernel_frame, short_name
 from profiling.summary import ForwardStats, cpu_dominant, forward_stats
+from profiling.trace_columns import from_codes
 from profiling.vocabulary import BACKEND_OPS, FORWARD, GPU_WORK
 
 MAX_EVENTS = 20_000  # beyond this the vectorised path is the faster one anyway
@@ -118,6 +103,7 @@ class SmallTrace:
     spans: list[Span]
     lanes: list[str]
     names: list[str]  # every distinct name, sorted: the model's category order, for ties
+    categories: list[str]  # the model's `category` values, sorted (its profiler bar's too)
 
     @property
     def has_gpu(self) -> bool:
@@ -128,7 +114,18 @@ class SmallTrace:
 def read(path: str | Path) -> SmallTrace | None:
     """The trace at `path` as records, or None when it is not a run's small, tidy trace."""
     try:
-        events = tm.typed_events(tm.read_bytes(path, MAX_BYTES))
+        data = tm.read_bytes(path, MAX_BYTES)
+    except tm.TraceError:
+        return None
+    return parse(data)
+
+
+def parse(data: bytes) -> SmallTrace | None:
+    """A trace's JSON bytes as records, or None when they are not a run's small, tidy trace."""
+    if len(data) > MAX_BYTES:
+        return None
+    try:
+        events = tm.typed_events(data)
     except (tm.TraceError, msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError,
             RecursionError):  # fmt: skip
         return None
@@ -140,8 +137,12 @@ def read(path: str | Path) -> SmallTrace | None:
 def _build(events: list[Any]) -> SmallTrace | None:
     """The model's _build for typed events, or None where the model would read them otherwise."""
     complete = []
+    categories = set()
     for e in events:
-        if e.ph != "X" or e.cat == "Trace":
+        if e.ph != "X":
+            continue
+        if e.cat == "Trace":  # the profiler's own bar: no span, but a category in the model
+            categories.add(tm.CATEGORY.get("trace", "trace"))
             continue
         if e.ts is None or e.dur is None:
             return None  # the model counts these as skipped: leave them to it
@@ -165,12 +166,15 @@ def _build(events: list[Any]) -> SmallTrace | None:
         s.index = i
     if not _nest(spans):
         return None
+    if len(spans) > DETAIL_LIMIT or _row_count(spans, len(lanes)) > MAX_ROWS:
+        return None  # the Gantt needs the level of detail or the row limit: the model's figure
     _link(spans)
     _step(spans)
-    return SmallTrace(spans, lanes, sorted({s.name for s in spans}))
+    categories.update(s.category for s in spans)
+    return SmallTrace(spans, lanes, sorted({s.name for s in spans}), sorted(categories))
 
 
-def _by_start(spans: Iterable[Span]) -> list[Span]:
+def by_start(spans: Iterable[Span]) -> list[Span]:
     """In time order; ties keep row order (the model's stable argsort)."""
     return sorted(spans, key=attrgetter("start"))
 
@@ -243,7 +247,7 @@ def _link(spans: list[Span]) -> None:
 
 def _step(spans: list[Span]) -> None:
     """ProfilerStep number per span (GPU work: its launch's), as trace._steps."""
-    steps = _by_start(s for s in spans if s.own_step >= 0)
+    steps = by_start(s for s in spans if s.own_step >= 0)
     if not steps:
         return
     starts = [s.start for s in steps]
@@ -334,58 +338,45 @@ def kernel_table(work: list[Span], per: int = 1, *, own_run: bool = False) -> pd
     )
 
 
-# -- the Gantt (gantt.gantt_spec without a window: every span one bar) ----------------------
-def gantt(t: SmallTrace, title: str | None = None) -> FigureSpec | None:
-    """gantt_spec(spans, lanes, title=title) for this trace; None when it needs the level of
-    detail or the row limit (the vectorised figure handles those)."""
+# -- the spans table's columns, for the launch statistics and Compare's timelines -----------
+def span_columns(t: SmallTrace) -> pd.DataFrame:
+    """The columns of the model's spans table that profiling.launch and compare.timeline read,
+    from the records: the same values and dtypes (categoricals on the sorted distinct values,
+    lanes in display order), so both readers' traces go through the same launch rules."""
     spans = t.spans
-    if len(spans) > DETAIL_LIMIT:
-        return None
-    deepest = [-1] * len(t.lanes)
+    return pd.DataFrame(
+        {
+            "lane": from_codes(np.array([s.lane for s in spans]), t.lanes, ordered=True),
+            "kind": from_codes(np.array([s.gpu for s in spans], dtype=np.int8), ["cpu", "gpu"]),
+            "pid": _categorical([s.pid for s in spans]),
+            "tid": _categorical([s.tid for s in spans]),
+            "name": _categorical([s.name for s in spans], t.names),
+            "category": _categorical([s.category for s in spans], t.categories),
+            "start_us": np.array([s.start for s in spans], dtype=float),
+            "dur_us": np.array([s.dur for s in spans], dtype=float),
+            "end_us": np.array([s.end for s in spans], dtype=float),
+            "correlation": np.array([s.correlation for s in spans], dtype=np.int64),
+            "link": np.array([s.link for s in spans], dtype=np.int64),
+            "step": np.array([s.step for s in spans], dtype=np.int64),
+        },
+        copy=False,
+    )
+
+
+def _categorical(values: list[str], categories: list[str] | None = None) -> pd.Categorical:
+    """`values` coded into `categories` (default: their sorted distinct values, the model's)."""
+    categories = sorted(set(values)) if categories is None else categories
+    code = {value: i for i, value in enumerate(categories)}
+    return from_codes(np.array([code[v] for v in values], dtype=np.int64), categories)
+
+
+def deepest_levels(spans: list[Span], lanes: int) -> list[int]:
+    """The deepest nesting level per lane (-1: a lane without spans): its Gantt rows."""
+    deepest = [-1] * lanes
     for s in spans:
         deepest[s.lane] = max(deepest[s.lane], s.depth)
-    first_row = [0] * len(t.lanes)
-    rows: list[str] = []
-    for code, lane in enumerate(t.lanes):
-        if deepest[code] < 0:
-            continue
-        first_row[code] = len(rows)
-        stacked = deepest[code] > 0
-        rows += [row_label(lane, d, stacked) for d in range(deepest[code] + 1)]
-    if len(rows) > MAX_ROWS:
-        return None
-    row_of = [rows[first_row[s.lane] + (s.depth if deepest[s.lane] > 0 else 0)] for s in spans]
-    groups: dict[str, list[Span]] = {}
-    for s in spans:
-        groups.setdefault(legend_group_of(s.category, s.name), []).append(s)
-    traces = []
-    for i, group in enumerate(group_order(list(groups))):
-        members = groups[group]
-        arrays = CategoryArrays(
-            name=group,
-            base=np.array([s.start for s in members], dtype=float),
-            dur=np.array([s.dur for s in members], dtype=float),
-            row=[row_of[s.index] for s in members],
-            hover=[
-                hover_text(s.name, s.gpu, group, t.lanes[s.lane], s.dur, s.start, s.step, s.args)
-                for s in members
-            ],
-            text=[bar_label(s.name, s.gpu) for s in members],
-        )
-        traces.append(bar_trace(arrays, i))
-    linked = [s for s in spans if s.gpu and s.link >= 0][:MAX_LINKS]
-    if linked:
-        xs: list[Any] = []
-        ys: list[Any] = []
-        for s in linked:
-            xs += [spans[s.link].start, s.start, None]
-            ys += [row_of[s.link], row_of[s.index], None]
-        traces.append(links_trace(xs, ys))
-    steps = [s for s in spans if s.own_step >= 0]
-    forwards = [s for s in spans if not s.gpu and s.name == FORWARD]
-    shapes, annotations = mark_dicts(
-        [(s.start, s.end) for s in _by_start(forwards)[:MAX_MARKERS]],
-        [(s.start, s.end, s.name) for s in _by_start(steps)[:MAX_MARKERS]],
-    )
-    layout = figure_layout(rows, shapes, annotations, "", title, x_title(bool(steps)))
-    return FigureSpec(data=traces, layout=layout)
+    return deepest
+
+
+def _row_count(spans: list[Span], lanes: int) -> int:
+    return sum(d + 1 for d in deepest_levels(spans, lanes))

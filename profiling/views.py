@@ -22,11 +22,10 @@ import pandas as pd
 import torch
 
 from attention import VARIANTS, Variant, on_zero_gpu
-from profiling import files, small_trace
-from profiling.compare import trace_of
+from profiling import files
 from profiling.config import DTYPES, ConfigError, RunConfig
-from profiling.gantt import FigureSpec, gantt_spec
-from profiling.launch import LaunchStats, launch_rows, launch_stats
+from profiling.gantt import FigureSpec
+from profiling.launch import LaunchStats, launch_rows
 from profiling.summary import Summary, attention_flops, summary_rows
 
 log = logging.getLogger(__name__)
@@ -482,11 +481,8 @@ def run_title(summary: Summary) -> str:
 
 
 def run_figure(result: Any, title: str) -> FigureSpec:
-    """A run's Gantt: from its trace's records when the run kept them (the same figure, built
-    without the spans table: profiling.small_trace), else from the table."""
-    small = getattr(result, "small", None)
-    figure = small_trace.gantt(small, title) if small is not None else None
-    return figure or gantt_spec(result.spans, result.lanes, title=title)
+    """A run's Gantt, from the trace the run read (profiling.run_trace: no second read)."""
+    return result.trace.gantt(title)
 
 
 @dataclass
@@ -505,7 +501,7 @@ class Page:
 def page(result: Any) -> Page:
     """ProfileResult → what the page shows. The figure is built here, outside any GPU slot."""
     s: Summary = result.summary
-    launch = launch_stats(trace_of(result))
+    launch = result.trace.launch_stats()
     return Page(
         strip=summary_html(s) + launch_html(launch),
         summary={**summary_json(s), "launch": launch_json(launch)},

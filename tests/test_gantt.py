@@ -360,9 +360,9 @@ def test_a_window_late_in_a_long_trace_gets_its_own_step_lines(big_trace):
 # spec is serialised or made a Figure. A child process, since this one has plotly loaded.
 NO_PLOTLY_CHILD = """
 import sys
-import profiling.runner, profiling.small_trace
+import profiling.runner, profiling.small_trace, profiling.gantt_records
 from tests.conftest import FIXTURES
-spec = profiling.small_trace.gantt(profiling.small_trace.read(FIXTURES / "{name}"))
+spec = profiling.gantt_records.gantt(profiling.small_trace.read(FIXTURES / "{name}"))
 assert spec is not None and spec.data, "the fixture's spec has bars"
 loaded = sorted(m for m in sys.modules if m.split(".")[0] == "plotly")
 assert not loaded, f"plotly loaded before serialising: {{loaded[:5]}}"

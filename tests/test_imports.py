@@ -27,6 +27,8 @@ TORCH_FREE = [
     "profiling.trace_query",
     "profiling.trace",
     "profiling.small_trace",
+    "profiling.gantt_records",
+    "profiling.run_trace",
     "profiling.kernels",
     "profiling.summary",
     "profiling.launch",
@@ -60,7 +62,7 @@ assert not loaded, f"using the analyses loaded {{loaded[:5]}}"
 
 # What the Analyse and Diff tabs and a run's summary do with a trace, torch-free.
 USE = f"""
-from profiling import analyze, diff, gantt, small_trace
+from profiling import analyze, diff, gantt, gantt_records, run_trace, small_trace
 result = analyze.analyze({str(GPU_TRACE)!r})
 assert result.has_gpu and not result.kernels.empty and result.launch is not None
 assert result.stats.backend == "math", result.stats.backend
@@ -71,7 +73,8 @@ small = small_trace.read({str(GPU_TRACE)!r})
 windows, work = small_trace.forward_work(small)
 assert small_trace.per_forward(small, windows, work).backend == "math"
 assert not small_trace.kernel_table(work, per=len(windows)).empty
-assert small_trace.gantt(small) is not None
+assert gantt_records.gantt(small).data
+assert run_trace.read({str(GPU_TRACE)!r}).launch_stats().launches
 """
 
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiling import kernels, runner, small_trace
-from profiling import trace as trace_model
+from profiling import kernels, run_trace, runner, small_trace
 from profiling.analyze import analyze
 from profiling.config import RunConfig
 from tests.conftest import FIXTURES
@@ -84,12 +83,10 @@ def cpu_run(tmp_path) -> runner.ProfileResult:
 def read_instead(path, small_path: bool, monkeypatch) -> None:
     """The run reads `path` in place of its own trace (a CPU run has no kernels), through the
     runner's small-trace path or its trace-model path."""
-    read, load = small_trace.read, trace_model.load
-    if small_path:
-        monkeypatch.setattr(small_trace, "read", lambda _: read(path))
-    else:
-        monkeypatch.setattr(small_trace, "read", lambda _: None)
-        monkeypatch.setattr(trace_model, "load", lambda _, **kw: load(path, **kw))
+    read = run_trace.read
+    monkeypatch.setattr(run_trace, "read", lambda _: read(path))
+    if not small_path:
+        monkeypatch.setattr(small_trace, "parse", lambda _: None)
 
 
 PATHS = pytest.mark.parametrize("small_path", [True, False], ids=["small-trace", "trace-model"])

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import pickle
 
+import pandas as pd
 import pytest
 import torch
 
 from attention import VARIANTS, availability
-from profiling import trace
+from profiling import small_trace, trace, views
 from profiling.config import ConfigError, RunConfig
 from profiling.runner import RunError, VariantUnavailable, run
 from profiling.summary import forward_spans
@@ -392,14 +394,6 @@ def _write_gz_in_child(folder) -> None:
     runner._GZIP.submit(runner._gzip, folder / "t.json", folder / "t.json.gz").result(timeout=10)
 
 
-def test_spans_of_a_run_whose_files_were_removed_say_so(tmp_path):
-    result = run(small("naive"), out_dir=tmp_path)
-    result.trace_json.unlink()
-    result.trace_gz.unlink()
-    with pytest.raises(RunError, match="trace files of this naive run were removed"):
-        result.spans  # noqa: B018
-
-
 # -- the memory estimate counts the reference check ---------------------------------------------
 MIB = 1024**2
 POST = dict(batch=8, heads=16, seq_len=1024, head_dim=64, dtype="bfloat16")
@@ -511,3 +505,18 @@ def test_a_suggested_length_fits_though_the_reference_makes_the_estimate_uneven(
     fit = largest_fitting_seq_len(config, budget)
     assert fit and fit % 128 == 0
     assert estimate_bytes(config.with_(seq_len=fit)) <= budget
+
+
+@pytest.mark.parametrize("reader", ["records", "table"])
+def test_a_result_pickles_with_its_trace_and_shows_the_same_page(reader, tmp_path, monkeypatch):
+    """ZeroGPU returns the run from a worker process: the trace read there crosses the pickle
+    whichever reader read it, and the page made from the copy is the original's page."""
+    if reader == "table":  # a trace the records reader declines
+        monkeypatch.setattr(small_trace, "parse", lambda data: None)
+    result = run(small("naive"), out_dir=tmp_path)
+    assert result.trace.reader == reader
+    copy = pickle.loads(pickle.dumps(result))
+    page, again = views.page(result), views.page(copy)
+    assert again.summary == page.summary and again.strip == page.strip
+    assert again.figure.to_json() == page.figure.to_json()
+    pd.testing.assert_frame_equal(again.kernels, page.kernels)

@@ -1,24 +1,27 @@
 """The run's plain-Python trace path (profiling.small_trace) agrees with the trace model.
 
-A run reads its own trace with small_trace and the views read the same figures, kernel table
-and Gantt as if the vectorised path had made them: every fixture, live CPU runs and (in
-test_gpu.py) every GPU run are checked value for value, and traces the small path does not
-take are left to the model.
+A run reads its own trace once (profiling.run_trace), as records where it can, and the views
+read the same figures, kernel table, launch statistics, Compare timeline and Gantt as if the
+vectorised path had made them: every fixture, live CPU runs and (in test_gpu.py) every GPU run
+are checked value for value, and traces the small path does not take are left to the model.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
+import pickle
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from profiling import small_trace, trace, views
+from profiling import compare, gantt_records, run_trace, small_trace, trace, views
 from profiling.config import RunConfig
 from profiling.gantt import gantt_spec
 from profiling.kernels import kernel_table
+from profiling.launch import LaunchStats, launch_stats
 from profiling.runner import run
 from profiling.summary import forward_work, per_forward
 from profiling.trace_events import TraceError, span_args
@@ -60,9 +63,38 @@ def assert_paths_agree(path: Path, title: str = "run <b>title</b>") -> None:
             small_trace.kernel_table(s_work, per, own_run=own_run),
             kernel_table(work, per, own_run=own_run),
         )
-    figure = small_trace.gantt(small, title)
-    assert figure is not None
+    figure = gantt_records.gantt(small, title)
     assert figure.to_json() == gantt_spec(spans, model.lanes, title=title).to_json()
+    columns = small_trace.span_columns(small)
+    pd.testing.assert_frame_equal(columns, spans[list(columns.columns)])
+    assert_runs_agree(run_trace.of_records(small), run_trace.of_table(model), model, title)
+
+
+def assert_runs_agree(
+    records: run_trace.RunTrace, table: run_trace.RunTrace, model: trace.Trace, title: str
+) -> None:
+    """A run's trace object gives the same page and Compare row from either reader, and its
+    launch statistics are those the page computed from the spans table before (one read)."""
+    assert (records.reader, table.reader) == (run_trace.RECORDS, run_trace.TABLE)
+    assert records.lanes == table.lanes == model.lanes
+    assert repr(records.stats) == repr(table.stats)
+    pd.testing.assert_frame_equal(records.kernels, table.kernels)
+    expected = launch_stats(model)
+    assert_launch_equal(records.launch_stats(), expected)
+    assert_launch_equal(table.launch_stats(), expected)
+    pd.testing.assert_frame_equal(
+        compare.timeline(records.columns()), compare.timeline(model.spans)
+    )
+    assert records.gantt(title).to_json() == table.gantt(title).to_json()
+
+
+def assert_launch_equal(got: LaunchStats, expected: LaunchStats) -> None:
+    for item in dataclasses.fields(LaunchStats):
+        mine, theirs = getattr(got, item.name), getattr(expected, item.name)
+        if isinstance(theirs, pd.DataFrame):
+            pd.testing.assert_frame_equal(mine, theirs, check_exact=True, obj=item.name)
+        else:
+            assert repr(mine) == repr(theirs), item.name  # NaN == NaN, 1.0 != 1
 
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json.gz")), ids=lambda p: p.name[:-8])
@@ -76,22 +108,32 @@ def test_live_cpu_runs_read_the_same_on_both_paths(variant, causal, tmp_path):
     config = RunConfig.from_user(variant=variant, device="cpu", batch=1, heads=2, seq_len=128,
                                  head_dim=32, dtype="float32", causal=causal)  # fmt: skip
     result = run(config, out_dir=tmp_path)
-    assert result.small is not None and result.parsed is None  # the table waits for a view
+    assert result.trace.reader == run_trace.RECORDS  # a run's own trace: the fast reader
     assert_paths_agree(result.trace_json, views.run_title(result.summary))
     model = trace.load(result.trace_json)
-    pd.testing.assert_frame_equal(result.spans, model.spans)  # parsed on first use
-    assert result.lanes == model.lanes
+    page = views.page(result)  # what the page shows, from the run's one read
+    assert page.summary["launch"] == views.launch_json(launch_stats(model))
+    title = views.run_title(result.summary)
+    assert page.figure.to_json() == gantt_spec(model.spans, model.lanes, title=title).to_json()
 
 
-def test_the_spans_table_is_read_from_the_gz_once_the_json_is_gone(tmp_path):
+def test_the_page_and_a_compare_row_need_no_trace_file(tmp_path):
+    """The trace is read once, in the run: once its files are gone (the app keeps the last few
+    runs' folders) the page and Compare's row still come, from that read, across a pickle."""
     config = RunConfig.from_user(variant="naive", device="cpu", batch=1, heads=1, seq_len=64,
                                  head_dim=16, dtype="float32")  # fmt: skip
     result = run(config, out_dir=tmp_path)
-    expected = trace.load(result.trace_json).spans
-    result.trace_json.unlink()  # Compare, Sweep and the CLI keep only the .json.gz
-    pd.testing.assert_frame_equal(result.spans, expected)
     with gzip.open(result.trace_gz) as fh:
         assert json.load(fh)["traceEvents"]  # written on its thread, complete when run returns
+    model = trace.load(result.trace_json)
+    result.trace_json.unlink()
+    result.trace_gz.unlink()
+    result = pickle.loads(pickle.dumps(result))  # as it leaves a ZeroGPU worker
+    page = views.page(result)
+    assert page.summary["launch"] == views.launch_json(launch_stats(model))
+    row = compare.from_profile(result)
+    pd.testing.assert_frame_equal(row.timeline, compare.timeline(model.spans))
+    assert_launch_equal(row.launch, launch_stats(model))
 
 
 def _write(tmp_path: Path, events: list, name: str = "t.json") -> Path:
@@ -150,6 +192,23 @@ def test_a_big_or_unreadable_trace_is_left_to_the_model(tmp_path, monkeypatch):
     with pytest.raises(TraceError, match="nested too deeply"):
         trace.load(deep)
     assert small_trace.read(deep) is None
+
+
+@pytest.mark.parametrize("limit", ["DETAIL_LIMIT", "MAX_ROWS"])
+def test_a_trace_the_records_cannot_draw_is_read_as_the_table(limit, tmp_path, monkeypatch):
+    """More spans than one bar each, or more Gantt rows than the limit: the records reader
+    declines it whole, and the run's trace object draws the model's figure (its level of
+    detail, its row cut) from the same one read."""
+    events = [*STEPS, X("a", 10, 5), X("b", 20, 5), X("c", 21, 2), X("d", 30, 1, tid=2)]
+    path = _write(tmp_path, events)
+    assert small_trace.read(path) is not None and run_trace.read(path).reader == "records"
+    monkeypatch.setattr(small_trace, limit, 3)  # 6 spans in 4 rows
+    assert small_trace.read(path) is None
+    read = run_trace.read(path)
+    model = trace.load(path)
+    assert read.reader == run_trace.TABLE
+    assert read.gantt("t").to_json() == gantt_spec(model.spans, model.lanes, title="t").to_json()
+    assert_launch_equal(read.launch_stats(), launch_stats(model))
 
 
 def test_time_zero_and_a_trace_without_forwards_agree(tmp_path):

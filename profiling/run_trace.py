@@ -1,0 +1,96 @@
+"""A Profile run's trace, read once: its per-forward figures, kernel table, launch statistics,
+Compare timeline and Gantt all come from the one object `read` returns.
+
+Two readers stand behind it, and no caller knows which one ran. A run's own trace (a few
+hundred typed, properly nested events) is read as plain records by profiling.small_trace,
+about 5× faster than building the spans table at that size; anything else (a big trace,
+partial overlaps, odd field types) goes to the trace model. The file is read once either way:
+its bytes go to the records reader first and, if it declines them, to the model.
+
+The launch statistics and the timeline read the spans table's columns; the records provide
+those columns (small_trace.span_columns), so profiling.launch's rules are written once. A
+RunTrace is plain data: it pickles across a ZeroGPU worker boundary, and it imports neither
+torch nor plotly (the Gantt is a FigureSpec, made into a plotly figure by the page).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from profiling import gantt_records, small_trace, trace_events
+from profiling import trace as trace_model
+from profiling.gantt import FigureSpec, gantt_spec
+from profiling.kernels import kernel_table
+from profiling.launch import LaunchStats, launch_stats
+from profiling.small_trace import SmallTrace
+from profiling.summary import ForwardStats, forward_work, per_forward
+
+RECORDS, TABLE = "records", "table"
+
+
+@dataclass
+class RunTrace:
+    """One run's trace and what the run computed from it. Built by `read` only."""
+
+    lanes: list[str]
+    stats: ForwardStats  # the per-forward figures, kernels decoded with this app's context
+    kernels: pd.DataFrame  # per kernel name, per forward
+    source: SmallTrace | trace_model.Trace = field(repr=False)
+    _columns: pd.DataFrame | None = field(default=None, repr=False)
+
+    @property
+    def reader(self) -> str:
+        """Which reader ran ("records" or "table"): for benchmarks and tests; no view asks."""
+        return RECORDS if isinstance(self.source, SmallTrace) else TABLE
+
+    def columns(self) -> pd.DataFrame:
+        """The spans table's columns (at least those profiling.launch and compare.timeline
+        read), made once from the records, or the model's table itself."""
+        if self._columns is None:
+            if isinstance(self.source, SmallTrace):
+                self._columns = small_trace.span_columns(self.source)
+            else:
+                self._columns = self.source.spans
+        return self._columns
+
+    def launch_stats(self) -> LaunchStats:
+        """GPU busy/idle and launch figures (the page's block under the summary strip)."""
+        # launch_stats reads the spans and has_gpu; times are already from the first step
+        return launch_stats(trace_model.Trace(spans=self.columns(), t0_us=0.0, lanes=self.lanes))
+
+    def gantt(self, title: str | None = None) -> FigureSpec:
+        """The run's Gantt as plain data, one bar per span where the trace allows it."""
+        if isinstance(self.source, SmallTrace):
+            return gantt_records.gantt(self.source, title)
+        return gantt_spec(self.source.spans, self.lanes, title=title)
+
+
+def read(path: str | Path) -> RunTrace:
+    """The run's trace at `path`, read once; raises TraceError as trace.load does.
+
+    Bytes the records reader declines after decoding them are decoded again by the model: a
+    rare path (every variant's H200 run in tests/test_gpu.py is read as records)."""
+    data = trace_events.read_bytes(path)
+    records = small_trace.parse(data)
+    if records is not None:
+        return of_records(records)
+    return of_table(trace_model.load(data))  # the bytes read above: no second file read
+
+
+def of_records(records: SmallTrace) -> RunTrace:
+    """A run's trace read as records (`read` picks the reader; tests build both to compare)."""
+    windows, work = small_trace.forward_work(records)
+    stats = small_trace.per_forward(records, windows, work, own_run=True)
+    kernels = small_trace.kernel_table(work, per=max(len(windows), 1), own_run=True)
+    return RunTrace(records.lanes, stats, kernels, records)
+
+
+def of_table(table: trace_model.Trace) -> RunTrace:
+    """A run's trace read as the trace model's spans table."""
+    windows, work = forward_work(table)
+    stats = per_forward(table, windows=windows, work=work, own_run=True)
+    kernels = kernel_table(work, per=max(len(windows), 1), own_run=True)
+    return RunTrace(table.lanes, stats, kernels, table)
