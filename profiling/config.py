@@ -212,6 +212,10 @@ def resolve_device(requested: str) -> str:
 # It takes the smallest unless the memory check left spare bytes for a larger one.
 REFERENCE_CHUNK = (32 * 1024**2, 128 * 1024**2)
 LIBRARY_WORKSPACE = 64 * 1024**2  # cuBLAS/cuDNN workspaces a run may allocate and keep
+# Small tensors (the reference's running sums, scalars, a kernel's lse) each take at least the
+# CUDA allocator's smallest block (512 bytes); the H200 measured 1 KiB over an estimate that left
+# them out (sdpa-efficient at B4 H16 S4096 D128).
+SMALL_TENSORS = 1024**2
 
 
 def estimate_bytes(config: RunConfig) -> int:
@@ -230,9 +234,10 @@ def estimate_bytes(config: RunConfig) -> int:
     score_elem = 4 if v.upcasts else elem
     scores = v.score_matrices * b * h * s * s * score_elem
     mask = s * s if v.score_matrices else 0
-    profiled = io + scores + mask + LIBRARY_WORKSPACE + io // 4  # io // 4: lse, allocator slack
+    workspace = LIBRARY_WORKSPACE + SMALL_TENSORS
+    profiled = io + scores + mask + workspace + io // 4  # io // 4: lse, allocator slack
     copies = io if v.layout == "bshd" else 0
-    checked = io + mask + LIBRARY_WORKSPACE + copies + reference_bytes(config)
+    checked = io + mask + workspace + copies + reference_bytes(config)
     return max(profiled, checked)
 
 

@@ -424,19 +424,20 @@ def test_reference_bytes_on_hand_computed_cases(shape, expected):
 @pytest.mark.parametrize(
     ("variant", "shape", "expected"),
     [
-        # the reference phase: io 64 + workspace 64 + reference 632 MiB (above)
-        ("sdpa-flash", POST, 760 * MIB),
+        # the reference phase: io 64 + workspace 64 + small tensors 1 + reference 632 MiB (above)
+        ("sdpa-flash", POST, 761 * MIB),
         # the same and a [B, H, S, D] copy of the four [B, S, H, D] tensors (io, 64 MiB)
-        ("kernels-local-triton", POST, 824 * MIB),
+        ("kernels-local-triton", POST, 825 * MIB),
         # the profiled phase: io 64 + three bf16 score matrices 3·256 + mask 1 + workspace 64
-        # + io/4 16 = 913 MiB, above the reference phase's 64 + 1 + 64 + 632 = 761
-        ("naive", POST, 913 * MIB),
-        ("sdpa-flash", LONG, (256 + 64 + 696) * MIB),
-        ("naive", LONG, (256 + 3 * 2048 + 16 + 64 + 64) * MIB),
-        # one small chunk: the 64 MiB workspace and the reference (327,680 bytes) beside io
-        # 65,536 and the mask 4,096, over the profiled steps' three fp32 score matrices
+        # + small tensors 1 + io/4 16 = 914 MiB, above the reference phase's 64 + 1 + 65 + 632
+        ("naive", POST, 914 * MIB),
+        ("sdpa-flash", LONG, (256 + 64 + 1 + 696) * MIB),
+        ("naive", LONG, (256 + 3 * 2048 + 16 + 64 + 65) * MIB),
+        # one small chunk: the 64 MiB workspace, 1 MiB of small tensors and the reference
+        # (327,680 bytes) beside io 65,536 and the mask 4,096, over the profiled steps' three
+        # fp32 score matrices
         ("naive", dict(batch=1, heads=2, seq_len=64, head_dim=32, dtype="float32"),
-         65_536 + 4_096 + 64 * MIB + 327_680),
+         65_536 + 4_096 + 65 * MIB + 327_680),
     ],
 )  # fmt: skip
 def test_the_estimate_is_the_larger_of_the_profiled_steps_and_the_reference(
