@@ -116,6 +116,7 @@ def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -
         magic = fh.read(2)
         fh.seek(0)
         if magic != b"\x1f\x8b":  # plain JSON: its size is known, one read is enough
+            _check_not_named_gzip(source, magic)
             size = fh.seek(0, io.SEEK_END)
             fh.seek(0)
             if size > max_bytes:
@@ -135,6 +136,16 @@ def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -
 
 
 _CHUNK = 8 * 1024**2
+
+
+def _check_not_named_gzip(source: str | Path | bytes, magic: bytes) -> None:
+    """A file named .gz must be gzip: said as such, not as JSON that fails at its first byte."""
+    if isinstance(source, bytes) or not str(source).lower().endswith(".gz"):
+        return
+    raise TraceError(
+        f"the file is named .gz but is not gzip data (gzip starts with the bytes 1f 8b, this "
+        f"file with {magic.hex(' ') or 'nothing'}): upload the plain .json, or compress it with gzip"
+    )
 
 
 def _too_big(max_bytes: int) -> TraceError:

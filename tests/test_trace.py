@@ -357,6 +357,17 @@ def test_a_corrupt_gzip_stream_is_a_trace_error(tmp_path):
         trace.load(path)
 
 
+def test_a_file_named_gz_that_is_not_gzip_says_so(tmp_path):
+    """Plain JSON saved as .json.gz is refused as not gzip, not as JSON failing at byte 1."""
+    path = tmp_path / "t.json.gz"
+    path.write_text(json.dumps({"traceEvents": [X("op", 0, 1)]}))
+    with pytest.raises(TraceError, match=r"named \.gz but is not gzip data .* 7b 22"):
+        trace.load(path)
+    plain = tmp_path / "t.json"  # the same bytes under a .json name still load
+    plain.write_bytes(path.read_bytes())
+    assert len(trace.load(plain).spans) == 1
+
+
 def test_ints_past_int64_and_odd_device_properties_still_load(tmp_path):
     huge = 10**30
     events = [
