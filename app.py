@@ -1,6 +1,6 @@
 """The Space: Gradio components wired to the profiling backend, and nothing else.
 
-Data walks one way: raw inputs → validation (RunConfig.from_user, profiling.views_compare) →
+Data walks one way: raw inputs → validation (profiling.workload, profiling.job_request) →
 one GPU function per job (profile_on_gpu: one run; compare_on_gpu, sweep_on_gpu: several runs
 one after another) → plain results → profiling.views / views_compare → components. Diff and
 Analyse read uploaded traces on the CPU, in their own concurrency group. Profile, Compare and
@@ -23,20 +23,20 @@ from typing import Any
 import gradio as gr
 import spaces  # before torch (imported by profiling/attention) touches CUDA: ZeroGPU patches it
 
-from profiling import jobs, views
+from profiling import job_request, jobs, views
 from profiling import views_compare as vc
 from profiling.compare import CompareResult
 from profiling.compare import compare as run_compare
-from profiling.config import ConfigError, RunConfig
 from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
 from profiling.sweep import SweepResult
 from profiling.sweep import sweep as run_sweep
 from profiling.trace_events import TraceError
+from profiling.workload import ConfigError, Workload, page_ranges, page_workload, resolve_device
 
 log = logging.getLogger("attention_profiler")
-DEVICE = views.page_device()
+DEVICE = resolve_device()
 START = views.defaults(DEVICE)
-RANGES = views.slider_ranges(DEVICE)
+RANGES = page_ranges(DEVICE)
 USER_ERRORS = (ConfigError, VariantUnavailable, RunError, TraceError)
 TITLES = {
     ConfigError: "Check the inputs",
@@ -101,12 +101,12 @@ def _user_error(exc: Exception) -> gr.Error:
     return gr.Error(str(exc), title=title, print_exception=False)
 
 
-def _gpu_seconds(config: RunConfig, progress: Any = None) -> int:
-    return views.gpu_seconds(config)
+def _gpu_seconds(config: Workload, progress: Any = None) -> int:
+    return job_request.gpu_seconds(config)
 
 
 @spaces.GPU(duration=_gpu_seconds)
-def profile_on_gpu(config: RunConfig, progress: Any = None) -> ProfileResult:
+def profile_on_gpu(config: Workload, progress: Any = None) -> ProfileResult:
     """The only GPU work: one profiled run. Returns plain data (paths, DataFrames, a Summary).
 
     On ZeroGPU this runs in a forked worker where only gr.Error reaches the user, so the
@@ -150,12 +150,10 @@ def profile(
         Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt.
     """
     try:
-        config = RunConfig.from_user(
-            variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
+        config = page_workload(
+            DEVICE, variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
             head_dim=head_dim, causal=causal,
         )  # fmt: skip
-        views.check_ranges(config, DEVICE)
-        views.check_budget(config, DEVICE)
     except ConfigError as exc:
         raise _user_error(exc) from None
     progress(0.0, desc="waiting for the GPU" if DEVICE == "cuda" else "starting")
@@ -247,12 +245,12 @@ def _guarded(what: str, fn: Callable[..., Any], *args: Any) -> Any:
         raise gr.Error(views.GENERIC_ERROR, print_exception=False) from None
 
 
-def _job_seconds(request: vc.JobRequest, progress: Any = None) -> int:
+def _job_seconds(request: job_request.JobRequest, progress: Any = None) -> int:
     return request.gpu_seconds
 
 
 @spaces.GPU(duration=_job_seconds)
-def compare_on_gpu(request: vc.JobRequest, progress: Any = None) -> CompareResult:
+def compare_on_gpu(request: job_request.JobRequest, progress: Any = None) -> CompareResult:
     """The GPU work of a Compare: every variant profiled one after another, plain data back."""
     return _guarded(
         "compare_on_gpu",
@@ -266,7 +264,7 @@ def compare_on_gpu(request: vc.JobRequest, progress: Any = None) -> CompareResul
 
 
 @spaces.GPU(duration=_job_seconds)
-def sweep_on_gpu(request: vc.JobRequest, progress: Any = None) -> SweepResult:
+def sweep_on_gpu(request: job_request.JobRequest, progress: Any = None) -> SweepResult:
     """The GPU work of a Sweep: every (variant, seq_len) point, one after another."""
     return _guarded(
         "sweep_on_gpu",
@@ -274,7 +272,7 @@ def sweep_on_gpu(request: vc.JobRequest, progress: Any = None) -> SweepResult:
             request.variants,
             request.seq_lens,
             progress=_report(progress),
-            check=vc.point_check(DEVICE),
+            check=job_request.point_check(DEVICE),
             stop=jobs.stop_requested,
             **request.shape,
         ),
@@ -314,8 +312,8 @@ def compare(
         stacked mini-Gantts, a zip of every trace and table.
     """
     request = _guarded(
-        "compare_request", vc.compare_request, variants, seq_len, dtype, batch, heads, head_dim,
-        causal, DEVICE,
+        "compare_request", job_request.compare_request, variants, seq_len, dtype, batch, heads,
+        head_dim, causal, DEVICE,
     )  # fmt: skip
     progress(0.0, desc="waiting for the GPU" if DEVICE == "cuda" else "starting")
     result = compare_on_gpu(request, progress)
@@ -382,8 +380,8 @@ def sweep(
         points (with status and reason), a zip with one trace per point.
     """
     request = _guarded(
-        "sweep_request", vc.sweep_request, variants, seq_lens, dtype, batch, heads, head_dim,
-        causal, DEVICE,
+        "sweep_request", job_request.sweep_request, variants, seq_lens, dtype, batch, heads,
+        head_dim, causal, DEVICE,
     )  # fmt: skip
     progress(0.0, desc="waiting for the GPU" if DEVICE == "cuda" else "starting")
     result = sweep_on_gpu(request, progress)
@@ -552,8 +550,9 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
                     cmp_variants = _variant_picker(
                         "cmp-variants",
                         vc.compare_defaults(DEVICE, START["dtype"]),
-                        vc.MAX_COMPARE_VARIANTS[DEVICE],
-                        info=f"at most {vc.MAX_COMPARE_VARIANTS[DEVICE]}; default: the post's six "
+                        job_request.MAX_COMPARE_VARIANTS[DEVICE],
+                        info=f"at most {job_request.MAX_COMPARE_VARIANTS[DEVICE]}; default: the "
+                        "post's six "
                         "(plus Hub kernels where they run)",
                     )
                 with gr.Column(scale=3, min_width=320):
@@ -635,13 +634,14 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
                     sw_variants = _variant_picker(
                         "sw-variants",
                         vc.sweep_defaults(DEVICE, START["dtype"]),
-                        vc.MAX_SWEEP_VARIANTS[DEVICE],
+                        job_request.MAX_SWEEP_VARIANTS[DEVICE],
                     )
                     sw_lengths = gr.CheckboxGroup(
-                        vc.sweep_lengths(DEVICE),
+                        job_request.sweep_lengths(DEVICE),
                         value=vc.sweep_default_lengths(DEVICE),
                         label="Sequence lengths S",
-                        info=f"at most {vc.MAX_SWEEP_POINTS[DEVICE]} points (variants × lengths)",
+                        info=f"at most {job_request.MAX_SWEEP_POINTS[DEVICE]} points "
+                        "(variants × lengths)",
                         elem_id="sw-lengths",
                     )
                 with gr.Column(scale=3, min_width=320):

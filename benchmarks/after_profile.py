@@ -35,10 +35,11 @@ import torch
 
 from profiling import runner
 from profiling import trace as trace_model
-from profiling.config import RunConfig, check_memory, resolve_device
 from profiling.gantt import gantt_spec
 from profiling.kernels import kernel_table
+from profiling.memory_estimate import check_memory
 from profiling.summary import forward_work, per_forward
+from profiling.workload import Workload, resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "sdpa_flash_8_16_1024_64_bf16.json.gz"
@@ -80,7 +81,7 @@ def main() -> None:
     device = resolve_device("auto")
     if device != "cuda":
         sys.exit("needs a GPU: the question is what a CUDA profiler session leaves behind")
-    config = RunConfig.from_user(variant=args.variant, device=device).validated()
+    config = Workload.from_user(variant=args.variant, device=device).validated()
     variant = config.spec
     problem = config.problem(device)
     tensors = runner._inputs(config, device, variant.layout)

@@ -27,10 +27,11 @@ import torch
 
 from benchmarks.overhead import TINY, bare
 from profiling import run_trace, runner
-from profiling.config import RunConfig, check_memory, resolve_device
+from profiling.memory_estimate import check_memory
+from profiling.workload import Workload, resolve_device
 
 
-def stages(config: RunConfig, device: str, out: Path) -> dict[str, float]:
+def stages(config: Workload, device: str, out: Path) -> dict[str, float]:
     times: dict[str, float] = {}
     clock = [time.perf_counter()]
 
@@ -95,7 +96,7 @@ def main() -> None:
     out = Path(tempfile.mkdtemp(prefix="stages-"))
     for name in args.variant:
         # on a CPU a quick check at overhead.py's tiny shape; the numbers come from the H200
-        config = RunConfig.from_user(
+        config = Workload.from_user(
             variant=name, device=device, **(TINY if device == "cpu" else {})
         )
         for _ in range(2):

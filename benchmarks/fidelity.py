@@ -48,16 +48,16 @@ import torch
 from attention import VARIANTS
 from benchmarks.shapes import SHAPES
 from profiling import runner
-from profiling.config import WAIT, WARMUP, ConfigError, RunConfig
 from profiling.runner import RunError, VariantUnavailable, _inputs, run
 from profiling.summary import Summary
+from profiling.workload import WAIT, WARMUP, ConfigError, Workload
 
 PER_GRAPH, REPLAYS = 3, 30
 APP_RUNS = 3
 IDLE_S = 0.1  # before each burst-matched replay
 
 
-def independent_us(config: RunConfig) -> tuple[float, float, float, float | None, str]:
+def independent_us(config: Workload) -> tuple[float, float, float, float | None, str]:
     """µs per forward: (replay back to back, replay in a click's burst, eager wall, do_bench or
     None without Triton), and the method."""
     variant = config.spec
@@ -99,7 +99,7 @@ def independent_us(config: RunConfig) -> tuple[float, float, float, float | None
     return replay / PER_GRAPH, burst / PER_GRAPH, eager / PER_GRAPH, bench, method
 
 
-def app_run(config: RunConfig) -> tuple[Summary, float, list[float]]:
+def app_run(config: Workload) -> tuple[Summary, float, list[float]]:
     """One `profiling.run`, and CUDA events around each of its recorded forwards: µs per
     forward of the very same forwards, on the GPU in the same state, measured without the
     trace (the events sit inside attn_fwd but are not GPU work, so the app's sum ignores them)."""
@@ -175,7 +175,7 @@ def main() -> None:
     ]
     for shape_id in args.shapes.split(","):
         for vid in args.variants.split(","):
-            config = RunConfig.from_user(variant=vid, device="cuda", **SHAPES[shape_id])
+            config = Workload.from_user(variant=vid, device="cuda", **SHAPES[shape_id])
             try:
                 first = run(config).summary
                 runs = sorted((app_run(config) for _ in range(APP_RUNS)),

@@ -23,8 +23,8 @@ import torch
 
 from benchmarks.shapes import SHAPES
 from profiling import runner
-from profiling.config import RunConfig
 from profiling.runner import run
+from profiling.workload import Workload
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("mode", choices=["plain", "hot", "settle"])
     parser.add_argument("--variant", default="kernels-flash-attn2")
     args = parser.parse_args()
-    config = RunConfig.from_user(variant=args.variant, device="cuda", **SHAPES["long"]).validated()
+    config = Workload.from_user(variant=args.variant, device="cuda", **SHAPES["long"]).validated()
     if args.mode != "plain":
         problem = config.problem("cuda")
         t = runner._inputs(config, "cuda", config.spec.layout)

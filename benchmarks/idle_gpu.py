@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.shapes import SHAPES
-from profiling.config import RunConfig
 from profiling.runner import run
+from profiling.workload import Workload
 
 IDLE_S = (0.0, 0.1, 2.0)
 
@@ -37,7 +37,7 @@ def main() -> None:
     print("|---|---|" + "---|" * len(IDLE_S))
     for shape in args.shape:
         for name in args.variant:
-            config = RunConfig.from_user(variant=name, device="cuda", **SHAPES[shape])
+            config = Workload.from_user(variant=name, device="cuda", **SHAPES[shape])
             run(config)  # compilers and autotuners, once
             seen: dict[float, list[float]] = {s: [] for s in IDLE_S}
             for _ in range(args.rounds):

@@ -39,13 +39,13 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from attention import VARIANTS
 from profiling import views
-from profiling.config import RunConfig, resolve_device
 from profiling.runner import run
+from profiling.workload import Workload, resolve_device
 
 TINY = {"batch": 1, "heads": 2, "seq_len": 128, "head_dim": 32, "dtype": "float32"}  # a CPU check
 
 
-def bare(config: RunConfig, device: str, out: Path) -> float:
+def bare(config: Workload, device: str, out: Path) -> float:
     """The post's script, timed from input creation to the written .txt."""
     began = time.perf_counter()
     variant = config.spec
@@ -75,20 +75,20 @@ def bare(config: RunConfig, device: str, out: Path) -> float:
     return time.perf_counter() - began
 
 
-def bare_process(config: RunConfig, device: str, out: Path) -> float:
+def bare_process(config: Workload, device: str, out: Path) -> float:
     """The bare script in a fresh interpreter: import torch, CUDA start-up, then `bare`."""
     code = (
         "import sys; sys.path.insert(0, 'benchmarks'); sys.path.insert(0, '.');"
         "from pathlib import Path; from overhead import bare; "
-        "from profiling.config import RunConfig; "
-        f"bare(RunConfig.from_user(**{config.as_dict()!r}), {device!r}, Path({str(out)!r}))"
+        "from profiling.workload import Workload; "
+        f"bare(Workload.from_user(**{config.as_dict()!r}), {device!r}, Path({str(out)!r}))"
     )
     began = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     return time.perf_counter() - began
 
 
-def app(config: RunConfig) -> dict[str, float]:
+def app(config: Workload) -> dict[str, float]:
     """A Profile click's computation; seconds in total and for its parts.
 
     "issue" is the issue's definition (profiling.run plus the Gantt figure and its JSON);
@@ -109,7 +109,7 @@ def app(config: RunConfig) -> dict[str, float]:
             "small": float(result.trace.reader == "records")}  # fmt: skip
 
 
-def measure(config: RunConfig, device: str, out: Path, repeats: int) -> dict:
+def measure(config: Workload, device: str, out: Path, repeats: int) -> dict:
     for _ in range(2):  # warm both paths (autotuners, compilers, allocator, imports)
         bare(config, device, out), app(config)
     bare_s: list[float] = []
@@ -170,7 +170,7 @@ def main() -> None:
           "bare as a fresh process s |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
     for variant in wanted:
-        config = RunConfig.from_user(variant=variant, device=args.device, **shape)
+        config = Workload.from_user(variant=variant, device=args.device, **shape)
         reason = config.spec.unavailable(device, config.torch_dtype)
         if reason:
             print(f"| {variant} | unavailable: {reason} | | | | | | |")

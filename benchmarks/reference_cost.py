@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from profiling import runner
-from profiling.config import RunConfig, check_memory, resolve_device
+from profiling.memory_estimate import check_memory
+from profiling.workload import Workload, resolve_device
 
 
 def timed(fn, repeats: int = 30) -> tuple[float, float]:
@@ -41,9 +42,9 @@ def timed(fn, repeats: int = 30) -> tuple[float, float]:
 
 def main() -> None:
     device = resolve_device("auto")
-    config = RunConfig.from_user(variant="sdpa-flash", device=device)
+    config = Workload.from_user(variant="sdpa-flash", device=device)
     if device == "cpu":
-        config = RunConfig.from_user(variant="sdpa-flash", device="cpu", batch=2, heads=4,
+        config = Workload.from_user(variant="sdpa-flash", device="cpu", batch=2, heads=4,
                                      seq_len=512, dtype="float32")  # fmt: skip
     b, h, s, d = config.batch, config.heads, config.seq_len, config.head_dim
     gen = torch.Generator(device=device).manual_seed(0)

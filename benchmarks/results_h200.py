@@ -21,8 +21,8 @@ import torch
 
 from attention import VARIANTS
 from benchmarks.shapes import SHAPES
-from profiling.config import ConfigError, RunConfig
 from profiling.runner import RunError, VariantUnavailable, run
+from profiling.workload import ConfigError, Workload
 
 KEEP = {"naive-inplace", "sdpa-math", "sdpa-efficient", "flex", "compiled-naive", "naive"}
 
@@ -62,7 +62,7 @@ def main() -> None:
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for vid in VARIANTS:
-            config = RunConfig.from_user(variant=vid, device=args.device, **shape)
+            config = Workload.from_user(variant=vid, device=args.device, **shape)
             try:
                 r = run(config, out_dir=out / "traces" / vid)
             except (VariantUnavailable, ConfigError, RunError) as exc:

@@ -15,11 +15,19 @@ import tempfile
 from pathlib import Path
 
 from attention import VARIANTS
-from profiling.config import DEVICES, DTYPES, LIMITS, ConfigError, RunConfig, resolve_device
 from profiling.runner import RunError, VariantUnavailable, run
 from profiling.summary import summary_rows
 from profiling.trace import Trace
 from profiling.trace_events import TraceError, TraceTooBig
+from profiling.workload import (
+    DEVICES,
+    DTYPES,
+    LIMITS,
+    ConfigError,
+    Workload,
+    known_variants,
+    resolve_device,
+)
 
 SUBCOMMANDS = {
     "compare": "several variants at one shape, one after another",
@@ -68,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     names = list(VARIANTS) if args.variant == "all" else [args.variant]
     try:
-        configs = [
-            RunConfig.from_user(
+        workloads = [
+            Workload.from_user(
                 variant=name, seq_len=args.seq_len, dtype=args.dtype, batch=args.batch,
                 heads=args.heads, head_dim=args.head_dim, causal=not args.no_causal,
                 device=args.device, steps=args.steps,
@@ -83,22 +91,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     failures = 0
     overview: list[str] = []
-    for config in configs:
-        out = Path(args.out) / config.variant
+    for workload in workloads:
+        out = Path(args.out) / workload.variant
         try:
-            result = run(config, out_dir=out)
+            result = run(workload, out_dir=out)
         except (VariantUnavailable, ConfigError, RunError) as exc:
-            if len(configs) == 1:  # the run asked for did not happen: an error, as for bad flags
-                print(f"error: {_named(config.variant, exc)}", file=sys.stderr)
+            if len(workloads) == 1:  # the run asked for did not happen: an error, as for bad flags
+                print(f"error: {_named(workload.variant, exc)}", file=sys.stderr)
                 return 2 if isinstance(exc, ConfigError) else 1
-            reason = _reason(config.variant, exc)
+            reason = _reason(workload.variant, exc)
             if isinstance(exc, VariantUnavailable):  # expected with `all`: not a failure
-                overview.append(f"{config.variant:22s} unavailable: {reason}")
-                print(f"{config.variant}: unavailable — {reason}\n")
+                overview.append(f"{workload.variant:22s} unavailable: {reason}")
+                print(f"{workload.variant}: unavailable — {reason}\n")
             else:
                 status = "refused" if isinstance(exc, ConfigError) else "failed"
-                overview.append(f"{config.variant:22s} {status}: {reason}")
-                print(f"{_named(config.variant, exc)}\n", file=sys.stderr)
+                overview.append(f"{workload.variant:22s} {status}: {reason}")
+                print(f"{_named(workload.variant, exc)}\n", file=sys.stderr)
                 failures += 1
             continue
         result.trace_json.unlink(missing_ok=True)  # keep what the post keeps: .json.gz and .txt
@@ -112,11 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         gpu = f"{s.gpu_us_per_forward:9.1f}" if has_gpu else "      n/a"
         kernels = f"{s.kernels_per_forward:5.2f}" if on_gpu else "  n/a"  # a CPU run has none
         overview.append(
-            f"{config.variant:22s} kernels/fwd {kernels}  GPU µs {gpu}  "
+            f"{workload.variant:22s} kernels/fwd {kernels}  GPU µs {gpu}  "
             f"CPU µs {s.cpu_us_per_forward:9.1f}  rel.err {s.rel_err:.1e}  ran: {s.ran}"
         )
-    if len(configs) > 1:
-        print(f"== {len(configs)} variants on {device} ==")
+    if len(workloads) > 1:
+        print(f"== {len(workloads)} variants on {device} ==")
         print("\n".join(overview))
     return 1 if failures else 0
 
@@ -351,7 +359,7 @@ def _in(path: str, message: str) -> TraceError:
 
 
 def _range(name: str, extra: str = "") -> str:
-    """The help of a shape flag: its limits (config.LIMITS, which the CLI checks; the app's
+    """The help of a shape flag: its limits (workload.LIMITS, which the CLI checks; the app's
     sliders and its CPU budget are narrower) and its default."""
     low, high = LIMITS[name]
     return f"{low}–{high}{extra} (default %(default)s)"
@@ -387,14 +395,10 @@ def _shape_text(c: dict) -> str:
 
 
 def _names(text: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in VARIANTS]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown variant(s) {', '.join(unknown) or '(none given)'}; "
-            f"choose from: {', '.join(VARIANTS)}"
-        )
-    return names
+    try:
+        return known_variants(n.strip() for n in text.split(",") if n.strip())
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _at_least_one(text: str) -> int:

@@ -24,12 +24,20 @@ import pandas as pd
 import torch
 
 from attention import VARIANTS
-from profiling.config import DTYPES, ConfigError, RunConfig, resolve_device
 from profiling.jobs import JobCancelled
 from profiling.launch import LaunchStats
 from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
 from profiling.summary import Summary
 from profiling.vocabulary import FORWARD
+from profiling.workload import (
+    DTYPES,
+    ConfigError,
+    Workload,
+    known_variants,
+    resolve_device,
+    shape_from_user,
+    shape_tag,
+)
 
 Progress = Callable[[float, str], None]
 log = logging.getLogger(__name__)
@@ -38,7 +46,6 @@ log = logging.getLogger(__name__)
 POST_VARIANTS = (
     "naive", "naive-inplace", "sdpa-math", "sdpa-efficient", "sdpa-flash", "sdpa-cudnn",
 )  # fmt: skip
-SHAPE_KEYS = ("seq_len", "dtype", "batch", "heads", "head_dim", "causal", "device", "steps")
 
 # -- datasheet peaks ----------------------------------------------------------------------------
 
@@ -142,7 +149,7 @@ class VariantRun:
 
 @dataclass
 class CompareResult:
-    shape: dict[str, Any]  # the RunConfig fields shared by every variant
+    shape: dict[str, Any]  # the Workload fields shared by every variant
     device: str
     device_name: str
     runs: list[VariantRun]
@@ -177,14 +184,6 @@ def default_variants(device: str = "auto", dtype: str = "bfloat16") -> list[str]
     return [*POST_VARIANTS, *extra]
 
 
-def shape_config(**shape: Any) -> RunConfig:
-    """Validate the shared shape once (a bad shape is the user's error, not a variant's)."""
-    unknown = sorted(set(shape) - set(SHAPE_KEYS))
-    if unknown:
-        raise ConfigError(f"unknown shape parameter(s): {', '.join(unknown)}")
-    return RunConfig.from_user(variant="naive", **shape)
-
-
 def compare(
     variants: Sequence[str] | None = None,
     *,
@@ -196,37 +195,48 @@ def compare(
 ) -> CompareResult:
     """Profile each variant at one shape, one after another; never raises for one variant.
 
-    `shape` takes RunConfig's fields but `variant` (seq_len, dtype, batch, heads, head_dim,
+    `shape` takes Workload's fields but `variant` (seq_len, dtype, batch, heads, head_dim,
     causal, device, steps). Raises ConfigError only for a bad shape or an unknown variant id,
     and JobCancelled when `stop()` is true before a variant (its folder is then removed).
     """
-    base = shape_config(**shape)
-    device = resolve_device(base.device)
-    names = list(dict.fromkeys(variants)) if variants else default_variants(device, base.dtype)
-    unknown = [v for v in names if v not in VARIANTS]
-    if unknown:
-        raise ConfigError(
-            f"unknown variant(s): {', '.join(map(repr, unknown))}; choose from: "
-            f"{', '.join(VARIANTS)}"
-        )
+    common = shape_from_user(**shape)  # a bad shape is the user's error, not a variant's
+    device = resolve_device(common["device"])
+    names = known_variants(variants) if variants else default_variants(device, common["dtype"])
+    workloads = [Workload(variant=name, **common) for name in names]
+    return compare_workloads(
+        workloads, out_dir=out_dir, progress=progress, make_zip=make_zip, stop=stop
+    )
+
+
+def compare_workloads(
+    workloads: Sequence[Workload],
+    *,
+    out_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    make_zip: bool = True,
+    stop: Callable[[], bool] | None = None,
+) -> CompareResult:
+    """Profile validated workloads of one shape (a JobRequest's), one after another."""
+    first = workloads[0]
+    device = resolve_device(first.device)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-compare-"))
     report = progress or (lambda fraction, text: None)
     runs: list[VariantRun] = []
-    for i, name in enumerate(names):
+    for i, workload in enumerate(workloads):
         cancelled(stop, out, made=out_dir is None)
-        step = _scaled(report, i, len(names), name)
+        step = _scaled(report, i, len(workloads), workload.variant)
         step(0.0, "starting")
-        runs.append(profile_one(base.with_(variant=name), out / name, step))
+        runs.append(profile_one(workload, out / workload.variant, step))
     cancelled(stop, out, made=out_dir is None)  # cancelled during the last run: no zip, no page
-    report(1.0, f"{len(names)} variants done")
+    report(1.0, f"{len(workloads)} variants done")
     device_name = next((r.summary.device_name for r in runs if r.summary), _device_name(device))
     peak = peak_entry(device_name) if device == "cuda" else None
     result = CompareResult(
-        shape={k: v for k, v in base.as_dict().items() if k != "variant"},
+        shape=first.shape(),
         device=device,
         device_name=device_name,
         runs=runs,
-        glance=glance_table(runs, device_name, base.dtype),
+        glance=glance_table(runs, device_name, first.dtype),
         out_dir=out,
         peak=peak,
         notes=_notes(runs, device, peak),
@@ -245,22 +255,22 @@ def cancelled(stop: Callable[[], bool] | None, out: Path, made: bool) -> None:
         raise JobCancelled(f"cancelled; {out.name} removed" if made else "cancelled")
 
 
-def profile_one(config: RunConfig, out_dir: Path, progress: Progress) -> VariantRun:
+def profile_one(workload: Workload, out_dir: Path, progress: Progress) -> VariantRun:
     """Run one variant and keep what the views need; errors become a status and a reason."""
-    label = config.spec.label
+    label = workload.spec.label
     try:
-        result = run(config, out_dir=out_dir, progress=progress)
+        result = run(workload, out_dir=out_dir, progress=progress)
     except VariantUnavailable as exc:
-        return VariantRun(config.variant, label, "unavailable", str(exc))
+        return VariantRun(workload.variant, label, "unavailable", str(exc))
     except ConfigError as exc:
-        return VariantRun(config.variant, label, "refused", str(exc))
+        return VariantRun(workload.variant, label, "refused", str(exc))
     except RunError as exc:
-        return VariantRun(config.variant, label, "failed", str(exc))
+        return VariantRun(workload.variant, label, "failed", str(exc))
     except Exception as exc:  # raised before the run began (the runner turns its own into
         # RunError): a failure, logged, that must not lose the other variants
-        log.exception("%s failed", config)
+        log.exception("%s failed", workload)
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        return VariantRun(config.variant, label, "failed", reason)
+        return VariantRun(workload.variant, label, "failed", reason)
     return from_profile(result)
 
 
@@ -369,7 +379,7 @@ def compare_zip(result: CompareResult) -> Path:
             entries.append((f"{r.variant}/kernels.csv", r.kernels.to_csv(index=False)))
         if r.launch is not None:
             entries.append((f"{r.variant}/launches.csv", r.launch.per_launch.to_csv(index=False)))
-    tag = RunConfig(variant="naive", **result.shape).shape_tag(result.device)
+    tag = shape_tag(result.shape, result.device)
     return write_zip(entries, f"compare_{tag}.zip")
 
 

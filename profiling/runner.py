@@ -32,19 +32,11 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from attention import Built, Problem, VariantUnavailable
 from profiling import run_trace
-from profiling.config import (
-    REFERENCE_CHUNK,
-    WAIT,
-    WARMUP,
-    ConfigError,
-    RunConfig,
-    check_memory,
-    reference_chunk,
-    resolve_device,
-)
+from profiling.memory_estimate import REFERENCE_CHUNK, check_memory, reference_chunk
 from profiling.run_trace import RunTrace
 from profiling.summary import Summary, attention_flops, flops_convention
 from profiling.vocabulary import FORWARD
+from profiling.workload import WAIT, WARMUP, ConfigError, Workload, resolve_device
 
 Progress = Callable[[float, str], None]
 log = logging.getLogger(__name__)
@@ -60,7 +52,7 @@ class RunError(RuntimeError):
 
 @dataclass
 class ProfileResult:
-    config: RunConfig
+    config: Workload
     summary: Summary
     operators: pd.DataFrame  # from key_averages
     kernels: pd.DataFrame  # per kernel name, per forward, from the trace
@@ -74,47 +66,48 @@ class ProfileResult:
 
 
 def run(
-    config: RunConfig, out_dir: str | Path | None = None, progress: Progress | None = None
+    workload: Workload, out_dir: str | Path | None = None, progress: Progress | None = None
 ) -> ProfileResult:
-    """Validate, then profile `config` once; raises ConfigError, VariantUnavailable or RunError."""
-    config = config.validated()
+    """Validate, then profile `workload` once; raises ConfigError, VariantUnavailable or
+    RunError."""
+    workload = workload.validated()
     report = progress or (lambda fraction, text: None)
     with _LOCK:
-        return _run_locked(config, out_dir, report)
+        return _run_locked(workload, out_dir, report)
 
 
-def _run_locked(config: RunConfig, out_dir: str | Path | None, report: Progress) -> ProfileResult:
+def _run_locked(workload: Workload, out_dir: str | Path | None, report: Progress) -> ProfileResult:
     began = time.perf_counter()
-    device = resolve_device(config.device)
-    variant = config.spec
+    device = resolve_device(workload.device)
+    variant = workload.spec
     try:
-        reason = variant.unavailable(device, config.torch_dtype)
+        reason = variant.unavailable(device, workload.torch_dtype)
     except Exception as exc:  # the check itself broke: no verdict, a failure
-        log.exception("availability check failed: %s", config)
+        log.exception("availability check failed: %s", workload)
         raise RunError(
             f"{variant.id} failed on {device}: availability could not be checked: "
             f"{_failure_text(exc)}"
         ) from None
     if reason:
         raise VariantUnavailable(f"{variant.id} is unavailable here: {reason}")
-    spare = check_memory(config, device)
+    spare = check_memory(workload, device)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-"))
     out.mkdir(parents=True, exist_ok=True)
-    problem = config.problem(device)
+    problem = workload.problem(device)
     failure: Exception | None = None
     try:
-        result = _attempt(config, variant, problem, device, out, report, spare)
+        result = _attempt(workload, variant, problem, device, out, report, spare)
     except torch.OutOfMemoryError:
         failure = RunError(
-            f"out of memory on {device} for {config.variant} at {config.shape_text()}: "
+            f"out of memory on {device} for {workload.variant} at {workload.shape_text()}: "
             "memory was released; reduce seq_len, batch or heads"
         )
     except VariantUnavailable as exc:  # a known rule: the variant cannot run this here
-        failure = VariantUnavailable(_unavailable_text(config.variant, exc))
+        failure = VariantUnavailable(_unavailable_text(workload.variant, exc))
     except Exception as exc:  # anything else is a failure: said as one, keep the app alive
-        log.exception("run failed: %s", config)
+        log.exception("run failed: %s", workload)
         traceback.clear_frames(exc.__traceback__)  # a kept log record must not hold the tensors
-        failure = RunError(f"{config.variant} failed on {device}: {_failure_text(exc)}")
+        failure = RunError(f"{workload.variant} failed on {device}: {_failure_text(exc)}")
     if failure is not None:
         # Raised here, outside the except blocks, so no traceback keeps the frames (and their
         # tensors) alive: memory really returns before the caller sees the error.
@@ -128,22 +121,22 @@ def _run_locked(config: RunConfig, out_dir: str | Path | None, report: Progress)
 
 
 def _attempt(
-    config, variant, problem: Problem, device: str, out: Path, report, spare: int
+    workload, variant, problem: Problem, device: str, out: Path, report, spare: int
 ) -> ProfileResult:
     report(0.05, "allocating inputs")
-    tensors = _inputs(config, device, variant.layout)
+    tensors = _inputs(workload, device, variant.layout)
     built = variant.build(problem)  # raises VariantUnavailable where a known rule refuses
     report(0.15, f"warm-up ({variant.warmup_calls} calls)")
-    prof = _profile(config, built, variant, tensors, device, report)
+    prof = _profile(workload, built, variant, tensors, device, report)
     peak = torch.cuda.max_memory_allocated() / 1024**2 if device == "cuda" else None
     report(0.7, "exporting the trace")
-    paths = _export(prof, config, device, out)
+    paths = _export(prof, workload, device, out)
     try:
         report(0.8, "reference check in float64, parsing the trace")
         # The reference's GPU work is queued first and read last, so it runs while the CPU
         # parses.
-        reference = _relative_error(tensors, config, variant.layout, device, spare)
-        result = _result(config, built, prof, paths, peak, reference, device)
+        reference = _relative_error(tensors, workload, variant.layout, device, spare)
+        result = _result(workload, built, prof, paths, peak, reference, device)
     finally:
         futures.wait([paths.gz_written])  # no writer left behind in a folder about to go
     try:
@@ -153,18 +146,18 @@ def _attempt(
     return result
 
 
-def _inputs(config: RunConfig, device: str, layout: str) -> dict[str, torch.Tensor]:
+def _inputs(workload: Workload, device: str, layout: str) -> dict[str, torch.Tensor]:
     """Fixed-seed q, k, v in the variant's layout, as the post's scripts create them."""
     gen = torch.Generator(device=device).manual_seed(SEED)
     if layout == "bhsd":
-        shape = (config.batch, config.heads, config.seq_len, config.head_dim)
+        shape = (workload.batch, workload.heads, workload.seq_len, workload.head_dim)
     else:
-        shape = (config.batch, config.seq_len, config.heads, config.head_dim)
-    make = lambda: torch.randn(shape, generator=gen, device=device, dtype=config.torch_dtype)  # noqa: E731
+        shape = (workload.batch, workload.seq_len, workload.heads, workload.head_dim)
+    make = lambda: torch.randn(shape, generator=gen, device=device, dtype=workload.torch_dtype)  # noqa: E731
     return {"q": make(), "k": make(), "v": make()}
 
 
-def _profile(config, built: Built, variant, t: dict, device: str, report: Progress):
+def _profile(workload, built: Built, variant, t: dict, device: str, report: Progress):
     q, k, v = t["q"], t["k"], t["v"]
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
@@ -183,20 +176,20 @@ def _profile(config, built: Built, variant, t: dict, device: str, report: Progre
                 hints = "; ".join(dict.fromkeys(str(w.message).splitlines()[0] for w in caught))
                 detail = f" ({hints})" if hints else ""
                 raise VariantUnavailable(
-                    f"{variant.id} cannot run {config.shape_text()} here: "
+                    f"{variant.id} cannot run {workload.shape_text()} here: "
                     f"{str(exc).splitlines()[0]}{detail}"
                 ) from exc
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
-        report(0.3, f"profiling {config.total_steps} steps ({config.steps} active)")
+        report(0.3, f"profiling {workload.total_steps} steps ({workload.steps} active)")
         with profile(
             activities=activities,
-            schedule=schedule(wait=WAIT, warmup=WARMUP, active=config.steps, repeat=1),
+            schedule=schedule(wait=WAIT, warmup=WARMUP, active=workload.steps, repeat=1),
             record_shapes=False,
             profile_memory=False,
             with_stack=False,
         ) as prof:
-            for _ in range(config.total_steps):
+            for _ in range(workload.total_steps):
                 with record_function(FORWARD):
                     t["out"] = built.forward(q, k, v)
                 prof.step()
@@ -230,10 +223,10 @@ def _new_gzip_pool_after_fork() -> None:
 os.register_at_fork(after_in_child=_new_gzip_pool_after_fork)
 
 
-def _export(prof, config: RunConfig, device: str, out: Path) -> Exported:
+def _export(prof, workload: Workload, device: str, out: Path) -> Exported:
     """The trace as .json, the key_averages table as .txt, and the .json.gz: zlib releases
     the GIL while it compresses, so the .gz is written while the run builds its tables."""
-    tag = config.tag(device)
+    tag = workload.tag(device)
     json_path, gz_path, txt_path = (out / f"{tag}{ext}" for ext in (".json", ".json.gz", ".txt"))
     prof.export_chrome_trace(str(json_path))
     gz_written = _GZIP.submit(_gzip, json_path, gz_path)
@@ -293,7 +286,7 @@ def operator_table(prof, device: str) -> pd.DataFrame:
 
 
 def _relative_error(
-    t: dict, config: RunConfig, layout: str, device: str, spare: int = 0
+    t: dict, workload: Workload, layout: str, device: str, spare: int = 0
 ) -> Callable[[], tuple[float, str]]:
     """‖out − ref‖ / ‖ref‖ against float64 attention, in chunks that never hold the S² matrix.
 
@@ -318,7 +311,7 @@ def _relative_error(
     sums: torch.Tensor | None = None  # ‖out − ref‖², ‖ref‖² (no zeros to start: one launch)
     for lo in range(0, s, rows):
         hi = min(s, lo + rows)
-        if config.causal:  # additive mask for these query rows: -inf where key > query
+        if workload.causal:  # additive mask for these query rows: -inf where key > query
             bias = torch.full((hi - lo, s), float("-inf"), dtype=torch.float64, device=q.device)
             bias = bias.triu_(lo + 1)
         else:

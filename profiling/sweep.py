@@ -17,17 +17,18 @@ from typing import Any
 
 import pandas as pd
 
-from attention import VARIANTS
-from profiling.compare import cancelled, markdown, shape_config, write_zip
-from profiling.config import (
+from profiling.compare import cancelled, markdown, write_zip
+from profiling.memory_estimate import check_memory, estimate_bytes
+from profiling.runner import RunError, VariantUnavailable, run
+from profiling.workload import (
     LIMITS,
     ConfigError,
-    RunConfig,
-    check_memory,
-    estimate_bytes,
+    Workload,
+    known_variants,
     resolve_device,
+    shape_from_user,
+    shape_tag,
 )
-from profiling.runner import RunError, VariantUnavailable, run
 
 Progress = Callable[[float, str], None]
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class SweepPoint:
 
 @dataclass
 class SweepResult:
-    shape: dict[str, Any]  # the RunConfig fields shared by every point (seq_len varies)
+    shape: dict[str, Any]  # the Workload fields shared by every point (seq_len varies)
     device: str
     device_name: str
     variants: list[str]
@@ -92,11 +93,12 @@ def default_seq_lens(
     Lengths where only some variants fit stay in (those points are refused and marked); the
     list ends where none fits, because past that the chart would only show refusals.
     """
-    base = shape_config(**shape)
-    device = resolve_device(base.device)
+    common = shape_from_user(**shape)
+    device = resolve_device(common["device"])
     out: list[int] = []
     for s in doubling(start, stop):
-        if any(_fits(base.with_(variant=v, seq_len=s), device) for v in variants):
+        points = [Workload(variant=v, **{**common, "seq_len": s}) for v in variants]
+        if any(_fits(point, device) for point in points):
             out.append(s)
         else:
             break
@@ -110,69 +112,78 @@ def sweep(
     out_dir: str | Path | None = None,
     progress: Progress | None = None,
     make_zip: bool = True,
-    check: Callable[[RunConfig], None] | None = None,
+    check: Callable[[Workload], None] | None = None,
     stop: Callable[[], bool] | None = None,
     **shape: Any,
 ) -> SweepResult:
     """Profile every (variant, seq_len) point, one after another; never raises for a point.
 
-    `shape` takes RunConfig's fields but `variant` and `seq_len`. Raises ConfigError only for a
+    `shape` takes Workload's fields but `variant` and `seq_len`. Raises ConfigError only for a
     bad shape, an unknown variant or an invalid sequence length. `check` is an extra admission
     test per point (the app's CPU budget): a ConfigError from it marks the point refused.
     Raises JobCancelled when `stop()` is true before a point (its folder is then removed).
     """
-    names = list(dict.fromkeys(variants))
-    unknown = [v for v in names if v not in VARIANTS]
-    if not names or unknown:
-        what = f"unknown variant(s): {', '.join(map(repr, unknown))}" if unknown else "no variant"
-        raise ConfigError(f"{what}; choose from: {', '.join(VARIANTS)}")
-    base = shape_config(**{k: v for k, v in shape.items() if k != "seq_len"})
-    device = resolve_device(base.device)
+    names = known_variants(variants)
+    common = shape_from_user(**{k: v for k, v in shape.items() if k != "seq_len"})
     lens = sorted(set(seq_lens)) if seq_lens else default_seq_lens(names, **shape)
-    for s in lens:
-        base.with_(seq_len=s)  # raises ConfigError for a length outside the limits
+    # every point checked before the first runs: a bad length is refused, not half a sweep
+    workloads = [
+        Workload(variant=name, **{**common, "seq_len": s}).validated()
+        for name in names
+        for s in lens
+    ]
+    return sweep_workloads(
+        workloads, out_dir=out_dir, progress=progress, make_zip=make_zip, check=check, stop=stop
+    )
+
+
+def sweep_workloads(
+    workloads: Sequence[Workload],
+    *,
+    out_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    make_zip: bool = True,
+    check: Callable[[Workload], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> SweepResult:
+    """Profile validated points of one shape (a JobRequest's), variant by variant, each over
+    its lengths in order. An unavailable or out-of-memory point ends its variant's run: the
+    longer lengths are marked, not tried."""
+    device = resolve_device(workloads[0].device)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-sweep-"))
     report = progress or (lambda fraction, text: None)
-    total = len(names) * len(lens)
+    total = len(workloads)
     points: list[SweepPoint] = []
     device_name = "CPU"
-    for vi, name in enumerate(names):
-        stopped: SweepPoint | None = None  # an unavailable or OOM point ends the variant's run
-        for si, s in enumerate(lens):
-            i = vi * len(lens) + si
-            config = base.with_(variant=name, seq_len=s)
-            est = estimate_bytes(config) / 1024**2
-            if stopped is not None:
-                status = "unavailable" if stopped.status == "unavailable" else "skipped"
-                reason = (
-                    stopped.reason
-                    if status == "unavailable"
-                    else f"not run: {stopped.status} at S={stopped.seq_len}"
-                )
-                points.append(SweepPoint(name, s, status, reason, estimate_mib=est))
-                continue
+    stopped: SweepPoint | None = None  # the point that ended the current variant's run
+    for i, workload in enumerate(workloads):
+        name, s = workload.variant, workload.seq_len
+        if stopped is not None and stopped.variant != name:
+            stopped = None
+        est = estimate_bytes(workload) / 1024**2
+        if stopped is not None:
+            points.append(_not_run(stopped, s, est))
+            continue
+        cancelled(stop, out, made=out_dir is None)
 
-            cancelled(stop, out, made=out_dir is None)
+        def step(fraction: float, text: str, i: int = i, name: str = name, s: int = s) -> None:
+            report((i + fraction) / total, f"{name} S={s} ({i + 1}/{total}): {text}")
 
-            def step(fraction: float, text: str, i: int = i, name: str = name, s: int = s) -> None:
-                report((i + fraction) / total, f"{name} S={s} ({i + 1}/{total}): {text}")
-
-            point, ran_on = _profile_point(config, out / name, step, est, check)
-            if point.status in ("unavailable", "oom"):
-                stopped = point
-            points.append(point)
-            device_name = ran_on or device_name
+        point, ran_on = _profile_point(workload, out / name, step, est, check)
+        if point.status in ("unavailable", "oom"):
+            stopped = point
+        points.append(point)
+        device_name = ran_on or device_name
     cancelled(stop, out, made=out_dir is None)  # cancelled during the last run: no zip, no page
     report(1.0, f"{total} points done")
-    table = sweep_table(points)
     result = SweepResult(
-        shape={k: v for k, v in base.as_dict().items() if k not in ("variant", "seq_len")},
+        shape={k: v for k, v in workloads[0].shape().items() if k != "seq_len"},
         device=device,
         device_name=device_name,
-        variants=names,
-        seq_lens=list(lens),
+        variants=list(dict.fromkeys(w.variant for w in workloads)),
+        seq_lens=sorted({w.seq_len for w in workloads}),
         points=points,
-        table=table,
+        table=sweep_table(points),
         out_dir=out,
         notes=[
             f"time: {'GPU' if device == 'cuda' else 'CPU'} µs per forward",
@@ -184,19 +195,29 @@ def sweep(
     return result
 
 
+def _not_run(stopped: SweepPoint, seq_len: int, estimate_mib: float) -> SweepPoint:
+    """A longer length of a variant whose run ended at `stopped`: unavailable stays so, the
+    rest is skipped."""
+    if stopped.status == "unavailable":
+        status, reason = "unavailable", stopped.reason
+    else:
+        status, reason = "skipped", f"not run: {stopped.status} at S={stopped.seq_len}"
+    return SweepPoint(stopped.variant, seq_len, status, reason, estimate_mib=estimate_mib)
+
+
 def _profile_point(
-    config: RunConfig,
+    workload: Workload,
     out_dir: Path,
     step: Progress,
     est: float,
-    check: Callable[[RunConfig], None] | None = None,
+    check: Callable[[Workload], None] | None = None,
 ) -> tuple[SweepPoint, str | None]:
     """One point and the device name it ran on (None when it did not run)."""
-    name, s = config.variant, config.seq_len
+    name, s = workload.variant, workload.seq_len
     try:
         if check is not None:
-            check(config)
-        result = run(config, out_dir=out_dir, progress=step)
+            check(workload)
+        result = run(workload, out_dir=out_dir, progress=step)
     except ConfigError as exc:
         return SweepPoint(name, s, "refused", str(exc), estimate_mib=est), None
     except VariantUnavailable as exc:
@@ -206,7 +227,7 @@ def _profile_point(
         return SweepPoint(name, s, status, str(exc), estimate_mib=est), None
     except Exception as exc:  # raised before the run began (the runner turns its own into
         # RunError): a failure, logged, that must not lose the other points
-        log.exception("%s failed", config)
+        log.exception("%s failed", workload)
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return SweepPoint(name, s, "failed", reason, estimate_mib=est), None
     result.trace_json.unlink(missing_ok=True)
@@ -258,11 +279,7 @@ def sweep_zip(result: SweepResult) -> Path:
     for p in result.points:
         if p.trace_gz is not None and p.trace_gz.exists():
             entries.append((f"{p.variant}/{p.trace_gz.name}", p.trace_gz))
-    c = result.shape
-    mask = "causal" if c["causal"] else "full"
-    tag = f"{c['batch']}_{c['heads']}_{c['head_dim']}_{c['dtype']}_{mask}_{result.device}"
-    tag += f"_{c['steps']}steps"
-    return write_zip(entries, f"sweep_{tag}.zip")
+    return write_zip(entries, f"sweep_{shape_tag(result.shape, result.device)}.zip")
 
 
 def points_json(result: SweepResult) -> list[dict[str, Any]]:
@@ -277,9 +294,9 @@ def _name(path: Path | None) -> str | None:
     return path.name if path else None
 
 
-def _fits(config: RunConfig, device: str) -> bool:
+def _fits(workload: Workload, device: str) -> bool:
     try:
-        check_memory(config, device)
+        check_memory(workload, device)
     except ConfigError:
         return False
     return True

@@ -1,13 +1,13 @@
 """What the page shows, computed from a ProfileResult: summary strip, display tables, banner.
 
 Pure functions (no gradio) so the page, the API and the tests see the same numbers, and
-app.py stays a thin wiring of components. The page's limits live here, in one place.
+app.py stays a thin wiring of components. The limits on uploads, the queue and temp files
+live here; what a request may ask (ranges, budgets) in profiling.workload and job_request.
 """
 
 from __future__ import annotations
 
 import html
-import logging
 import math
 import shutil
 import tempfile
@@ -19,16 +19,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
-from attention import VARIANTS, Variant, on_zero_gpu
+from attention import VARIANTS
 from profiling import files
-from profiling.config import DTYPES, ConfigError, RunConfig
 from profiling.gantt import FigureSpec
 from profiling.launch import LaunchStats, launch_rows
-from profiling.summary import Summary, attention_flops, summary_rows
-
-log = logging.getLogger(__name__)
+from profiling.summary import Summary, summary_rows
+from profiling.workload import unavailable_reasons
 
 # -- limits (README's "Limits" section quotes these) ---------------------------------------
 MAX_FILE_SIZE = "25mb"  # launch(max_file_size=...): bounds /gradio_api/upload
@@ -42,27 +39,8 @@ KEEP_RUN_DIRS = 8  # our own temp dirs (one per run) kept before the oldest is d
 # ... and any of our temp dirs older than the cache age goes too (a previous process's as well):
 # checked when the app starts and, at most every STALE_SWEEP_S, when a run adds a folder.
 STALE_SWEEP_S = 60
-GPU_SECONDS = 60  # @spaces.GPU duration for a run; compiled / Hub variants get more
-GPU_SECONDS_SLOW = 150  # torch.compile or a Hub download happens inside the GPU slot
-CPU_MAX_FLOPS = 2e10  # per forward, on CPU only: a CPU Space must stay responsive
 GPU_GROUP = "gpu"  # concurrency_id shared by every listener that uses the GPU
 
-# Slider ranges per device: (minimum, maximum, step). The backend's LIMITS are what is
-# enforced; these only keep the sliders in a sensible, fast region.
-SLIDERS: dict[str, dict[str, tuple[int, int, int]]] = {
-    "cuda": {
-        "seq_len": (128, 16384, 128),
-        "batch": (1, 64, 1),
-        "heads": (1, 128, 1),
-        "head_dim": (16, 256, 8),
-    },
-    "cpu": {
-        "seq_len": (64, 4096, 64),
-        "batch": (1, 8, 1),
-        "heads": (1, 16, 1),
-        "head_dim": (16, 128, 8),
-    },
-}
 # The post's shape on a GPU; on a CPU a small shape that profiles in well under a second.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "cuda": dict(variant="naive", seq_len=1024, dtype="bfloat16", batch=8, heads=16,
@@ -76,51 +54,13 @@ GENERIC_ERROR = (
 )
 
 
-def page_device() -> str:
-    """The device the page is built for (on ZeroGPU CUDA reads as available outside the slot)."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def defaults(device: str) -> dict[str, Any]:
     return dict(DEFAULTS["cuda" if device == "cuda" else "cpu"])
 
 
-def slider_ranges(device: str) -> dict[str, tuple[int, int, int]]:
-    return dict(SLIDERS["cuda" if device == "cuda" else "cpu"])
-
-
-def _reasons(device: str, dtype: str) -> dict[str, str | None]:
-    """Why each variant cannot run, each checked on its own: one failing check says so for
-    its variant only."""
-    torch_dtype = DTYPES.get(dtype, torch.float32)
-    return {vid: _reason(v, device, torch_dtype) for vid, v in VARIANTS.items()}
-
-
-def _reason(variant: Variant, device: str, dtype: torch.dtype) -> str | None:
-    """The variant's rule, failing closed: a check that raises marks it unavailable with the
-    error, except on ZeroGPU. There, outside the GPU slot, `spaces` emulates CUDA (a stand-in
-    for torch.cuda whose calls that reach the driver raise), so a device query can fail by
-    design; the variant is offered and the runner checks again inside the slot, on the GPU."""
-    try:
-        return variant.unavailable(device, dtype)
-    except Exception as exc:
-        if on_zero_gpu():
-            return None
-        log.warning("availability of %s could not be checked", variant.id, exc_info=True)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        error = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-        return f"availability could not be checked: {error}"
-
-
-def unavailable_reasons(device: str, dtype: str) -> dict[str, str | None]:
-    """Variant id → why it cannot run here (None when it can, or on ZeroGPU outside the slot
-    when that cannot be known yet)."""
-    return _reasons(device, dtype)
-
-
 def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
     """(label, id) pairs for the dropdown; unavailable variants say so and why."""
-    reasons = _reasons(device, dtype)
+    reasons = unavailable_reasons(device, dtype)
     out = []
     for vid, v in VARIANTS.items():
         why = reasons.get(vid)
@@ -144,7 +84,7 @@ def lesson_markdown(variant: str, device: str, dtype: str, causal: bool = True) 
     text = f"**{v.label}** · `{v.id}`\n\n{lesson}."
     if v.family == "naive" and not causal:
         text += f"\n\n{NO_MASK}."
-    why = _reasons(device, dtype).get(variant)
+    why = unavailable_reasons(device, dtype).get(variant)
     if why:
         text += f"\n\n⛔ **Unavailable here:** {why}."
     return text
@@ -160,38 +100,6 @@ def banner_markdown(device: str) -> str:
         "defaults to a small one that profiles in about a second. On the Space's GPU the "
         "defaults are the post's shape (B8 H16 S1024 D64 bfloat16)."
     )
-
-
-def gpu_seconds(config: RunConfig) -> int:
-    """@spaces.GPU duration: compiled and Hub variants compile or download inside the slot."""
-    slow = config.spec.family in ("compiled", "kernels")
-    return GPU_SECONDS_SLOW if slow else GPU_SECONDS
-
-
-def check_ranges(config: RunConfig, device: str) -> None:
-    """The page's slider ranges, enforced in the backend too: an API caller gets what the page
-    offers (RunConfig's LIMITS are wider, for the CLI; the GPU slot and the CPU budget are sized
-    for these ranges). The step is not enforced, except head_dim's multiple of 8 (RunConfig)."""
-    for name, (low, high, _step) in slider_ranges(device).items():
-        value = getattr(config, name)
-        if not low <= value <= high:
-            raise ConfigError(
-                f"{name} must be between {low} and {high} on this machine, got {value}"
-            )
-
-
-def check_budget(config: RunConfig, device: str) -> None:
-    """Refuse CPU runs too big to finish promptly (the GPU path is bounded by its slot)."""
-    if device != "cpu":
-        return
-    flops = attention_flops(
-        config.batch, config.heads, config.seq_len, config.head_dim, config.causal
-    )
-    if flops > CPU_MAX_FLOPS:
-        raise ConfigError(
-            f"{config.shape_text()} needs {flops / 1e9:,.0f} GFLOP per forward; on a CPU this app "
-            f"runs at most {CPU_MAX_FLOPS / 1e9:,.0f}: lower seq_len, batch or heads"
-        )
 
 
 # -- summary strip ----------------------------------------------------------------------------

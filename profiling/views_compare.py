@@ -1,9 +1,9 @@
-"""What the Compare, Diff, Sweep and Analyse tabs show, and the limits on what they may ask.
+"""What the Compare, Diff, Sweep and Analyse tabs show, and the checks of their uploads.
 
 Pure functions (no gradio): app.py wires components to them and turns their ConfigError /
-TraceError into gr.Error. Every value an API caller sends is checked here again (types, ranges,
-how many variants and points, the CPU budget), because a component's own check stops only what
-the page itself can send. The limits live at the top, next to views.py's.
+TraceError into gr.Error. A Compare or Sweep request is checked in profiling.job_request; the
+uploads, Diff labels and the Gantt window here, because a component's own check stops only what
+the page itself can send.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,43 +38,23 @@ from profiling.compare_figures import (
     sweep_memory_figure,
     sweep_time_figure,
 )
-from profiling.config import ConfigError, RunConfig, show
 from profiling.diff import diff, labelled
 from profiling.gantt import FigureSpec, gantt_spec, gantt_x_title
 from profiling.launch import launch_rows
-from profiling.summary import attention_flops
 from profiling.sweep import SWEEP_COLUMNS, SweepResult, doubling
 from profiling.trace import Trace, load
 from profiling.trace_events import TraceError
+from profiling.workload import ConfigError, device_key, show, unavailable_reasons
 
 log = logging.getLogger(__name__)
 
 # -- limits (README's "Limits" section quotes these) -------------------------------------------
-MAX_COMPARE_VARIANTS = {"cuda": 10, "cpu": 6}  # per Compare: the post's six + Hub variants fit
-MAX_SWEEP_VARIANTS = {"cuda": 4, "cpu": 3}
-MAX_SWEEP_LENGTHS = 8
-MAX_ENTRIES = 64  # list entries read at all, duplicates included (an API call can send 10⁶)
-MAX_SWEEP_POINTS = {"cuda": 24, "cpu": 12}  # variants × lengths
-CPU_MAX_JOB_FLOPS = 4 * views.CPU_MAX_FLOPS  # per forward, summed over a job's runs (CPU only)
-# @spaces.GPU duration of a Compare/Sweep: a base for start-up, plus per run a warm eager run,
-# plus the slow first run of each compiled/Hub variant. On the H200 all 12 variants (compiles
-# included) took 22 s and a 27-point sweep 8 s (docs/results-h200.md): generous, not tight.
-GPU_SECONDS_JOB = 30
-GPU_SECONDS_PER_RUN = 6
-GPU_SECONDS_JOB_MAX = 300  # ZeroGPU refuses durations beyond a few minutes
 TRACE_GROUP = "traces"  # concurrency_id of Diff and Analyse: CPU work, apart from the GPU jobs
 TRACE_CONCURRENCY = 2  # parses at a time; a big upload cannot hold the GPU queue
 MAX_LABEL = 32  # characters of a Diff label (shown in column headers)
 SWEEP_DEFAULT_VARIANTS = ("naive", "sdpa-flash", "sdpa-cudnn")
-# Lengths offered for a sweep: 256 doubling to 16384 on a GPU, to the CPU slider's end on a CPU.
-SWEEP_LENGTHS = {"cuda": doubling(256, 16384), "cpu": doubling(256, 4096)}
 SWEEP_DEFAULT_LENGTHS = {"cuda": doubling(256, 16384), "cpu": [256, 512, 1024]}
 DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-SLOW_FAMILIES = ("compiled", "kernels")
-
-
-def _device(device: str) -> str:
-    return "cuda" if device == "cuda" else "cpu"
 
 
 def _clip(text: Any, width: int) -> str:
@@ -88,7 +68,7 @@ def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
 
     Unavailable variants stay selectable so a Compare lists them with the reason.
     """
-    reasons = views.unavailable_reasons(device, dtype)
+    reasons = unavailable_reasons(device, dtype)
     return [
         (f"{vid} — unavailable: {reasons[vid]}" if reasons.get(vid) else vid, vid)
         for vid in VARIANTS
@@ -105,186 +85,18 @@ def compare_defaults(device: str, dtype: str) -> list[str]:
         if on_zero_gpu():
             return list(POST_VARIANTS)
         log.warning("the default variants could not be checked", exc_info=True)
-        reasons = views.unavailable_reasons(device, dtype)
+        reasons = unavailable_reasons(device, dtype)
         return [v for v in POST_VARIANTS if not reasons.get(v)]
 
 
 def sweep_defaults(device: str, dtype: str) -> list[str]:
     """naive, sdpa-flash and sdpa-cudnn, those that can run here."""
-    reasons = views.unavailable_reasons(device, dtype)
+    reasons = unavailable_reasons(device, dtype)
     return [v for v in SWEEP_DEFAULT_VARIANTS if not reasons.get(v)]
 
 
-def sweep_lengths(device: str) -> list[int]:
-    return list(SWEEP_LENGTHS[_device(device)])
-
-
 def sweep_default_lengths(device: str) -> list[int]:
-    return list(SWEEP_DEFAULT_LENGTHS[_device(device)])
-
-
-# -- validation ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class JobRequest:
-    """A validated Compare or Sweep: what the GPU function receives (plain, picklable)."""
-
-    variants: list[str]
-    shape: dict[str, Any]  # RunConfig fields but variant (and, for a sweep, seq_len)
-    seq_lens: list[int] = field(default_factory=list)  # a sweep's lengths; empty for a Compare
-    gpu_seconds: int = GPU_SECONDS_JOB
-
-
-def variant_ids(raw: Any, *, what: str, limit: int) -> list[str]:
-    """A list of known variant ids, duplicates dropped, or a ConfigError saying what is wrong."""
-    if raw is None or (isinstance(raw, list | tuple) and not raw):
-        raise ConfigError(f"pick at least one variant to {what}")
-    if not isinstance(raw, list | tuple) or not all(isinstance(v, str) for v in raw):
-        raise ConfigError(
-            f'variants must be a list of variant ids, e.g. ["naive", "sdpa-flash"]; got {show(raw)}'
-        )
-    if len(raw) > MAX_ENTRIES:
-        raise ConfigError(f"variants: at most {MAX_ENTRIES} entries, got {len(raw):,}")
-    names = list(dict.fromkeys(v.strip() for v in raw))
-    if len(names) > limit:
-        raise ConfigError(f"at most {limit} variants per {what} on this machine, got {len(names)}")
-    unknown = [v for v in names if v not in VARIANTS]
-    if unknown:
-        raise ConfigError(
-            f"unknown variant(s): {', '.join(show(v) for v in unknown[:5])}; choose from: "
-            f"{', '.join(VARIANTS)}"
-        )
-    return names
-
-
-def seq_len_list(raw: Any, device: str) -> list[int]:
-    """Sorted distinct lengths, each one of the page's choices (256 doubling to the top)."""
-    low, high, _ = views.slider_ranges(device)["seq_len"]
-    offered = sweep_lengths(device)
-    example = "e.g. [256, 512, 1024]"
-    if raw is None or (isinstance(raw, list | tuple) and not raw):
-        raise ConfigError("pick at least one sequence length")
-    if not isinstance(raw, list | tuple):
-        raise ConfigError(f"seq_lens must be a list of whole numbers, {example}; got {show(raw)}")
-    if len(raw) > MAX_ENTRIES:
-        raise ConfigError(f"seq_lens: at most {MAX_ENTRIES} entries, got {len(raw):,}")
-    lens = []
-    for value in raw:
-        whole = isinstance(value, int) or (
-            isinstance(value, float) and math.isfinite(value) and value.is_integer()
-        )
-        if isinstance(value, bool) or not whole:
-            raise ConfigError(f"seq_lens must be whole numbers, {example}; got {show(value)}")
-        if not low <= value <= high:
-            raise ConfigError(f"each seq_len must be between {low} and {high}, got {show(value)}")
-        if int(value) not in offered:
-            raise ConfigError(
-                f"each seq_len must be one of {', '.join(map(str, offered))}, got {show(value)}"
-            )
-        lens.append(int(value))
-    if len(set(lens)) > MAX_SWEEP_LENGTHS:
-        raise ConfigError(
-            f"at most {MAX_SWEEP_LENGTHS} sequence lengths per sweep, got {len(set(lens))}"
-        )
-    return sorted(set(lens))
-
-
-def _shape(
-    seq_len: Any, dtype: Any, batch: Any, heads: Any, head_dim: Any, causal: Any, device: str
-) -> dict:
-    """The shape's types and limits (RunConfig), then the page's slider ranges."""
-    raw = dict(seq_len=seq_len, dtype=dtype, batch=batch, heads=heads, head_dim=head_dim,
-               causal=causal)  # fmt: skip
-    config = RunConfig.from_user(variant="naive", **raw)
-    views.check_ranges(config, device)
-    return {k: v for k, v in config.as_dict().items() if k in raw}
-
-
-def _runnable(names: Sequence[str], device: str, dtype: str) -> list[str]:
-    reasons = views.unavailable_reasons(device, dtype)
-    return [n for n in names if not reasons.get(n)]
-
-
-def job_gpu_seconds(configs: Sequence[RunConfig]) -> int:
-    """@spaces.GPU duration of a multi-run job: a base, each run, each slow variant's first run."""
-    total, slow_seen = GPU_SECONDS_JOB, set()
-    for c in configs:
-        total += GPU_SECONDS_PER_RUN
-        if c.spec.family in SLOW_FAMILIES and c.variant not in slow_seen:
-            slow_seen.add(c.variant)
-            total += views.GPU_SECONDS_SLOW - GPU_SECONDS_PER_RUN
-    return min(total, GPU_SECONDS_JOB_MAX)
-
-
-def _check_job_flops(configs: Sequence[RunConfig], device: str, what: str) -> None:
-    if device != "cpu":
-        return
-    flops = sum(attention_flops(c.batch, c.heads, c.seq_len, c.head_dim, c.causal) for c in configs)
-    if flops > CPU_MAX_JOB_FLOPS:
-        raise ConfigError(
-            f"this {what} needs {flops / 1e9:,.0f} GFLOP per forward summed over its "
-            f"{len(configs)} runs; on a CPU this app runs at most {CPU_MAX_JOB_FLOPS / 1e9:,.0f}: "
-            "pick fewer variants or lengths, or a smaller shape"
-        )
-
-
-def compare_request(
-    variants: Any, seq_len: Any, dtype: Any, batch: Any, heads: Any, head_dim: Any, causal: Any,
-    device: str,
-) -> JobRequest:  # fmt: skip
-    """Validate a Compare: the variant list, the shape (RunConfig.from_user per variant), the
-    CPU budget for one run and for the whole job."""
-    device = _device(device)
-    names = variant_ids(variants, what="compare", limit=MAX_COMPARE_VARIANTS[device])
-    shape = _shape(seq_len, dtype, batch, heads, head_dim, causal, device)
-    configs = [RunConfig.from_user(variant=n, **shape) for n in names]
-    views.check_budget(configs[0], device)  # one shape: one per-run check covers every variant
-    runnable = set(_runnable(names, device, shape["dtype"]))
-    _check_job_flops([c for c in configs if c.variant in runnable], device, "compare")
-    return JobRequest(names, shape, gpu_seconds=job_gpu_seconds(configs))
-
-
-def sweep_request(
-    variants: Any, seq_lens: Any, dtype: Any, batch: Any, heads: Any, head_dim: Any,
-    causal: Any, device: str,
-) -> JobRequest:  # fmt: skip
-    """Validate a Sweep: variants, every length, the number of points and the CPU budget.
-
-    On a CPU a point above the per-run budget is not an error: the sweep marks it refused
-    (see point_check); the points that would run must fit the job budget.
-    """
-    device = _device(device)
-    names = variant_ids(variants, what="sweep", limit=MAX_SWEEP_VARIANTS[device])
-    lens = seq_len_list(seq_lens, device)
-    points = len(names) * len(lens)
-    if points > MAX_SWEEP_POINTS[device]:
-        raise ConfigError(
-            f"{len(names)} variants × {len(lens)} lengths = {points} points; a sweep on this "
-            f"machine runs at most {MAX_SWEEP_POINTS[device]}: pick fewer"
-        )
-    shape = _shape(lens[0], dtype, batch, heads, head_dim, causal, device)
-    shape.pop("seq_len")
-    configs = [RunConfig.from_user(variant=n, seq_len=s, **shape) for n in names for s in lens]
-    runnable = set(_runnable(names, device, shape["dtype"]))
-    admitted = [c for c in configs if c.variant in runnable and _within_budget(c, device)]
-    _check_job_flops(admitted, device, "sweep")
-    return JobRequest(names, shape, lens, gpu_seconds=job_gpu_seconds(configs))
-
-
-def _within_budget(config: RunConfig, device: str) -> bool:
-    try:
-        views.check_budget(config, device)
-    except ConfigError:
-        return False
-    return True
-
-
-def cpu_point_check(config: RunConfig) -> None:
-    """A sweep point above the CPU per-run budget is refused (and marked), not run."""
-    views.check_budget(config, "cpu")
-
-
-def point_check(device: str) -> Callable[[RunConfig], None] | None:
-    return cpu_point_check if _device(device) == "cpu" else None
+    return list(SWEEP_DEFAULT_LENGTHS[device_key(device)])
 
 
 # -- Compare ------------------------------------------------------------------------------------
@@ -303,7 +115,7 @@ _SIGNIFICANT = {"TFLOP/s": 3, "rel. err": 2}
 
 def glance_columns(device: str) -> list[str]:
     """The "at a glance" columns: all of them on a GPU; on a CPU the GPU-only ones are left out."""
-    return list(GLANCE_COLUMNS) if _device(device) == "cuda" else list(GLANCE_CPU)
+    return list(GLANCE_COLUMNS) if device_key(device) == "cuda" else list(GLANCE_CPU)
 
 
 def glance_datatypes(device: str) -> list[str]:
@@ -312,7 +124,7 @@ def glance_datatypes(device: str) -> list[str]:
 
 def glance_widths(device: str) -> list[int | str]:
     """A GPU's 18 columns scroll sideways (pixels); a CPU's 8 fit the page (shares of it)."""
-    if _device(device) == "cuda":
+    if device_key(device) == "cuda":
         return [GLANCE_WIDE.get(c, 96) for c in glance_columns("cuda")]
     return [f"{GLANCE_CPU_SHARES[c]}%" for c in GLANCE_CPU]
 
@@ -666,7 +478,7 @@ SWEEP_GPU_ONLY = ("GPU µs/fwd", "peak MiB")  # empty on a CPU: left out there
 
 
 def sweep_columns(device: str) -> list[str]:
-    cpu = _device(device) == "cpu"
+    cpu = device_key(device) == "cpu"
     return [c for c in SWEEP_COLUMNS if not (cpu and c in SWEEP_GPU_ONLY)]
 
 

@@ -19,7 +19,7 @@ import pytest
 from gradio.utils import _parse_file_size
 
 import app
-from profiling import views
+from profiling import job_request, views
 from profiling import views_compare as vc
 from profiling.compare import (
     GLANCE_COLUMNS,
@@ -30,11 +30,11 @@ from profiling.compare import (
     peak_entry,
     timeline,
 )
-from profiling.config import RunConfig
 from profiling.gantt import FigureSpec, bar_count
 from profiling.launch import launch_stats
 from profiling.summary import CAUSAL_CONVENTION, Summary, attention_flops, per_forward
 from profiling.trace import load
+from profiling.workload import Workload
 from tests.conftest import CUDNN, FIXTURES, NAIVE, RecordingProgress
 
 SMALL = dict(seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
@@ -175,10 +175,12 @@ def test_compare_cpu_budget_per_run_and_per_job():
     five = ["naive", "naive-inplace", "sdpa-auto", "sdpa-math", "sdpa-flash"]
     error = message_of(app.compare, five, **shape, progress=no_progress)
     assert "summed over its 5 runs" in error.message
-    request = vc.compare_request(["naive", "sdpa-cudnn", "sdpa-efficient"], *shape.values(), "cpu")
+    request = job_request.compare_request(
+        ["naive", "sdpa-cudnn", "sdpa-efficient"], *shape.values(), "cpu"
+    )
     assert request.variants == ["naive", "sdpa-cudnn", "sdpa-efficient"]
     # the limit counts distinct variants: seven times the same one is one run
-    request = vc.compare_request(["naive"] * 7, *shape.values(), "cpu")
+    request = job_request.compare_request(["naive"] * 7, *shape.values(), "cpu")
     assert request.variants == ["naive"]
 
 
@@ -194,13 +196,19 @@ def test_unexpected_compare_error_is_generic_and_logged(monkeypatch, caplog):
 
 
 def test_job_gpu_seconds_count_runs_and_slow_variants_once():
-    def configs(*names: str) -> list[RunConfig]:
-        return [RunConfig.from_user(variant=n) for n in names]
+    def configs(*names: str) -> list[Workload]:
+        return [Workload.from_user(variant=n) for n in names]
 
-    base, per = vc.GPU_SECONDS_JOB, vc.GPU_SECONDS_PER_RUN
-    assert vc.job_gpu_seconds(configs("naive", "sdpa-flash")) == base + 2 * per
-    assert vc.job_gpu_seconds(configs("naive", "flex")) == base + per + views.GPU_SECONDS_SLOW
-    assert vc.job_gpu_seconds(configs(*["flex", "compiled-naive"] * 4)) == vc.GPU_SECONDS_JOB_MAX
+    base, per = job_request.GPU_SECONDS_JOB, job_request.GPU_SECONDS_PER_RUN
+    assert job_request.job_gpu_seconds(configs("naive", "sdpa-flash")) == base + 2 * per
+    assert (
+        job_request.job_gpu_seconds(configs("naive", "flex"))
+        == base + per + job_request.GPU_SECONDS_SLOW
+    )
+    assert (
+        job_request.job_gpu_seconds(configs(*["flex", "compiled-naive"] * 4))
+        == job_request.GPU_SECONDS_JOB_MAX
+    )
 
 
 def test_compare_defaults_fall_back_to_the_posts_six(monkeypatch):
@@ -399,7 +407,7 @@ def test_sweep_points_and_job_budget(monkeypatch):
     error = message_of(app.sweep, ["naive", "sdpa-flash", "sdpa-math"], lens, "float32", 1, 2,
                        32, True, progress=no_progress)  # fmt: skip
     assert "15 points" in error.message and "at most 12" in error.message
-    monkeypatch.setattr(vc, "CPU_MAX_JOB_FLOPS", 1e7)
+    monkeypatch.setattr(job_request, "CPU_MAX_JOB_FLOPS", 1e7)
     error = message_of(app.sweep, ["naive"], [256, 512], "float32", 1, 2, 32, True,
                        progress=no_progress)  # fmt: skip
     assert "GFLOP per forward summed over its 2 runs" in error.message

@@ -9,7 +9,7 @@ import zipfile
 import pandas as pd
 import pytest
 
-import profiling.config as config_module
+import profiling.memory_estimate as memory_module
 from profiling import trace
 from profiling.compare import (
     GLANCE_COLUMNS,
@@ -25,9 +25,10 @@ from profiling.compare import (
     timeline,
 )
 from profiling.compare_figures import gpu_cpu_bars, mini_gantts
-from profiling.config import ConfigError, RunConfig, estimate_bytes
 from profiling.launch import launch_stats
+from profiling.memory_estimate import estimate_bytes
 from profiling.summary import CAUSAL_CONVENTION, Summary, attention_flops, per_forward
+from profiling.workload import ConfigError, Workload
 from tests.conftest import FIXTURES
 
 SMALL = {"seq_len": 128, "batch": 1, "heads": 2, "head_dim": 32, "dtype": "float32"}
@@ -107,10 +108,10 @@ def test_cpu_figures(cpu_compare):
 
 
 def test_refused_variant_is_listed_with_the_memory_reason(monkeypatch, tmp_path):
-    big = RunConfig.from_user(variant="naive", device="cpu", **SMALL)
+    big = Workload.from_user(variant="naive", device="cpu", **SMALL)
     small = big.with_(variant="sdpa-flash")
     budget = (estimate_bytes(big) + estimate_bytes(small)) // 2
-    monkeypatch.setattr(config_module, "available_bytes", lambda device: int(budget / 0.85))
+    monkeypatch.setattr(memory_module, "available_bytes", lambda device: int(budget / 0.85))
     result = compare(["naive", "sdpa-flash"], out_dir=tmp_path, device="cpu", **SMALL)
     g = result.glance.set_index("variant")
     assert g.loc["naive", "status"] == "refused" and "reduce seq_len" in g.loc["naive", "reason"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from profiling import trace
-from profiling.config import RunConfig
 from profiling.diff import KERNEL_DIFF_COLUMNS, OPERATOR_DIFF_COLUMNS, diff, labelled
 from profiling.runner import run
 from profiling.summary import per_forward
+from profiling.workload import Workload
 from tests.conftest import CUDNN, FIXTURES, FLASH, NAIVE
 
 
@@ -85,8 +85,8 @@ def test_labelled_renames_every_measure_and_every_where():
 def cpu_pair(tmp_path_factory):
     out = tmp_path_factory.mktemp("diff")
     shape = {"seq_len": 128, "batch": 1, "heads": 2, "head_dim": 32, "dtype": "float32"}
-    a = run(RunConfig.from_user(variant="naive", device="cpu", **shape), out_dir=out / "a")
-    b = run(RunConfig.from_user(variant="naive-inplace", device="cpu", **shape), out_dir=out / "b")
+    a = run(Workload.from_user(variant="naive", device="cpu", **shape), out_dir=out / "a")
+    b = run(Workload.from_user(variant="naive-inplace", device="cpu", **shape), out_dir=out / "b")
     return a.trace_gz, b.trace_gz
 
 

@@ -18,14 +18,9 @@ import torch
 from attention import VARIANTS, hub
 from benchmarks.shapes import SHAPES
 from profiling import runner
-from profiling.config import (
-    LIBRARY_WORKSPACE,
-    REFERENCE_CHUNK,
-    ConfigError,
-    RunConfig,
-    estimate_bytes,
-)
+from profiling.memory_estimate import LIBRARY_WORKSPACE, REFERENCE_CHUNK, estimate_bytes
 from profiling.runner import RunError, run
+from profiling.workload import ConfigError, Workload
 from tests.test_small_trace import assert_paths_agree
 
 pytestmark = pytest.mark.gpu
@@ -52,7 +47,7 @@ def record(result, shape_id: str) -> None:
 
 def profile(variant: str, shape: dict, tmp_path):
     """One run; VariantUnavailable or RunError fails the test: each variant runs on the H200."""
-    return run(RunConfig.from_user(variant=variant, device="cuda", **shape), out_dir=tmp_path)
+    return run(Workload.from_user(variant=variant, device="cuda", **shape), out_dir=tmp_path)
 
 
 # Memory: the whole run's peak (warm-up, profiled steps, reference check) against the estimate.
@@ -65,7 +60,7 @@ SLACK = {"naive": 1.5, "compiled-naive": 2.0, "sdpa-math": 1.3}
 SLACK_DEFAULT, SLACK_BYTES = 1.25, LIBRARY_WORKSPACE
 
 
-def whole_run_peak(monkeypatch, config: RunConfig, tmp_path):
+def whole_run_peak(monkeypatch, config: Workload, tmp_path):
     """run(config) and the bytes its whole run added at peak. The runner resets the peak
     after warm-up (for the profiled steps' figure): the peak up to each reset is kept."""
     peaks: list[int] = []
@@ -87,7 +82,7 @@ def whole_run_peak(monkeypatch, config: RunConfig, tmp_path):
 @pytest.mark.parametrize("shape_id", ["post", "long"])
 @pytest.mark.parametrize("vid", list(VARIANTS))
 def test_every_variant_on_gpu(vid, shape_id, tmp_path, monkeypatch):
-    config = RunConfig.from_user(variant=vid, device="cuda", **SHAPES[shape_id])
+    config = Workload.from_user(variant=vid, device="cuda", **SHAPES[shape_id])
     # the reference check at its smallest chunk, the one the estimate counts (a larger one is
     # paid from the spare memory the check leaves over)
     monkeypatch.setattr(runner, "REFERENCE_CHUNK", (REFERENCE_CHUNK[0], REFERENCE_CHUNK[0]))
@@ -117,7 +112,7 @@ def test_every_variant_on_gpu(vid, shape_id, tmp_path, monkeypatch):
     assert_estimate_holds(config, s.ran, peak)
 
 
-def assert_estimate_holds(config: RunConfig, ran: str, peak: int) -> None:
+def assert_estimate_holds(config: Workload, ran: str, peak: int) -> None:
     """The whole run fits the estimate, and the estimate is no looser than its known slack."""
     estimate = estimate_bytes(config)
     # sdpa-auto is estimated as the math backend it may pick; held to the one it picked
@@ -177,14 +172,14 @@ def test_math_is_slower_than_naive_and_upcasts(tmp_path):
 
 
 def test_huge_config_refused_by_the_estimate():
-    config = RunConfig.from_user(variant="naive", seq_len=65536, device="cuda", batch=8, heads=16)
+    config = Workload.from_user(variant="naive", seq_len=65536, device="cuda", batch=8, heads=16)
     with pytest.raises(ConfigError, match=r"needs about .* reduce seq_len to"):
         run(config)
 
 
 def test_free_memory_counts_the_allocators_unused_cache():
     """A GiB freed into PyTorch's cache is still free to the next run."""
-    from profiling.config import available_bytes
+    from profiling.memory_estimate import available_bytes
 
     torch.cuda.empty_cache()
     before = available_bytes("cuda")
@@ -201,7 +196,7 @@ def test_induced_oom_recovers(monkeypatch, tmp_path):
     torch.cuda.empty_cache()
     baseline = torch.cuda.memory_allocated()
     monkeypatch.setattr("profiling.runner.check_memory", lambda config, device: 0)
-    huge = RunConfig.from_user(variant="naive", seq_len=65536, device="cuda", batch=8, heads=16)
+    huge = Workload.from_user(variant="naive", seq_len=65536, device="cuda", batch=8, heads=16)
     with pytest.raises(RunError, match="out of memory"):
         run(huge, out_dir=tmp_path)
     assert torch.cuda.memory_allocated() == baseline

@@ -39,16 +39,16 @@ from hypothesis import strategies as st
 
 import app
 from attention import VARIANTS, Problem, hub
-from profiling import files, views
+from profiling import files, job_request, views
 from profiling import views_compare as vc
-from profiling.config import DTYPES
 from profiling.gantt import bar_count
+from profiling.workload import DTYPES, page_ranges, unavailable_reasons
 from tests.conftest import FIXTURES, NAIVE
 
 ROOT = Path(__file__).resolve().parents[1]
 INPLACE = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
 DEVICE = app.DEVICE
-RANGES = views.slider_ranges(DEVICE)
+RANGES = page_ranges(DEVICE)
 TINY = dict(variant="naive", seq_len=RANGES["seq_len"][0], dtype="float32", batch=1, heads=1,
             head_dim=16, causal=True)  # fmt: skip
 SHAPE = {k: v for k, v in TINY.items() if k not in ("variant", "seq_len")}
@@ -165,7 +165,7 @@ BAD_SHAPE_VALUE = {
     "causal": BAD_CAUSAL,
 }
 # known ids that cannot run here (a CPU): refused by the runner before anything is allocated
-UNAVAILABLE = [v for v, why in views.unavailable_reasons(DEVICE, "float32").items() if why]
+UNAVAILABLE = [v for v, why in unavailable_reasons(DEVICE, "float32").items() if why]
 # valid types, refused all the same: head_dim not a multiple of 8, the CPU budget
 BAD_COMBOS = [dict(head_dim=RANGES["head_dim"][0] + 4)] + (
     [dict(seq_len=4096, batch=8, heads=16, head_dim=128)] if DEVICE == "cpu" else []
@@ -200,7 +200,7 @@ def bad_variant_list(limit: int) -> st.SearchStrategy:
                                                                           for x in v)),
         st.sampled_from(list(VARIANTS)),  # a string, not a list
         st.lists(KNOWN, min_size=limit + 1, max_size=len(VARIANTS), unique=True),  # too many
-        st.integers(vc.MAX_ENTRIES + 1, 200).map(lambda n: ["naive"] * n),  # too long a list
+        st.integers(job_request.MAX_ENTRIES + 1, 200).map(lambda n: ["naive"] * n),  # too long
         st.lists(KNOWN, max_size=2).flatmap(
             lambda ok: st.lists(BAD_VARIANT, min_size=1, max_size=3).map(lambda bad: ok + bad)
         ),
@@ -214,7 +214,7 @@ def bad_variant_list(limit: int) -> st.SearchStrategy:
 def bad_compare(draw) -> dict:
     args = dict(variants=["naive"], **JOB)
     if draw(st.booleans()):
-        args["variants"] = draw(bad_variant_list(vc.MAX_COMPARE_VARIANTS[DEVICE]))
+        args["variants"] = draw(bad_variant_list(job_request.MAX_COMPARE_VARIANTS[DEVICE]))
     else:
         shape = draw(bad_profile())
         shape.pop("variant")
@@ -224,7 +224,7 @@ def bad_compare(draw) -> dict:
     return args
 
 
-OFFERED = vc.sweep_lengths(DEVICE)
+OFFERED = job_request.sweep_lengths(DEVICE)
 
 
 def _bad_length(v: Any) -> bool:
@@ -242,7 +242,7 @@ BAD_LENGTHS = st.one_of(
     ),
     st.lists(st.integers(RANGES["seq_len"][0], RANGES["seq_len"][1]).filter(_bad_length),
              min_size=1, max_size=3),  # in the slider's range, not one of the choices
-    st.integers(vc.MAX_ENTRIES + 1, 200).map(lambda n: [OFFERED[0]] * n),  # too long a list
+    st.integers(job_request.MAX_ENTRIES + 1, 200).map(lambda n: [OFFERED[0]] * n),  # too long
     st.integers(10**3, 10**5).map(lambda n: [OFFERED[0]] * n),
     st.just(OFFERED[:1]).map(lambda x: [x]),  # nested
 )  # fmt: skip
@@ -253,13 +253,13 @@ def bad_sweep(draw) -> dict:
     args = dict(variants=["naive"], seq_lens=[OFFERED[0]], **SHAPE)
     which = draw(st.sampled_from(["variants", "seq_lens", "points", "shape"]))
     if which == "variants":
-        args["variants"] = draw(bad_variant_list(vc.MAX_SWEEP_VARIANTS[DEVICE]))
+        args["variants"] = draw(bad_variant_list(job_request.MAX_SWEEP_VARIANTS[DEVICE]))
     elif which == "seq_lens":
         args["seq_lens"] = draw(BAD_LENGTHS)
     elif which == "points":  # each list fine, the product too large
         args["variants"] = ["naive", "naive-inplace", "sdpa-math"]
-        args["seq_lens"] = OFFERED[: vc.MAX_SWEEP_POINTS[DEVICE] // 3 + 1]
-        if len(args["seq_lens"]) * 3 <= vc.MAX_SWEEP_POINTS[DEVICE]:
+        args["seq_lens"] = OFFERED[: job_request.MAX_SWEEP_POINTS[DEVICE] // 3 + 1]
+        if len(args["seq_lens"]) * 3 <= job_request.MAX_SWEEP_POINTS[DEVICE]:
             args["seq_lens"] = list(range(1, 20))  # a GPU offers more lengths: junk instead
     else:
         name = draw(st.sampled_from([n for n in BAD_SHAPE_VALUE if n != "seq_len"]))
@@ -542,7 +542,7 @@ def test_junk_traces_are_analysed_or_refused_clearly(uploads, doc):
 
 
 def test_slider_ranges_are_enforced_in_the_backend():
-    """The page's ranges, not only RunConfig's wider LIMITS: what Gradio's slider used to refuse."""
+    """The page's ranges, not only Workload's wider LIMITS: what Gradio's slider used to refuse."""
     high = RANGES["seq_len"][1]
     error = refused(app.profile, **{**TINY, "seq_len": high * 2}, progress=no_progress)
     assert f"seq_len must be between {RANGES['seq_len'][0]} and {high}" in error.message

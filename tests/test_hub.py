@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from attention import VariantUnavailable, hub
-from profiling.config import RunConfig
 from profiling.runner import RunError, run
+from profiling.workload import Workload
 
 pytest.importorskip("kernels")
 
@@ -104,9 +104,9 @@ def test_local_triton_variant_runs_on_cpu_through_the_interpreter(tmp_path):
     pytest.importorskip("triton")
     root = Path(__file__).resolve().parents[1]
     code = (
-        "from profiling.config import RunConfig\n"
+        "from profiling.workload import Workload\n"
         "from profiling.runner import run\n"
-        "r = run(RunConfig.from_user(variant='kernels-local-triton', seq_len=48, batch=1,"
+        "r = run(Workload.from_user(variant='kernels-local-triton', seq_len=48, batch=1,"
         " heads=2, head_dim=64, dtype='float16', device='cpu'))\n"
         "print('RAN', r.summary.ran, r.summary.forwards, r.summary.rel_err)\n"
     )
@@ -237,8 +237,8 @@ def test_a_retry_waits_on_a_hung_fetch_instead_of_starting_another(monkeypatch):
     hang.set()
 
 
-def _local_triton(head_dim: int = 64) -> RunConfig:
-    return RunConfig.from_user(variant="kernels-local-triton", seq_len=64, batch=1, heads=2,
+def _local_triton(head_dim: int = 64) -> Workload:
+    return Workload.from_user(variant="kernels-local-triton", seq_len=64, batch=1, heads=2,
                                head_dim=head_dim, dtype="float16", device="cpu")  # fmt: skip
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from profiling import kernels, run_trace, runner, small_trace
 from profiling.analyze import analyze
-from profiling.config import RunConfig
+from profiling.workload import Workload
 from tests.conftest import FIXTURES
 
 # Every phrase that holds only for this app's own runs, from the rule table itself.
@@ -73,7 +73,7 @@ def test_analysing_a_run_of_ours_still_reads_it_as_an_upload():
 
 
 def cpu_run(tmp_path) -> runner.ProfileResult:
-    config = RunConfig.from_user(
+    config = Workload.from_user(
         variant="naive-inplace", seq_len=64, batch=1, heads=1, head_dim=16, dtype="float32",
         device="cpu",
     )  # fmt: skip

@@ -12,14 +12,14 @@ import torch
 
 from attention import VARIANTS, availability
 from profiling import small_trace, trace, views
-from profiling.config import ConfigError, RunConfig
 from profiling.runner import RunError, VariantUnavailable, run
 from profiling.summary import forward_spans
+from profiling.workload import ConfigError, Workload
 
 CPU_VARIANTS = [v for v, why in availability("cpu", torch.float32).items() if why is None]
 
 
-def small(variant: str, **kw) -> RunConfig:
+def small(variant: str, **kw) -> Workload:
     base = {
         "variant": variant,
         "seq_len": 128,
@@ -29,7 +29,7 @@ def small(variant: str, **kw) -> RunConfig:
         "dtype": "float32",
         "device": "cpu",
     }
-    return RunConfig.from_user(**{**base, **kw})
+    return Workload.from_user(**{**base, **kw})
 
 
 @pytest.mark.parametrize(
@@ -77,7 +77,7 @@ def test_unavailable_variant_says_why():
 
 
 def test_memory_refusal_before_allocation(monkeypatch):
-    monkeypatch.setattr("profiling.config.available_bytes", lambda device: 256 * 1024**2)
+    monkeypatch.setattr("profiling.memory_estimate.available_bytes", lambda device: 256 * 1024**2)
     with pytest.raises(ConfigError, match="needs about"):
         run(small("naive", seq_len=8192, batch=4, heads=8))
 
@@ -416,9 +416,9 @@ LONG = dict(batch=4, heads=16, seq_len=4096, head_dim=128, dtype="bfloat16")
     ],
 )
 def test_reference_bytes_on_hand_computed_cases(shape, expected):
-    from profiling.config import reference_bytes
+    from profiling.memory_estimate import reference_bytes
 
-    assert reference_bytes(RunConfig.from_user(variant="naive", **shape)) == expected
+    assert reference_bytes(Workload.from_user(variant="naive", **shape)) == expected
 
 
 @pytest.mark.parametrize(
@@ -443,9 +443,9 @@ def test_reference_bytes_on_hand_computed_cases(shape, expected):
 def test_the_estimate_is_the_larger_of_the_profiled_steps_and_the_reference(
     variant, shape, expected
 ):
-    from profiling.config import estimate_bytes
+    from profiling.memory_estimate import estimate_bytes
 
-    assert estimate_bytes(RunConfig.from_user(variant=variant, **shape)) == expected
+    assert estimate_bytes(Workload.from_user(variant=variant, **shape)) == expected
 
 
 @pytest.mark.parametrize(
@@ -467,11 +467,10 @@ def test_reference_bytes_are_what_the_reference_allocates(
 
     from torch.profiler import ProfilerActivity, profile
 
-    from profiling import config as config_module
-    from profiling import runner
+    from profiling import memory_estimate, runner
 
     monkeypatch.setattr(runner, "REFERENCE_CHUNK", (chunk, chunk))
-    monkeypatch.setattr(config_module, "REFERENCE_CHUNK", (chunk, chunk))
+    monkeypatch.setattr(memory_estimate, "REFERENCE_CHUNK", (chunk, chunk))
     b, h, s, d = shape
     dims = (b, h, s, d) if layout == "bhsd" else (b, s, h, d)
     t = {name: torch.randn(dims, dtype=torch.bfloat16) for name in ("out", "q", "k", "v")}
@@ -487,7 +486,7 @@ def test_reference_bytes_are_what_the_reference_allocates(
         live += event["args"]["Bytes"]
         peak = max(peak, live)
     copies = 4 * b * h * s * d * 2 if layout == "bshd" else 0
-    assert 0 <= peak - (config_module.reference_bytes(config) + copies) <= 32
+    assert 0 <= peak - (memory_estimate.reference_bytes(config) + copies) <= 32
 
 
 @pytest.mark.parametrize(
@@ -500,9 +499,9 @@ def test_reference_bytes_are_what_the_reference_allocates(
 def test_a_suggested_length_fits_though_the_reference_makes_the_estimate_uneven(shape, budget):
     """The reference's chunk (pairs per chunk fall as S grows) makes the estimate dip and rise:
     rounding a fitting length down to a multiple of 128 could land on one that does not fit."""
-    from profiling.config import estimate_bytes, largest_fitting_seq_len
+    from profiling.memory_estimate import estimate_bytes, largest_fitting_seq_len
 
-    config = RunConfig.from_user(variant="kernels-local-triton", seq_len=65536, **shape)
+    config = Workload.from_user(variant="kernels-local-triton", seq_len=65536, **shape)
     fit = largest_fitting_seq_len(config, budget)
     assert fit and fit % 128 == 0
     assert estimate_bytes(config.with_(seq_len=fit)) <= budget

@@ -18,13 +18,13 @@ import pandas as pd
 import pytest
 
 from profiling import compare, gantt_records, run_trace, small_trace, trace, views
-from profiling.config import RunConfig
 from profiling.gantt import gantt_spec
 from profiling.kernels import kernel_table
 from profiling.launch import LaunchStats, launch_stats
 from profiling.runner import run
 from profiling.summary import forward_work, per_forward
 from profiling.trace_events import TraceError, span_args
+from profiling.workload import Workload
 from tests.conftest import FIXTURES
 
 COLUMNS = {  # spans table column → Span attribute
@@ -105,7 +105,7 @@ def test_every_h200_fixture_reads_the_same_on_both_paths(path):
 @pytest.mark.parametrize("variant", ["naive", "naive-inplace", "sdpa-math", "sdpa-auto"])
 @pytest.mark.parametrize("causal", [True, False])
 def test_live_cpu_runs_read_the_same_on_both_paths(variant, causal, tmp_path):
-    config = RunConfig.from_user(variant=variant, device="cpu", batch=1, heads=2, seq_len=128,
+    config = Workload.from_user(variant=variant, device="cpu", batch=1, heads=2, seq_len=128,
                                  head_dim=32, dtype="float32", causal=causal)  # fmt: skip
     result = run(config, out_dir=tmp_path)
     assert result.trace.reader == run_trace.RECORDS  # a run's own trace: the fast reader
@@ -120,7 +120,7 @@ def test_live_cpu_runs_read_the_same_on_both_paths(variant, causal, tmp_path):
 def test_the_page_and_a_compare_row_need_no_trace_file(tmp_path):
     """The trace is read once, in the run: once its files are gone (the app keeps the last few
     runs' folders) the page and Compare's row still come, from that read, across a pickle."""
-    config = RunConfig.from_user(variant="naive", device="cpu", batch=1, heads=1, seq_len=64,
+    config = Workload.from_user(variant="naive", device="cpu", batch=1, heads=1, seq_len=64,
                                  head_dim=16, dtype="float32")  # fmt: skip
     result = run(config, out_dir=tmp_path)
     with gzip.open(result.trace_gz) as fh:

@@ -8,12 +8,13 @@ import zipfile
 
 import pytest
 
-import profiling.config as config_module
+import profiling.memory_estimate as memory_module
 import profiling.sweep as sweep_module
 from profiling.compare_figures import sweep_memory_figure, sweep_time_figure
-from profiling.config import ConfigError, RunConfig, estimate_bytes
+from profiling.memory_estimate import estimate_bytes
 from profiling.runner import RunError
 from profiling.sweep import SWEEP_COLUMNS, default_seq_lens, doubling, points_json, sweep
+from profiling.workload import ConfigError, Workload
 
 SHAPE = {"batch": 1, "heads": 2, "head_dim": 32, "dtype": "float32", "device": "cpu"}
 
@@ -25,17 +26,17 @@ def _no_reference_term():
     scores and their softmax outweigh naive's fp32 ones); left out here, naive's score
     matrices decide, as they do at the post's shape on a GPU. test_runner pins the term."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(config_module, "reference_bytes", lambda config: 0)
+        mp.setattr(memory_module, "reference_bytes", lambda config: 0)
         yield
 
 
 def _estimate(variant: str, seq_len: int) -> int:
-    return estimate_bytes(RunConfig.from_user(variant=variant, seq_len=seq_len, **SHAPE))
+    return estimate_bytes(Workload.from_user(variant=variant, seq_len=seq_len, **SHAPE))
 
 
 def _budget(monkeypatch, usable: int) -> None:
     """Make check_memory see `usable` bytes (after its 85% headroom) as the free memory."""
-    monkeypatch.setattr(config_module, "available_bytes", lambda device: int(usable / 0.85) + 1)
+    monkeypatch.setattr(memory_module, "available_bytes", lambda device: int(usable / 0.85) + 1)
 
 
 @pytest.fixture(scope="module")

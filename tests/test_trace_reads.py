@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from profiling import compare, run_trace, small_trace, trace, trace_events
-from profiling.config import RunConfig
+from profiling.workload import Workload
 from tests.conftest import FIXTURES
 
 READERS = ("read_bytes", "decode_events", "typed_events")
@@ -71,7 +71,7 @@ def test_a_run_the_plain_reader_declines_is_read_once_too(reads, monkeypatch):
 
 
 def test_a_compare_row_reads_its_trace_once(reads, tmp_path):
-    config = RunConfig.from_user(**TINY, device="cpu")
+    config = Workload.from_user(**TINY, device="cpu")
     row = compare.profile_one(config, tmp_path, lambda fraction, text: None)
     assert row.status == "ok" and row.launch is not None and not row.timeline.empty
     assert reads["read_bytes"] == 1 and _decodes(reads) == 1, dict(reads)

@@ -9,17 +9,24 @@ import pytest
 import torch
 
 from attention import VARIANTS
-from profiling import trace, views
-from profiling.config import ConfigError, RunConfig
+from profiling import job_request, trace, views
 from profiling.gantt import bar_count
 from profiling.kernels import kernel_table
 from profiling.runner import run
 from profiling.summary import Summary, forward_spans, launched_within, summary_rows
+from profiling.workload import (
+    ConfigError,
+    Workload,
+    check_cpu_budget,
+    page_ranges,
+    resolve_device,
+    unavailable_reasons,
+)
 from tests.conftest import FIXTURES
 
 
 def make_summary(device: str = "cuda", **changes) -> Summary:
-    config = RunConfig(variant="sdpa-flash", seq_len=1024, dtype="bfloat16").as_dict()
+    config = Workload(variant="sdpa-flash", seq_len=1024, dtype="bfloat16").as_dict()
     values = dict(
         variant="sdpa-flash", label=VARIANTS["sdpa-flash"].label, config=config, device=device,
         device_name="NVIDIA H200", torch_version="2.13.0", ran="SDPA flash", forwards=3,
@@ -35,7 +42,7 @@ def make_summary(device: str = "cuda", **changes) -> Summary:
 
 @pytest.fixture(scope="module")
 def cpu_result(tmp_path_factory):
-    config = RunConfig.from_user(**views.defaults("cpu"), device="cpu")
+    config = Workload.from_user(**views.defaults("cpu"), device="cpu")
     return run(config, out_dir=tmp_path_factory.mktemp("run"))
 
 
@@ -136,7 +143,7 @@ def test_a_check_that_raises_marks_its_variant_unavailable_with_the_error(monkey
 
     monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
     _capability_fails(monkeypatch)
-    reasons = views.unavailable_reasons("cuda", "bfloat16")
+    reasons = unavailable_reasons("cuda", "bfloat16")
     why = "availability could not be checked: RuntimeError: CUDA driver initialization failed"
     for vid in ("sdpa-efficient", "sdpa-flash", "sdpa-cudnn", "kernels-flash-attn2"):
         assert reasons[vid] == why
@@ -162,7 +169,7 @@ def test_on_zero_gpu_a_check_that_raises_leaves_the_variant_to_the_slot(monkeypa
 
     monkeypatch.setenv("SPACES_ZERO_GPU", flag)
     _capability_fails(monkeypatch)
-    reasons = views.unavailable_reasons("cuda", "bfloat16")
+    reasons = unavailable_reasons("cuda", "bfloat16")
     assert reasons["sdpa-cudnn"] is None and reasons["kernels-flash-attn2"] is None
     assert views_compare.sweep_defaults("cuda", "bfloat16") == ["naive", "sdpa-flash", "sdpa-cudnn"]
     assert views_compare.compare_defaults("cuda", "bfloat16") == list(POST_VARIANTS)
@@ -199,26 +206,29 @@ def test_banner_only_on_cpu():
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_defaults_are_valid_and_inside_the_sliders(device):
     start = views.defaults(device)
-    config = RunConfig.from_user(**start)
-    ranges = views.slider_ranges(device)
+    config = Workload.from_user(**start)
+    ranges = page_ranges(device)
     for name, (low, high, step) in ranges.items():
         assert low <= start[name] <= high and (start[name] - low) % step == 0
     if device == "cuda":
         assert config.shape_text() == "B8 H16 S1024 D64 bfloat16"
-    views.check_budget(config, device)  # the defaults are always allowed
+    check_cpu_budget(config, device)  # the defaults are always allowed
 
 
 def test_cpu_budget_refuses_huge_cpu_runs_only():
-    big = RunConfig.from_user(variant="naive", seq_len=4096, batch=8, heads=16, head_dim=128)
+    big = Workload.from_user(variant="naive", seq_len=4096, batch=8, heads=16, head_dim=128)
     with pytest.raises(ConfigError, match="lower seq_len"):
-        views.check_budget(big, "cpu")
-    views.check_budget(big, "cuda")
+        check_cpu_budget(big, "cpu")
+    check_cpu_budget(big, "cuda")
 
 
 def test_gpu_seconds_longer_for_compiled_and_hub_variants():
-    assert views.gpu_seconds(RunConfig(variant="flex")) == views.GPU_SECONDS_SLOW
-    assert views.gpu_seconds(RunConfig(variant="kernels-flash-attn2")) == views.GPU_SECONDS_SLOW
-    assert views.gpu_seconds(RunConfig(variant="naive")) == views.GPU_SECONDS
+    assert job_request.gpu_seconds(Workload(variant="flex")) == job_request.GPU_SECONDS_SLOW
+    assert (
+        job_request.gpu_seconds(Workload(variant="kernels-flash-attn2"))
+        == job_request.GPU_SECONDS_SLOW
+    )
+    assert job_request.gpu_seconds(Workload(variant="naive")) == job_request.GPU_SECONDS
 
 
 def test_page_from_a_real_cpu_run(cpu_result):
@@ -248,7 +258,7 @@ def test_run_dirs_keeps_the_newest_and_never_touches_other_dirs(tmp_path):
 
 
 def test_page_device_matches_torch():
-    assert views.page_device() == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device() == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])

@@ -8,17 +8,12 @@ import pytest
 import torch
 
 from attention import Problem
-from profiling.config import (
-    ConfigError,
-    RunConfig,
-    check_memory,
-    estimate_bytes,
-    largest_fitting_seq_len,
-)
+from profiling.memory_estimate import check_memory, estimate_bytes, largest_fitting_seq_len
+from profiling.workload import ConfigError, Workload
 
 
 def test_defaults_are_the_posts_shape():
-    c = RunConfig.from_user()
+    c = Workload.from_user()
     assert (c.batch, c.heads, c.seq_len, c.head_dim, c.dtype, c.causal) == (
         8,
         16,
@@ -32,13 +27,13 @@ def test_defaults_are_the_posts_shape():
 
 
 def test_problem_is_what_a_variant_is_built_for():
-    c = RunConfig.from_user(batch=2, heads=3, seq_len=64, head_dim=16, dtype="float16",
+    c = Workload.from_user(batch=2, heads=3, seq_len=64, head_dim=16, dtype="float16",
                             causal=False)  # fmt: skip
     assert c.problem("cpu") == Problem(2, 3, 64, 16, False, torch.float16, "cpu")
 
 
 def test_integral_floats_from_sliders_are_accepted():
-    assert RunConfig.from_user(seq_len=512.0).seq_len == 512
+    assert Workload.from_user(seq_len=512.0).seq_len == 512
 
 
 @pytest.mark.parametrize(
@@ -67,22 +62,22 @@ def test_integral_floats_from_sliders_are_accepted():
 )
 def test_bad_input_is_refused_clearly(raw, message):
     with pytest.raises(ConfigError, match=message):
-        RunConfig.from_user(**raw)
+        Workload.from_user(**raw)
 
 
 def test_estimate_grows_with_the_score_matrices():
     # at S=2048 the profiled steps, not the float64 reference check, set both naive peaks
-    naive = RunConfig.from_user(variant="naive", seq_len=2048)
-    inplace = RunConfig.from_user(variant="naive-inplace", seq_len=2048)
-    math_ = RunConfig.from_user(variant="sdpa-math", seq_len=2048)
+    naive = Workload.from_user(variant="naive", seq_len=2048)
+    inplace = Workload.from_user(variant="naive-inplace", seq_len=2048)
+    math_ = Workload.from_user(variant="sdpa-math", seq_len=2048)
     scores = 8 * 16 * 2048 * 2048 * 2  # one bf16 score matrix
     assert estimate_bytes(naive) - estimate_bytes(inplace) == scores
     assert estimate_bytes(math_) > estimate_bytes(naive)  # FP32 scores
 
 
 def test_memory_refusal_names_the_need_and_the_fix(monkeypatch):
-    monkeypatch.setattr("profiling.config.available_bytes", lambda device: 8 * 1024**3)
-    big = RunConfig.from_user(variant="naive", seq_len=65536)
+    monkeypatch.setattr("profiling.memory_estimate.available_bytes", lambda device: 8 * 1024**3)
+    big = Workload.from_user(variant="naive", seq_len=65536)
     with pytest.raises(ConfigError) as info:
         check_memory(big, "cuda")
     text = str(info.value)

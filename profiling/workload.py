@@ -1,0 +1,379 @@
+"""What one profiled run is, and every check it must pass before anything is allocated.
+
+Every value can come from an API call that ignored the sliders, so nothing here trusts its
+input. The page, the API and the CLI all build a `Workload` through `Workload.from_user` (the
+page adds `page_workload`'s ranges and CPU budget); Compare and Sweep build a list of them
+(profiling.job_request). Each rule is decided once, here: field types and ranges (`LIMITS`,
+`CHOICES`), known variant ids, the page's per-device ranges, the CPU budget, the device.
+
+A new field (a mode, kv_heads, a window…) is a dataclass field plus its rule in `LIMITS` or
+`CHOICES` (a bool needs none): `from_user`, `validated`, `shape_from_user` and the tags pick it
+up; only the code that uses it changes elsewhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import reprlib
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import torch
+
+from attention import VARIANTS, Problem, Variant, on_zero_gpu
+from profiling.summary import attention_flops
+
+log = logging.getLogger(__name__)
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+DEVICES = ("auto", "cuda", "cpu")
+# text field → the values it takes; `variant` takes the registry's ids, read when checked (a
+# variant registered later is known at once)
+CHOICES: dict[str, tuple[str, ...]] = {"dtype": tuple(DTYPES), "device": DEVICES}
+
+# name: (lowest, highest). Wide enough for the H200's largest sensible runs; the memory
+# estimate, not these bounds, is what refuses a run too big for the machine at hand.
+LIMITS: dict[str, tuple[int, int]] = {
+    "seq_len": (16, 131072),
+    "batch": (1, 64),
+    "heads": (1, 128),
+    "head_dim": (16, 256),
+    "steps": (1, 10),
+}
+HEAD_DIM_MULTIPLE = 8  # every fused backend needs head_dim % 8 == 0
+MAX_ELEMENTS = 2**31 - 1  # per input tensor; int32 indexing in several kernels
+WAIT, WARMUP = 1, 1  # the post's schedule(wait=1, warmup=1, active=steps)
+
+# The page's ranges per device: (minimum, maximum, slider step). LIMITS are wider, for the CLI;
+# the page and its API are held to these (the GPU slot and the CPU budget are sized for them).
+PAGE_RANGES: dict[str, dict[str, tuple[int, int, int]]] = {
+    "cuda": {
+        "seq_len": (128, 16384, 128),
+        "batch": (1, 64, 1),
+        "heads": (1, 128, 1),
+        "head_dim": (16, 256, 8),
+    },
+    "cpu": {
+        "seq_len": (64, 4096, 64),
+        "batch": (1, 8, 1),
+        "heads": (1, 16, 1),
+        "head_dim": (16, 128, 8),
+    },
+}
+CPU_MAX_FLOPS = 2e10  # per forward, on CPU only: a CPU Space must stay responsive
+
+
+class ConfigError(ValueError):
+    """A request that cannot run as asked; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The one description of what is run: a variant at a shape, dtype and device."""
+
+    variant: str = "naive"
+    seq_len: int = 1024
+    dtype: str = "bfloat16"
+    batch: int = 8
+    heads: int = 16
+    head_dim: int = 64
+    causal: bool = True
+    device: str = "auto"
+    steps: int = 3
+
+    @classmethod
+    def from_user(cls, **raw: Any) -> Workload:
+        """Coerce and validate loosely typed input (API JSON, CLI, sliders) or raise ConfigError."""
+        return cls(**_checked(_coerced(raw, FIELDS, "parameter")))
+
+    def validated(self) -> Workload:
+        """The same checks on a workload built directly; returns self or raises ConfigError."""
+        _checked(asdict(self))
+        return self
+
+    # -- derived --------------------------------------------------------------------
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def spec(self) -> Variant:
+        return VARIANTS[self.variant]
+
+    @property
+    def flops(self) -> float:
+        """FLOPs of one forward (causal counted as half)."""
+        return attention_flops(self.batch, self.heads, self.seq_len, self.head_dim, self.causal)
+
+    def problem(self, device: str) -> Problem:
+        """What a variant is built for: this shape and dtype on `device`."""
+        return Problem(
+            batch=self.batch, heads=self.heads, seq_len=self.seq_len, head_dim=self.head_dim,
+            causal=self.causal, dtype=self.torch_dtype, device=device,
+        )  # fmt: skip
+
+    @property
+    def total_steps(self) -> int:
+        return WAIT + WARMUP + self.steps
+
+    def tag(self, device: str) -> str:
+        """File-name tag encoding every parameter, like the post's `8_16_1024_64_flash_eager`:
+        two downloaded traces never share a name, whichever variant made them."""
+        return f"{self.variant}_{self.shape_tag(device)}"
+
+    def shape_tag(self, device: str) -> str:
+        """The tag without the variant: what the runs of one Compare have in common."""
+        return shape_tag(self.shape(), device)
+
+    def shape(self) -> dict[str, Any]:
+        """Every field but the variant: what the runs of one Compare share."""
+        return {k: v for k, v in asdict(self).items() if k != "variant"}
+
+    def with_(self, **changes: Any) -> Workload:
+        return replace(self, **changes).validated()
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def shape_text(self) -> str:
+        return f"B{self.batch} H{self.heads} S{self.seq_len} D{self.head_dim} {self.dtype}"
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Workload))
+SHAPE_FIELDS = tuple(name for name in FIELDS if name != "variant")
+_DEFAULTS = Workload()
+
+
+def shape_from_user(**raw: Any) -> dict[str, Any]:
+    """A shape checked as a shape: every field but the variant, coerced and validated like
+    `Workload.from_user` (defaults filled in). What the runs of a Compare or Sweep share."""
+    return _checked(_coerced(raw, SHAPE_FIELDS, "shape parameter"))
+
+
+def shape_tag(shape: Mapping[str, Any], device: str) -> str:
+    """`8_16_1024_64_bfloat16_causal_cuda_3steps`; without seq_len when the shape has none (a
+    sweep's lengths vary)."""
+    mask = "causal" if shape["causal"] else "full"
+    length = f"_{shape['seq_len']}" if "seq_len" in shape else ""
+    return (
+        f"{shape['batch']}_{shape['heads']}{length}_{shape['head_dim']}_{shape['dtype']}_{mask}"
+        f"_{device}_{shape['steps']}steps"
+    )
+
+
+def choices(name: str) -> tuple[str, ...]:
+    """The values text field `name` accepts; variants are the registry's, read now."""
+    return tuple(VARIANTS) if name == "variant" else CHOICES[name]
+
+
+def known_variants(names: Iterable[str]) -> list[str]:
+    """`names` without duplicates, each a registered variant id, or a ConfigError naming the
+    unknown ones (at most five) and the ids to choose from."""
+    names = list(dict.fromkeys(names))
+    unknown = [name for name in names if name not in VARIANTS]
+    if not names or unknown:
+        what = "unknown variant(s): " + ", ".join(show(v) for v in unknown[:5])
+        what = what if unknown else "no variant"
+        raise ConfigError(f"{what}; choose from: {', '.join(VARIANTS)}")
+    return names
+
+
+# -- field rules ------------------------------------------------------------------------
+def _kind(name: str) -> str:
+    """How a field is read (int, bool or str), from its default: no rule table to keep."""
+    default = getattr(_DEFAULTS, name)
+    return "bool" if isinstance(default, bool) else type(default).__name__
+
+
+def _coerced(raw: Mapping[str, Any], names: tuple[str, ...], what: str) -> dict[str, Any]:
+    """Each of `names` from `raw` (its default when absent) as its type, or ConfigError."""
+    unknown = sorted(set(raw) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown {what}(s): {', '.join(unknown)}")
+    values: dict[str, Any] = {}
+    for name in names:
+        value = raw.get(name, getattr(_DEFAULTS, name))
+        if value is None:
+            raise ConfigError(f"{name} is missing")
+        kind = _kind(name)
+        if kind == "int":
+            value = _whole_number(name, value)
+        elif kind == "bool":
+            value = _boolean(name, value)
+        else:
+            value = _choice_text(name, value)
+        values[name] = value
+    return values
+
+
+def _checked(values: dict[str, Any]) -> dict[str, Any]:
+    """Range and consistency checks that need no device, on whichever fields `values` holds;
+    returns `values` or raises ConfigError."""
+    for name in values:
+        if _kind(name) == "str" and values[name] not in choices(name):
+            raise ConfigError(
+                f"unknown {name} {show(values[name])}; choose one of: {', '.join(choices(name))}"
+            )
+    for name in values:
+        if _kind(name) == "bool" and not isinstance(values[name], bool):
+            raise ConfigError(f"{name} must be true or false")
+    for name, (low, high) in LIMITS.items():
+        if name not in values:
+            continue
+        value = values[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name} must be a whole number")
+        if not low <= value <= high:
+            raise ConfigError(f"{name} must be between {low} and {high}, got {show(value)}")
+    if values["head_dim"] % HEAD_DIM_MULTIPLE:
+        raise ConfigError(
+            f"head_dim must be a multiple of {HEAD_DIM_MULTIPLE}, got {values['head_dim']}"
+        )
+    if values["batch"] * values["heads"] * values["seq_len"] * values["head_dim"] > MAX_ELEMENTS:
+        raise ConfigError(
+            "batch × heads × seq_len × head_dim exceeds 2³¹ elements per tensor; reduce one of them"
+        )
+    return values
+
+
+class _Shorter(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 256:  # repr of a huge int is slow, and refused past 4300 digits
+            return f"an integer of about {int(x.bit_length() * math.log10(2)) + 1:,} digits"
+        return super().repr_int(x, level)
+
+
+_REPR = _Shorter()  # keyword arguments only from Python 3.12
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict = 2, 4, 4, 4
+_REPR.maxstring = _REPR.maxother = 40
+
+
+def show(value: Any, width: int = 40) -> str:
+    """A caller's value, shortened for a message (bounded work, however big the value)."""
+    text = _REPR.repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _whole_number(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise ConfigError(f"{name} must be a whole number, got {show(value)}")
+        value = int(value)
+    if not isinstance(value, int):
+        raise ConfigError(f"{name} must be a whole number, got {show(value)}")
+    low, high = LIMITS[name]
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, got {show(value)}")
+    return value
+
+
+def _boolean(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ConfigError(f"{name} must be true or false, got {show(value)}")
+
+
+def _choice_text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{name} must be text, got {show(value)}")
+    return value.strip()
+
+
+# -- the page: its ranges and the CPU budget --------------------------------------------
+def device_key(device: str) -> str:
+    """The key of PAGE_RANGES (and of every per-device page setting) for `device`."""
+    return "cuda" if device == "cuda" else "cpu"
+
+
+def page_ranges(device: str) -> dict[str, tuple[int, int, int]]:
+    return dict(PAGE_RANGES[device_key(device)])
+
+
+def check_page_ranges(shape: Mapping[str, Any], device: str) -> None:
+    """The page's ranges on `shape` (a workload's fields), enforced in the backend too: an API
+    caller gets what the page offers. The slider step is not enforced, except head_dim's
+    multiple of 8 (HEAD_DIM_MULTIPLE)."""
+    for name, (low, high, _step) in page_ranges(device).items():
+        value = shape[name]
+        if not low <= value <= high:
+            raise ConfigError(
+                f"{name} must be between {low} and {high} on this machine, got {value}"
+            )
+
+
+def check_cpu_budget(workload: Workload, device: str) -> None:
+    """Refuse CPU runs too big to finish promptly (the GPU path is bounded by its slot)."""
+    if device != "cpu":
+        return
+    if workload.flops > CPU_MAX_FLOPS:
+        raise ConfigError(
+            f"{workload.shape_text()} needs {workload.flops / 1e9:,.0f} GFLOP per forward; on a "
+            f"CPU this app runs at most {CPU_MAX_FLOPS / 1e9:,.0f}: lower seq_len, batch or heads"
+        )
+
+
+def within_cpu_budget(workload: Workload, device: str) -> bool:
+    try:
+        check_cpu_budget(workload, device)
+    except ConfigError:
+        return False
+    return True
+
+
+def page_workload(device: str, **raw: Any) -> Workload:
+    """A Profile request from the page or its API: the fields, the page's ranges on `device`
+    and, on a CPU, the budget of one run."""
+    workload = Workload.from_user(**raw)
+    check_page_ranges(workload.shape(), device)
+    check_cpu_budget(workload, device)
+    return workload
+
+
+# -- the device and what can run on it ----------------------------------------------------
+def resolve_device(requested: str = "auto") -> str:
+    """`auto` → cuda when a GPU is visible. On ZeroGPU CUDA reads as available outside the GPU
+    slot too, so the page is built for the GPU it will run on."""
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device 'cuda' was asked for but this machine has no CUDA GPU; use 'cpu'")
+    return requested
+
+
+def unavailable_reasons(device: str, dtype: str) -> dict[str, str | None]:
+    """Variant id → why it cannot run here (None when it can, or on ZeroGPU outside the slot
+    when that cannot be known yet). Each variant is checked on its own: one failing check says
+    so for its variant only."""
+    torch_dtype = DTYPES.get(dtype, torch.float32)
+    return {vid: _reason(v, device, torch_dtype) for vid, v in VARIANTS.items()}
+
+
+def _reason(variant: Variant, device: str, dtype: torch.dtype) -> str | None:
+    """The variant's rule, failing closed: a check that raises marks it unavailable with the
+    error, except on ZeroGPU. There, outside the GPU slot, `spaces` emulates CUDA (a stand-in
+    for torch.cuda whose calls that reach the driver raise), so a device query can fail by
+    design; the variant is offered and the runner checks again inside the slot, on the GPU."""
+    try:
+        return variant.unavailable(device, dtype)
+    except Exception as exc:
+        if on_zero_gpu():
+            return None
+        log.warning("availability of %s could not be checked", variant.id, exc_info=True)
+        return f"availability could not be checked: {error_text(exc)}"
+
+
+def error_text(exc: Exception) -> str:
+    """An error's class and the first line of its message."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
