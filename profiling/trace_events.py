@@ -143,8 +143,8 @@ def _check_not_named_gzip(source: str | Path | bytes, magic: bytes) -> None:
     if isinstance(source, bytes) or not str(source).lower().endswith(".gz"):
         return
     raise TraceError(
-        f"the file is named .gz but is not gzip data (gzip starts with the bytes 1f 8b, this "
-        f"file with {magic.hex(' ') or 'nothing'}): upload the plain .json, or compress it with gzip"
+        "the file is named .gz but is not gzip data (gzip starts with the bytes 1f 8b, this "
+        f"file with {magic.hex(' ') or 'nothing'}): upload the plain .json, or gzip it"
     )
 
 
