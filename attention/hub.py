@@ -25,7 +25,7 @@ from urllib.parse import urlparse
 
 import torch
 
-from attention import VariantUnavailable
+from attention.variant import Built, Problem, VariantUnavailable
 
 ALLOWED: dict[str, int] = {  # repo → the `version=` the post pins
     "kernels-community/flash-attn2": 3,
@@ -112,6 +112,19 @@ def call(kernel: LoadedKernel, q, k, v, causal: bool) -> torch.Tensor:
     """(B, T, nh, hs) in and out; keyword-only call, tuple outputs unwrapped (as transformers)."""
     out = kernel.flash_attn_func(q=q, k=k, v=v, causal=causal)
     return out[0] if isinstance(out, tuple) else out
+
+
+def builder(load_kernel: Callable[[], LoadedKernel]) -> Callable[[Problem], Built]:
+    """A kernels variant's build: the kernel loaded (`load(repo)` or the local build), its head
+    dims checked, and its flash_attn_func called in the [batch, seq, heads, dim] layout."""
+
+    def build(problem: Problem) -> Built:
+        kernel = load_kernel()
+        check_head_dim(kernel, problem.head_dim)
+        forward = lambda q, k, v: call(kernel, q, k, v, problem.causal)  # noqa: E731
+        return Built(forward, kernel.source, kernel.note)
+
+    return build
 
 
 def _resolve(repo: str, fallback: bool) -> LoadedKernel:

@@ -7,9 +7,12 @@ Five primitive ops, each one launch (or more) you can find in the trace. The out
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
+
+from attention.variant import Built, Problem, Variant
 
 
 class NaiveCausalAttention(nn.Module):
@@ -37,3 +40,35 @@ class NaiveCausalAttention(nn.Module):
 def causal_mask(seq_len: int, device: torch.device | str) -> torch.Tensor:
     """True above the diagonal: the positions a query must not see. Built once per run."""
     return torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device), diagonal=1)
+
+
+def builder(inplace: bool) -> Callable[[Problem], Built]:
+    """The naive forward for a problem, its mask built once, as in the post."""
+
+    def build(problem: Problem) -> Built:
+        module = NaiveCausalAttention(problem.head_dim, inplace=inplace)
+        mask = causal_mask(problem.seq_len, problem.device) if problem.causal else None
+        return Built(lambda q, k, v: module(q, k, v, mask), "eager")
+
+    return build
+
+
+# The naive lessons are about the mask: without it there is nothing to compare.
+NO_MASK = (
+    "With the causal mask off there is no masked_fill, so this variant and the other naive one "
+    "run the same kernels: tick *Causal mask* to see the difference"
+)
+
+VARIANT = Variant(
+    id="naive",
+    label="Naive (out-of-place masked_fill)",
+    lesson=(
+        "matmul → scale → masked_fill → softmax → matmul; the out-of-place masked_fill hides a "
+        "full Memcpy of the scores"
+    ),
+    layout="bhsd",
+    build=builder(inplace=False),
+    score_matrices=3,  # the scores, their masked copy, the softmax (and the S² bool mask)
+    lesson_without_mask=NO_MASK,
+    compare_default="always",
+)

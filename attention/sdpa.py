@@ -1,14 +1,20 @@
 """`F.scaled_dot_product_attention`, pinned to one backend or left to choose (04_c).
 
 The math backend is the lesson: it upcasts to FP32, rebuilds the causal mask every call and
-launches ~20 kernels; the fused backends launch one.
+launches ~20 kernels; the fused backends launch one. Each SDPA variant is a module of its own
+(sdpa_auto, sdpa_math, sdpa_efficient, sdpa_flash, sdpa_cudnn) built by `sdpa_variant`.
 """
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from attention.variant import Built, Problem, Variant
 
 BACKENDS: dict[str, SDPBackend] = {
     "math": SDPBackend.MATH,
@@ -16,6 +22,10 @@ BACKENDS: dict[str, SDPBackend] = {
     "flash": SDPBackend.FLASH_ATTENTION,
     "cudnn": SDPBackend.CUDNN_ATTENTION,
 }
+REFUSALS = (
+    "No available kernel",  # the pinned backends' checks all refused this input
+    "No viable backend for scaled_dot_product_attention",  # none of them exists for the device
+)
 
 
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -28,6 +38,42 @@ def pinned(backend: str | None):
     if backend is None:
         return sdpa_kernel(list(BACKENDS.values()))
     return sdpa_kernel(BACKENDS[backend])
+
+
+def pinning(backend: str | None):
+    """A Variant's `context`: the pin, entered around warm-up and the profiled steps."""
+
+    def context() -> contextlib.AbstractContextManager:
+        return pinned(backend)
+
+    return context
+
+
+def declines(exc: Exception) -> bool:
+    """SDPA pinned to backends that all refuse this input (a head dim, a dtype, a layout they
+    do not take) raises one of these, and its warnings say why each backend said no."""
+    return isinstance(exc, RuntimeError) and str(exc).startswith(REFUSALS)
+
+
+def build(problem: Problem) -> Built:
+    return Built(lambda q, k, v: sdpa(q, k, v, problem.causal), "SDPA")
+
+
+def ran_as_seen(backend: str | None) -> str:
+    """SDPA picks its kernel at call time: what ran is the backend the trace shows."""
+    return f"SDPA {backend}" if backend else "SDPA (backend not visible in trace)"
+
+
+def sdpa_variant(*, backend: str | None, **fields: Any) -> Variant:
+    """An SDPA variant pinned to `backend` (None: PyTorch picks); `fields` as Variant's."""
+    return Variant(
+        layout="bhsd",
+        build=build,
+        context=pinning(backend),
+        declines=declines,
+        ran_from_trace=ran_as_seen,
+        **fields,
+    )
 
 
 # The aten op each backend dispatches to (how a trace tells which backend ran) lives in

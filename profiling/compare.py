@@ -42,10 +42,8 @@ from profiling.workload import (
 Progress = Callable[[float, str], None]
 log = logging.getLogger(__name__)
 
-# The post's six, in its order; kernels-hub variants join them when they can run here.
-POST_VARIANTS = (
-    "naive", "naive-inplace", "sdpa-math", "sdpa-efficient", "sdpa-flash", "sdpa-cudnn",
-)  # fmt: skip
+# The post's six, in its order: the variants always in Compare's default list.
+POST_VARIANTS = tuple(v.id for v in VARIANTS.values() if v.compare_default == "always")
 
 # -- datasheet peaks ----------------------------------------------------------------------------
 
@@ -173,15 +171,16 @@ class CompareResult:
 
 
 def default_variants(device: str = "auto", dtype: str = "bfloat16") -> list[str]:
-    """The post's six, plus every kernels-hub variant that can run on this device and dtype."""
+    """What Compare runs when no variant is named: each variant says whether it is in (the
+    post's six always; the kernels builds where they can run on this device and dtype)."""
     device = resolve_device(device)
     torch_dtype = DTYPES.get(dtype, torch.bfloat16)
-    extra = [
+    return [
         v.id
         for v in VARIANTS.values()
-        if v.family == "kernels" and v.unavailable(device, torch_dtype) is None
+        if v.compare_default == "always"
+        or (v.compare_default == "where it runs" and v.unavailable(device, torch_dtype) is None)
     ]
-    return [*POST_VARIANTS, *extra]
 
 
 def compare(

@@ -216,7 +216,7 @@ def point_check(device: str) -> Callable[[Workload], None] | None:
 def gpu_seconds(workload: Workload) -> int:
     """@spaces.GPU duration of one run: compiled and Hub variants compile or download inside
     the slot."""
-    return GPU_SECONDS_SLOW if workload.spec.family in ("compiled", "kernels") else GPU_SECONDS
+    return GPU_SECONDS_SLOW if workload.spec.slow_first_run else GPU_SECONDS
 
 
 def job_gpu_seconds(workloads: Sequence[Workload]) -> int:

@@ -350,9 +350,7 @@ def _result(config, built: Built, prof, paths, peak, reference, device) -> Profi
     else:
         tflops = flops / (stats.cpu_us * 1e-6) / 1e12 if stats.cpu_us > 0 else None
         basis = f"CPU time of attn_fwd (no GPU); {flops_convention(config.causal)}"
-    ran = built.ran
-    if config.spec.family == "sdpa":
-        ran = f"SDPA {stats.backend}" if stats.backend else "SDPA (backend not visible in trace)"
+    ran = config.spec.ran(built, stats.backend)  # declared, or read from the trace
     operators = operator_table(prof, device)
     rel_err, rel_note = reference()
     notes = [n for n in (built.note,) if n]

@@ -68,22 +68,16 @@ def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
     return out
 
 
-NO_MASK = (
-    "With the causal mask off there is no masked_fill, so this variant and the other naive one "
-    "run the same kernels: tick *Causal mask* to see the difference"
-)
-
-
 def lesson_markdown(variant: str, device: str, dtype: str, causal: bool = True) -> str:
-    """The chosen variant's one-line lesson, and the reason when it cannot run here. The naive
-    variants' lesson is about the mask, so full attention says what changes without it."""
+    """The chosen variant's one-line lesson, and the reason when it cannot run here. Where the
+    lesson is about the mask (the naive variants), full attention says what changes without it."""
     v = VARIANTS.get(variant)
     if v is None:
         return "Pick a variant to see what its trace teaches."
     lesson = f"On a GPU: {v.lesson}" if device != "cuda" else v.lesson[:1].upper() + v.lesson[1:]
     text = f"**{v.label}** · `{v.id}`\n\n{lesson}."
-    if v.family == "naive" and not causal:
-        text += f"\n\n{NO_MASK}."
+    if v.lesson_without_mask and not causal:
+        text += f"\n\n{v.lesson_without_mask}."
     why = unavailable_reasons(device, dtype).get(variant)
     if why:
         text += f"\n\n⛔ **Unavailable here:** {why}."

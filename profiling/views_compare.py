@@ -77,7 +77,7 @@ def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
 
 def compare_defaults(device: str, dtype: str) -> list[str]:
     """The post's six plus the Hub variants that can run. When that cannot be checked: on
-    ZeroGPU (CUDA emulated outside the slot, views._reason) the six, which the job checks again
+    ZeroGPU (CUDA emulated outside the slot, workload._reason) the six, which the job checks again
     inside; elsewhere those of the six whose own check says they can run."""
     try:
         return default_variants(device, dtype)

@@ -191,7 +191,7 @@ def test_builds_run_on_later_minor_versions_of_their_architecture(monkeypatch):
     assert attention.built_for((9, 0), ((8, 0), (9, 0)))
     assert not attention.built_for((7, 5), ((8, 0), (9, 0)))  # a T4
     assert not attention.built_for((10, 0), ((8, 0), (9, 0)))  # never across major versions
-    monkeypatch.setattr(attention, "_capability", lambda: (8, 9))
+    monkeypatch.setattr(attention.rules, "capability", lambda: (8, 9))
     fa2 = attention.VARIANTS["kernels-flash-attn2"]
     assert fa2.unavailable("cuda", torch.bfloat16) is None  # before: "built for 8.0, 9.0, …"
 

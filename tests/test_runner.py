@@ -35,7 +35,7 @@ def small(variant: str, **kw) -> Workload:
 @pytest.mark.parametrize(
     "vid",
     [
-        pytest.param(v, marks=pytest.mark.slow) if VARIANTS[v].family == "compiled" else v
+        pytest.param(v, marks=pytest.mark.slow) if VARIANTS[v].slow_first_run else v
         for v in CPU_VARIANTS
     ],
 )
@@ -163,8 +163,15 @@ def install_variant(
         return Built(forward or sdpa, "throw-away")
 
     runs_anywhere = lambda device, dtype: None  # noqa: E731
-    variant = Variant(vid, f"throw-away {vid}", "test", "a test variant", "bhsd",
-                      build or default_build, unavailable or runs_anywhere, **fields)  # fmt: skip
+    variant = Variant(
+        id=vid,
+        label=f"throw-away {vid}",
+        lesson="a test variant",
+        layout="bhsd",
+        build=build or default_build,
+        unavailable=unavailable or runs_anywhere,
+        **fields,
+    )
     monkeypatch.setitem(VARIANTS, vid, variant)
     return vid
 
@@ -216,7 +223,8 @@ def test_an_availability_check_that_raises_is_a_failure(monkeypatch, caplog):
 def test_a_known_rule_still_reads_unavailable(monkeypatch):
     """A loader's rule (the Triton build's head dims) and torch refusing a pinned SDPA backend
     are the variant not running here, said with the rule's or torch's words."""
-    from attention import _sdpa_context, _sdpa_declines, hub
+    from attention import hub
+    from attention.sdpa import declines, pinning
 
     def head_dims_rule(problem):
         hub.check_head_dim(hub.LoadedKernel(lambda **kw: None, "a build", head_dims=(64,)), 96)
@@ -228,13 +236,13 @@ def test_a_known_rule_still_reads_unavailable(monkeypatch):
         "head-dim-rule is unavailable here: a build supports head_dim 64 (not 96)"
     )
     # SDPA pinned to a backend that does not exist on a CPU: torch's own refusal
-    vid = install_variant(monkeypatch, "sdpa-refused", context=_sdpa_context("efficient"),
-                          declines=_sdpa_declines)  # fmt: skip
+    vid = install_variant(monkeypatch, "sdpa-refused", context=pinning("efficient"),
+                          declines=declines)  # fmt: skip
     with pytest.raises(VariantUnavailable, match="sdpa-refused cannot run B1 H2 S128 D32 float32 "
                        "here: No viable backend for scaled_dot_product_attention"):  # fmt: skip
         run(small(vid))
     # the same refusal from a variant whose library has no such rule is a failure
-    vid = install_variant(monkeypatch, "no-rule", context=_sdpa_context("efficient"))
+    vid = install_variant(monkeypatch, "no-rule", context=pinning("efficient"))
     with pytest.raises(RunError, match="no-rule failed on cpu: RuntimeError: No viable backend"):
         run(small(vid))
 
@@ -242,14 +250,13 @@ def test_a_known_rule_still_reads_unavailable(monkeypatch):
 def test_torchs_refusal_keeps_its_warnings_as_the_reason(monkeypatch):
     import warnings
 
-    from attention import _sdpa_declines
+    from attention.sdpa import declines
 
     def refused(q, k, v):
         warnings.warn("Flash attention requires head_dim <= 256 (got 512)", stacklevel=1)
         raise RuntimeError("No available kernel.  Aborting execution.")
 
-    vid = install_variant(monkeypatch, "sdpa-cuda-refusal", forward=refused,
-                          declines=_sdpa_declines)  # fmt: skip
+    vid = install_variant(monkeypatch, "sdpa-cuda-refusal", forward=refused, declines=declines)
     with pytest.raises(VariantUnavailable) as info:
         run(small(vid))
     assert str(info.value).endswith(

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attention import VARIANTS, Problem, availability
+from attention import VARIANTS, Built, Problem, Variant, availability
+from profiling import job_request, views
+from profiling.compare import compare
 from tests.conftest import TOLERANCE, reference_attention, rel_err
 
 CPU_VARIANTS = [vid for vid, reason in availability("cpu", torch.float32).items() if reason is None]
-FAST = [v for v in CPU_VARIANTS if VARIANTS[v].family != "compiled"]
-COMPILED = [v for v in CPU_VARIANTS if VARIANTS[v].family == "compiled"]
+FAST = [v for v in CPU_VARIANTS if not VARIANTS[v].slow_first_run]
+COMPILED = [v for v in CPU_VARIANTS if VARIANTS[v].slow_first_run]  # torch.compile on a CPU
 
 
 def run_variant(vid: str, b: int, h: int, s: int, d: int, causal: bool, dtype, device="cpu"):
@@ -72,3 +74,88 @@ def test_every_variant_has_what_the_page_needs():
 def test_gpu_only_variants_say_why_on_cpu(vid):
     reason = availability("cpu", torch.bfloat16)[vid]
     assert reason and ("CUDA" in reason or "not installed" in reason)
+
+
+# -- adding a variant: one module + one registry line, and every entry point sees it ------------
+TOY = "toy-softmax"
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """A throw-away variant registered for one test (monkeypatch removes it): attention written
+    out in three lines, on any device and dtype."""
+
+    def build(problem: Problem) -> Built:
+        def forward(q, k, v):
+            scores = (q @ k.transpose(-2, -1)) * problem.head_dim**-0.5
+            if problem.causal:
+                above = torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1)
+                scores = scores.masked_fill(above, float("-inf"))
+            return torch.softmax(scores, dim=-1) @ v
+
+        return Built(forward, "eager (toy)")
+
+    variant = Variant(
+        id=TOY,
+        label="Toy softmax attention",
+        lesson="a test's own variant",
+        layout="bhsd",
+        build=build,
+    )
+    monkeypatch.setitem(VARIANTS, TOY, variant)
+    return variant
+
+
+def picker_values(demo, elem_id: str) -> list[str]:
+    """The variant ids a dropdown of the built page offers."""
+    (picker,) = [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id]
+    return [value for _label, value in picker.choices]
+
+
+def test_a_registered_variant_is_on_every_picker_and_accepted_by_every_request(toy, tmp_path):
+    """Seen failing when the Sweep picker read a hard-coded list of ids instead of the registry."""
+    import app
+
+    demo = app.build_demo()
+    for elem_id in ("variant", "cmp-variants", "sw-variants"):  # Profile, Compare, Sweep
+        assert TOY in picker_values(demo, elem_id), elem_id
+    assert (toy.label, TOY) in views.variant_choices("cpu", "float32")
+    page_shape = ("float32", 1, 2, 32, True)  # dtype, batch, heads, head_dim, causal
+    assert job_request.compare_request([TOY], 128, *page_shape, "cpu").variants == [TOY]
+    assert job_request.sweep_request([TOY], [256], *page_shape, "cpu").variants == [TOY]
+    shape = dict(seq_len=64, dtype="float32", batch=1, heads=2, head_dim=32, device="cpu")
+    result = compare([TOY], out_dir=tmp_path / "compare", make_zip=False, **shape)
+    assert [(r.variant, r.status) for r in result.runs] == [(TOY, "ok")]
+
+
+def test_a_registered_variant_runs_from_the_cli(toy, tmp_path, capsys):
+    from profiling.__main__ import main
+
+    flags = ["--seq-len", "64", "--dtype", "float32", "--batch", "1", "--heads", "2",
+             "--head-dim", "32", "--device", "cpu", "--out", str(tmp_path)]  # fmt: skip
+    assert main(["--variant", TOY, *flags]) == 0
+    out = capsys.readouterr().out
+    assert "eager (toy)" in out and (tmp_path / TOY).is_dir()
+    assert main(["compare", "--variants", f"naive,{TOY}", *flags]) == 0
+    assert TOY in capsys.readouterr().out
+
+
+def test_a_registered_variant_is_profiled_through_the_api(toy, tmp_path):
+    """/profile through gradio_client, on a page built after the variant was registered."""
+    from gradio_client import Client
+
+    import app
+
+    demo = app.build_demo()
+    _, url, _ = demo.launch(
+        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.SERVE_OPTIONS
+    )
+    try:
+        client = Client(url, verbose=False, download_files=str(tmp_path))
+        page = dict(seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
+        _, summary, *_ = client.predict(variant=TOY, **page, api_name="/profile")
+    finally:
+        demo.close()
+    assert summary["variant"] == TOY and summary["label"] == toy.label
+    assert summary["ran"] == "eager (toy)" and summary["forwards"] == 3
+    assert summary["rel_err"] < TOLERANCE[torch.float32]

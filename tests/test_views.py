@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from attention import VARIANTS
+from attention.naive import NO_MASK
 from profiling import job_request, trace, views
 from profiling.gantt import bar_count
 from profiling.kernels import kernel_table
@@ -128,12 +129,12 @@ def test_kernel_view_keeps_the_decoding():
 def _capability_fails(monkeypatch) -> None:
     """The device query behind the compute-capability rules raises, as CUDA's does where the
     driver cannot be reached."""
-    import attention
+    from attention import rules
 
     def no_driver():
         raise RuntimeError("CUDA driver initialization failed\n(details)")
 
-    monkeypatch.setattr(attention, "_capability", no_driver)
+    monkeypatch.setattr(rules, "capability", no_driver)
 
 
 def test_a_check_that_raises_marks_its_variant_unavailable_with_the_error(monkeypatch):
@@ -192,9 +193,9 @@ def test_variant_choices_mark_unavailable_ones_with_the_reason():
 
 def test_the_naive_lessons_say_what_full_attention_changes():
     full = views.lesson_markdown("naive", "cuda", "bfloat16", causal=False)
-    assert "Memcpy" in full and views.NO_MASK in full  # the lesson, and why it is moot here
-    assert views.NO_MASK not in views.lesson_markdown("naive", "cuda", "bfloat16", causal=True)
-    assert views.NO_MASK not in views.lesson_markdown("sdpa-flash", "cuda", "bfloat16", False)
+    assert "Memcpy" in full and NO_MASK in full  # the lesson, and why it is moot here
+    assert NO_MASK not in views.lesson_markdown("naive", "cuda", "bfloat16", causal=True)
+    assert NO_MASK not in views.lesson_markdown("sdpa-flash", "cuda", "bfloat16", False)
 
 
 def test_banner_only_on_cpu():

@@ -1,0 +1,38 @@
+"""torch.compile of the in-place naive module: Inductor fuses scale, mask and softmax.
+
+Compiled on its first call, in warm-up; each build starts from a clean dynamo state (see
+attention/flex.py).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from attention.naive import NaiveCausalAttention, causal_mask
+from attention.rules import compiler
+from attention.variant import Built, Problem, Variant
+
+
+def build(problem: Problem) -> Built:
+    torch._dynamo.reset()
+    module = torch.compile(NaiveCausalAttention(problem.head_dim, inplace=True), dynamic=False)
+    mask = causal_mask(problem.seq_len, problem.device) if problem.causal else None
+
+    def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return module(q, k, v, mask)
+
+    on_gpu = problem.device == "cuda"
+    return Built(forward, "torch.compile (Inductor)" if on_gpu else "torch.compile (Inductor, C++)")
+
+
+VARIANT = Variant(
+    id="compiled-naive",
+    label="torch.compile(naive in-place)",
+    lesson="Inductor fuses scale, mask and softmax into Triton kernels around two cuBLAS matmuls",
+    layout="bhsd",
+    build=build,
+    unavailable=compiler("torch.compile"),
+    warmup_calls=5,
+    score_matrices=2,
+    first_run="compiles",
+)

@@ -1,0 +1,17 @@
+"""Naive attention with the in-place `masked_fill_`: one character removes the Memcpy."""
+
+from __future__ import annotations
+
+from attention.naive import NO_MASK, builder
+from attention.variant import Variant
+
+VARIANT = Variant(
+    id="naive-inplace",
+    label="Naive, in-place masked_fill_",
+    lesson="one character (masked_fill_) removes the Memcpy: one fewer GPU op per forward",
+    layout="bhsd",
+    build=builder(inplace=True),
+    score_matrices=2,  # the scores, masked where they are, and the softmax
+    lesson_without_mask=NO_MASK,
+    compare_default="always",
+)

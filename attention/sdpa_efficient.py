@@ -1,0 +1,15 @@
+"""SDPA pinned to the memory-efficient backend: xformers' cutlass kernel."""
+
+from __future__ import annotations
+
+from attention.rules import cuda_only
+from attention.sdpa import sdpa_variant
+
+VARIANT = sdpa_variant(
+    id="sdpa-efficient",
+    label="SDPA · memory-efficient backend",
+    lesson="one fused kernel: fmha_cutlassF, the xformers memory-efficient attention",
+    backend="efficient",
+    unavailable=cuda_only("SDPA efficient"),
+    compare_default="always",
+)

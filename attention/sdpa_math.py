@@ -1,0 +1,18 @@
+"""SDPA pinned to the math backend: the reference path, written in aten ops."""
+
+from __future__ import annotations
+
+from attention.sdpa import sdpa_variant
+
+VARIANT = sdpa_variant(
+    id="sdpa-math",
+    label="SDPA · math backend",
+    lesson=(
+        "the reference path: upcasts to FP32 (no tensor cores), rebuilds the causal mask every "
+        "call, ~20 kernels per forward"
+    ),
+    backend="math",
+    score_matrices=3,
+    upcasts=True,
+    compare_default="always",
+)
