@@ -84,7 +84,7 @@ def client(tmp_path_factory):
     import app
 
     _, url, _ = app.demo.launch(
-        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.LAUNCH
+        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.SERVE_OPTIONS
     )
     try:
         yield Client(url, verbose=False, download_files=str(tmp_path_factory.mktemp("dl")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import logging
 import math
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import app
 from profiling import trace, views
 from profiling.gantt import FigureSpec, bar_count
+from profiling.page import profile_tab
 from profiling.runner import RunError, VariantUnavailable
 from profiling.trace_events import TraceError
 from tests.conftest import RecordingProgress
@@ -25,7 +27,7 @@ def no_progress(*args, **kwargs) -> None:
 
 
 def call(**changes):
-    return app.profile(**{**SMALL, **changes}, progress=no_progress)
+    return profile_tab.profile(**{**SMALL, **changes}, progress=no_progress)
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +111,7 @@ def test_backend_errors_become_gr_errors_with_their_message(monkeypatch, error, 
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(app, "run", fail)
+    monkeypatch.setattr(profile_tab, "run", fail)
     with pytest.raises(gr.Error) as info:
         call()
     assert info.value.message == str(error) and info.value.title == title
@@ -119,7 +121,7 @@ def test_unexpected_errors_are_generic_and_logged(monkeypatch, caplog):
     def fail(*args, **kwargs):
         raise KeyError("secret-internal-detail")
 
-    monkeypatch.setattr(app, "run", fail)
+    monkeypatch.setattr(profile_tab, "run", fail)
     with caplog.at_level(logging.ERROR, logger="attention_profiler"), pytest.raises(gr.Error) as e:
         call()
     assert e.value.message == views.GENERIC_ERROR
@@ -140,7 +142,7 @@ def test_unexpected_error_in_the_views_is_generic_too(monkeypatch):
 def test_progress_is_reported():
     progress = RecordingProgress()
     assert not progress  # as in a real request: the handlers must not test it for truth
-    app.profile(**SMALL, progress=progress)
+    profile_tab.profile(**SMALL, progress=progress)
     seen = progress.seen
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
@@ -149,8 +151,8 @@ def test_progress_is_reported():
 
 
 def test_lesson_and_relabel_handlers():
-    assert "masked_fill_" in app.show_lesson("naive-inplace", "float32")
-    dropdown, lesson = app.relabel_variants("sdpa-flash", "float32")
+    assert "masked_fill_" in profile_tab.show_lesson("naive-inplace", "float32")
+    dropdown, lesson = profile_tab.relabel_variants("sdpa-flash", "float32")
     assert dropdown.value == "sdpa-flash"
     assert [v for _, v in dropdown.choices] == [
         v for _, v in views.variant_choices(app.DEVICE, "float32")
@@ -169,4 +171,20 @@ def test_wiring_one_gpu_job_at_a_time():
     assert public == ["profile", "compare", "diff", "sweep", "analyze"]  # see test_app_views
     assert app.demo._queue.max_size == views.QUEUE_MAX_SIZE
     assert app.demo.delete_cache == views.DELETE_CACHE
-    assert app.LAUNCH["max_file_size"] == views.MAX_FILE_SIZE
+    assert app.SERVE_OPTIONS["max_file_size"] == views.MAX_FILE_SIZE
+
+
+def test_backend_errors_are_translated_in_one_place():
+    """Only profiling/page/errors.py makes a gr.Error or catches an exception: every handler and
+    GPU function of the page goes through it (issue 18, point 5)."""
+    root = Path(app.__file__).resolve().parent
+    sources = [root / "app.py", *sorted((root / "profiling" / "page").glob("*.py"))]
+    assert len(sources) > 5
+    for path in sources:
+        if path.name == "errors.py":
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            assert not isinstance(node, ast.Try), f"{path.name}:{node.lineno} catches errors"
+            if isinstance(node, ast.Attribute) and node.attr == "Error":
+                assert ast.unparse(node) != "gr.Error", f"{path.name}:{node.lineno} makes one"

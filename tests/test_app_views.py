@@ -32,6 +32,7 @@ from profiling.compare import (
 )
 from profiling.gantt import FigureSpec, bar_count
 from profiling.launch import launch_stats
+from profiling.page import analyze_tab, compare_tab, diff_tab, profile_tab, sweep_tab
 from profiling.summary import CAUSAL_CONVENTION, Summary, attention_flops, per_forward
 from profiling.trace import load
 from profiling.workload import Workload
@@ -57,7 +58,7 @@ def message_of(fn, *args, **kwargs) -> gr.Error:
 @pytest.fixture(scope="module")
 def compared():
     progress = RecordingProgress()
-    out = app.compare(["naive", "sdpa-math", "sdpa-cudnn"], **SMALL, progress=progress)
+    out = compare_tab.compare(["naive", "sdpa-math", "sdpa-cudnn"], **SMALL, progress=progress)
     return out, progress.seen
 
 
@@ -104,7 +105,7 @@ def test_compare_progress_is_per_variant(compared):
 
 def test_diff_of_two_runs_of_the_last_compare(compared):
     (*_, traces), _ = compared
-    headline, kernels, operators = app.diff_runs("naive", "sdpa-math", traces)
+    headline, kernels, operators = diff_tab.diff_runs("naive", "sdpa-math", traces)
     assert "sdpa-math" in headline and "per forward" in headline
     assert "count naive" in operators.columns and "count sdpa-math" in operators.columns
     ops = operators.set_index("operator")
@@ -125,14 +126,14 @@ def test_diff_of_two_runs_of_the_last_compare(compared):
     ],
 )  # fmt: skip
 def test_diff_of_runs_refuses_what_is_not_in_the_session_state(picks, traces, message):
-    assert message in message_of(app.diff_runs, *picks, traces).message
+    assert message in message_of(diff_tab.diff_runs, *picks, traces).message
 
 
 def test_fill_diff_picks_offers_the_runs_that_ran():
-    a, b = app.fill_diff_picks({"naive": "x", "sdpa-flash": "y"})
+    a, b = diff_tab.fill_diff_picks({"naive": "x", "sdpa-flash": "y"})
     assert [v for _, v in a.choices] == ["naive", "sdpa-flash"]
     assert (a.value, b.value) == ("naive", "sdpa-flash")
-    empty, _ = app.fill_diff_picks({})
+    empty, _ = diff_tab.fill_diff_picks({})
     assert empty.choices == [] and empty.value is None
 
 
@@ -156,24 +157,26 @@ def test_fill_diff_picks_offers_the_runs_that_ran():
 )
 def test_compare_bad_inputs_are_clear_errors(changes, message):
     args = {"variants": ["naive"], **SMALL, **changes}
-    error = message_of(app.compare, **args, progress=no_progress)
+    error = message_of(compare_tab.compare, **args, progress=no_progress)
     assert message in error.message and error.title == "Check the inputs"
 
 
 @CPU_ONLY
 def test_compare_cpu_budget_per_run_and_per_job():
     big = dict(SMALL, seq_len=4096, batch=8, heads=16, head_dim=128)
-    assert "GFLOP" in message_of(app.compare, ["naive"], **big, progress=no_progress).message
+    assert (
+        "GFLOP" in message_of(compare_tab.compare, ["naive"], **big, progress=no_progress).message
+    )
     assert (
         "at most 6 variants"
         in message_of(
-            app.compare, [*POST_VARIANTS, "sdpa-auto"], **SMALL, progress=no_progress
+            compare_tab.compare, [*POST_VARIANTS, "sdpa-auto"], **SMALL, progress=no_progress
         ).message
     )
     # each run fits (19 GFLOP ≤ 20), five of them do not (≤ 80 per job); unavailable ones are free
     shape = dict(seq_len=1024, dtype="float32", batch=8, heads=16, head_dim=72, causal=True)
     five = ["naive", "naive-inplace", "sdpa-auto", "sdpa-math", "sdpa-flash"]
-    error = message_of(app.compare, five, **shape, progress=no_progress)
+    error = message_of(compare_tab.compare, five, **shape, progress=no_progress)
     assert "summed over its 5 runs" in error.message
     request = job_request.compare_request(
         ["naive", "sdpa-cudnn", "sdpa-efficient"], *shape.values(), "cpu"
@@ -188,9 +191,9 @@ def test_unexpected_compare_error_is_generic_and_logged(monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise KeyError("secret-internal-detail")
 
-    monkeypatch.setattr(app, "run_compare", broken)
+    monkeypatch.setattr(compare_tab, "run_compare", broken)
     with caplog.at_level(logging.ERROR, logger="attention_profiler"):
-        error = message_of(app.compare, ["naive"], **SMALL, progress=no_progress)
+        error = message_of(compare_tab.compare, ["naive"], **SMALL, progress=no_progress)
     assert error.message == views.GENERIC_ERROR and "secret" not in error.message
     assert any("secret-internal-detail" in (r.exc_text or "") for r in caplog.records)
 
@@ -289,7 +292,7 @@ def test_peak_note(device_name, dtype, says):
 
 # -- Diff of uploads ---------------------------------------------------------------------------
 def test_diff_of_fixtures_reads_the_memcpy_off():
-    headline, kernels, operators = app.diff(str(NAIVE), str(INPLACE))
+    headline, kernels, operators = diff_tab.diff(str(NAIVE), str(INPLACE))
     memcpy = kernels.set_index("kernel").loc["Memcpy DtoD"]
     assert (memcpy["count A"], memcpy["count B"], memcpy["Δ count (B − A)"]) == (1, 0, -1)
     assert memcpy["where"] == "only A" and memcpy["Δ total µs (B − A)"] == -126.5
@@ -302,7 +305,7 @@ def test_diff_of_fixtures_reads_the_memcpy_off():
 
 
 def test_diff_labels_name_the_columns():
-    headline, kernels, _ = app.diff(str(NAIVE), str(INPLACE), "naive", " naive-inplace ")
+    headline, kernels, _ = diff_tab.diff(str(NAIVE), str(INPLACE), "naive", " naive-inplace ")
     assert headline.startswith("naive-inplace has 1 fewer Memcpy DtoD")
     assert {"count naive", "count naive-inplace"} <= set(kernels.columns)
 
@@ -328,13 +331,13 @@ def test_diff_labels_name_the_columns():
     ],
 )  # fmt: skip
 def test_diff_bad_uploads_are_clear_errors(tmp_path, setup, message, title):
-    error = message_of(app.diff, *setup(tmp_path))
+    error = message_of(diff_tab.diff, *setup(tmp_path))
     assert message in error.message and error.title == title
 
 
 def test_diff_upload_size_is_checked_before_reading(monkeypatch):
     monkeypatch.setattr(views, "TRACE_MAX_UPLOAD_BYTES", 1024)
-    error = message_of(app.diff, str(NAIVE), str(NAIVE))
+    error = message_of(diff_tab.diff, str(NAIVE), str(NAIVE))
     assert "trace A is 5 KiB; the limit is 1 KiB (upload the .json.gz)" in error.message
 
 
@@ -349,7 +352,7 @@ def write(folder: Path, name: str, data: bytes) -> str:
 def test_sweep_marks_points_over_the_cpu_budget_refused():
     # S=4096 at B4 H8 D64 needs 69 GFLOP per forward, over the CPU's 20: refused, not run
     progress = RecordingProgress()
-    time_fig, memory_fig, table, zip_path = app.sweep(
+    time_fig, memory_fig, table, zip_path = sweep_tab.sweep(
         ["naive", "sdpa-cudnn"], [4096, 256], "float32", 4, 8, 64, True, progress=progress
     )
     assert any(text.startswith("naive S=256 (") for _, text in progress.seen)
@@ -397,25 +400,25 @@ def test_sweep_marks_points_over_the_cpu_budget_refused():
 def test_sweep_bad_inputs_are_clear_errors(changes, message):
     args = dict(variants=["naive"], seq_lens=[256], dtype="float32", batch=1, heads=2,
                 head_dim=32, causal=True)  # fmt: skip
-    error = message_of(app.sweep, **{**args, **changes}, progress=no_progress)
+    error = message_of(sweep_tab.sweep, **{**args, **changes}, progress=no_progress)
     assert message in error.message and error.title == "Check the inputs"
 
 
 @CPU_ONLY
 def test_sweep_points_and_job_budget(monkeypatch):
     lens = [256, 512, 1024, 2048, 4096]
-    error = message_of(app.sweep, ["naive", "sdpa-flash", "sdpa-math"], lens, "float32", 1, 2,
+    error = message_of(sweep_tab.sweep, ["naive", "sdpa-flash", "sdpa-math"], lens, "float32", 1, 2,
                        32, True, progress=no_progress)  # fmt: skip
     assert "15 points" in error.message and "at most 12" in error.message
     monkeypatch.setattr(job_request, "CPU_MAX_JOB_FLOPS", 1e7)
-    error = message_of(app.sweep, ["naive"], [256, 512], "float32", 1, 2, 32, True,
+    error = message_of(sweep_tab.sweep, ["naive"], [256, 512], "float32", 1, 2, 32, True,
                        progress=no_progress)  # fmt: skip
     assert "GFLOP per forward summed over its 2 runs" in error.message
 
 
 # -- Analyse -----------------------------------------------------------------------------------
 def test_analyze_h200_fixture():
-    summary, launch, operators, kernels, figure = app.analyze(str(NAIVE))
+    summary, launch, operators, kernels, figure = analyze_tab.analyze(str(NAIVE))
     assert "NVIDIA H200 (sm_90, 132 SMs" in summary and "GPU µs / forward" in summary
     assert "per forward: GPU work launched in the 3 attn_fwd spans" in summary
     assert "GPU idle &amp; launch overhead" in launch and "99.1% of" in launch
@@ -427,14 +430,14 @@ def test_analyze_h200_fixture():
 
 
 def test_analyze_shows_cudnn_moved_the_cost_to_the_cpu():
-    summary, launch, *_ = app.analyze(str(CUDNN))
+    summary, launch, *_ = analyze_tab.analyze(str(CUDNN))
     assert "CPU-bound" in summary and "cuLaunchKernelEx" in launch
     assert "11.4 µs per forward" in launch  # CPU launch time per forward, a number
 
 
 def test_analyze_cpu_only_trace(compared):
     (*_, traces), _ = compared
-    summary, launch, operators, kernels, figure = app.analyze(traces["naive"])
+    summary, launch, operators, kernels, figure = analyze_tab.analyze(traces["naive"])
     if app.DEVICE == "cpu":
         assert "no GPU events: a CPU-only trace" in summary
         assert "no GPU work" in launch and kernels.empty
@@ -457,9 +460,9 @@ def test_gzip_bombs_are_refused_quickly(tmp_path):
     small = gzip_bomb(tmp_path / "zeros.json.gz", 50 * MiB)
     assert Path(small).stat().st_size < MiB
     began = time.perf_counter()
-    assert "not valid JSON" in message_of(app.analyze, small).message
+    assert "not valid JSON" in message_of(analyze_tab.analyze, small).message
     big = gzip_bomb(tmp_path / "big.json.gz", views.TRACE_MAX_EXPANDED_BYTES + 8 * MiB)
-    error = message_of(app.analyze, big)
+    error = message_of(analyze_tab.analyze, big)
     assert "expands to more than 256 MiB" in error.message and error.title == "Unreadable trace"
     assert time.perf_counter() - began < 10
 
@@ -476,22 +479,22 @@ def test_gzip_bombs_are_refused_quickly(tmp_path):
     ],
 )
 def test_analyze_broken_uploads(tmp_path, data, message):
-    error = message_of(app.analyze, write(tmp_path, "upload.json.gz", data))
+    error = message_of(analyze_tab.analyze, write(tmp_path, "upload.json.gz", data))
     assert message in error.message and error.title == "Unreadable trace"
 
 
 def test_analyze_missing_or_oversized_upload(tmp_path, monkeypatch):
-    error = message_of(app.analyze, None)
+    error = message_of(analyze_tab.analyze, None)
     assert "upload a trace" in error.message and error.title == "Check the inputs"
-    assert "cannot open" in message_of(app.analyze, str(tmp_path / "gone.json")).message
-    assert "must be an uploaded file" in message_of(app.analyze, 42).message
+    assert "cannot open" in message_of(analyze_tab.analyze, str(tmp_path / "gone.json")).message
+    assert "must be an uploaded file" in message_of(analyze_tab.analyze, 42).message
     monkeypatch.setattr(views, "TRACE_MAX_UPLOAD_BYTES", 1024)
-    assert "the limit is 1 KiB" in message_of(app.analyze, str(NAIVE)).message
+    assert "the limit is 1 KiB" in message_of(analyze_tab.analyze, str(NAIVE)).message
 
 
 # -- Profile tab: the launch block, and the wiring ---------------------------------------------
 def test_profile_strip_carries_the_launch_block():
-    strip, summary, *_ = app.profile(variant="naive", **SMALL, progress=no_progress)
+    strip, summary, *_ = profile_tab.profile(variant="naive", **SMALL, progress=no_progress)
     assert "GPU idle &amp; launch overhead" in strip
     if app.DEVICE == "cpu":
         assert "no GPU work" in strip and summary["launch"]["has_gpu"] is False
@@ -499,7 +502,7 @@ def test_profile_strip_carries_the_launch_block():
 
 
 def test_upload_limits_agree_with_launch():
-    assert _parse_file_size(app.LAUNCH["max_file_size"]) == views.TRACE_MAX_UPLOAD_BYTES
+    assert _parse_file_size(app.SERVE_OPTIONS["max_file_size"]) == views.TRACE_MAX_UPLOAD_BYTES
     assert views.TRACE_MAX_EXPANDED_BYTES > views.TRACE_MAX_UPLOAD_BYTES
 
 
@@ -530,20 +533,22 @@ def test_analyze_window_draws_the_slice_in_full_detail(tmp_path):
 
     path = gen_trace.write(40_000, tmp_path / "big.json.gz")
     spans = trace_model.load(path).spans
-    whole_spec = app.analyze(str(path))[4]
+    whole_spec = analyze_tab.analyze(str(path))[4]
     whole = whole_spec.figure()
     assert any(t.legendgroup == AGGREGATED for t in whole.data)
     assert spans_drawn(whole) == len(spans)
     hi = float(spans["end_us"].max()) / 40
-    sliced = app.analyze(str(path), 0.0, hi)[4].figure()
+    sliced = analyze_tab.analyze(str(path), 0.0, hi)[4].figure()
     inside = int(((spans["end_us"] >= 0) & (spans["start_us"] <= hi)).sum())
     assert bar_count(sliced) == spans_drawn(sliced) == inside
     assert not any(t.legendgroup == AGGREGATED for t in sliced.data)
-    untouched = app.analyze(str(path), 0, 0)[4].to_json() == whole_spec.to_json()
+    untouched = analyze_tab.analyze(str(path), 0, 0)[4].to_json() == whole_spec.to_json()
     assert untouched  # the page's untouched boxes draw the whole trace (a bool: no 1 MB diff)
     for bad in ((5.0, 1.0), (float("nan"), 1.0), ("a", 2.0), (1.0, None)):
         with pytest.raises(gr.Error, match="window"):
-            app.analyze(str(path), *bad)
+            analyze_tab.analyze(str(path), *bad)
     last = float(spans["end_us"].max())
     with pytest.raises(gr.Error, match=r"holds no spans: this trace runs from .* µs"):
-        app.analyze(str(path), last + 1e6, last + 2e6)  # past the trace's end: said, not blank
+        analyze_tab.analyze(
+            str(path), last + 1e6, last + 2e6
+        )  # past the trace's end: said, not blank

@@ -51,6 +51,7 @@ if not CHROMIUM.exists():
 import app  # noqa: E402 - only once the skips above have passed
 from benchmarks import gen_trace  # noqa: E402
 from profiling import trace  # noqa: E402
+from profiling.page import controls  # noqa: E402
 from profiling.summary import forward_spans  # noqa: E402
 from tests.test_hardening import IMG, SCRIPT, xss_trace  # noqa: E402
 
@@ -71,7 +72,7 @@ def wait_for_http(url: str, seconds: float = 30) -> None:
 @pytest.fixture(scope="module")
 def url():
     _, local_url, _ = app.demo.launch(
-        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.LAUNCH
+        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.SERVE_OPTIONS
     )
     try:
         wait_for_http(local_url)
@@ -124,8 +125,8 @@ def test_profile_from_the_page(page, tmp_path):
     expect(page.locator("#variant input")).to_have_value("Naive, in-place masked_fill_")
 
     # move the sequence-length slider four steps right with the keyboard
-    _, high, step = app.RANGES["seq_len"]
-    start = app.START["seq_len"]
+    _, high, step = controls.RANGES["seq_len"]
+    start = controls.START["seq_len"]
     page.locator("#seq_len input[type=range]").focus()
     for _ in range(4):
         page.keyboard.press("ArrowRight")

@@ -42,6 +42,7 @@ from attention import VARIANTS, Problem, hub
 from profiling import files, job_request, views
 from profiling import views_compare as vc
 from profiling.gantt import bar_count
+from profiling.page import analyze_tab, compare_tab, diff_tab, errors, profile_tab, sweep_tab
 from profiling.workload import DTYPES, page_ranges, unavailable_reasons
 from tests.conftest import FIXTURES, NAIVE
 
@@ -53,7 +54,7 @@ TINY = dict(variant="naive", seq_len=RANGES["seq_len"][0], dtype="float32", batc
             head_dim=16, causal=True)  # fmt: skip
 SHAPE = {k: v for k, v in TINY.items() if k not in ("variant", "seq_len")}
 JOB = {k: v for k, v in TINY.items() if k != "variant"}  # a Compare's shape
-TITLES = set(app.TITLES.values())
+TITLES = set(errors.TITLES.values())
 IMG = "<img src=x onerror=alert(1)>"
 SCRIPT = "<script>window.__xss=1</script>"
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
@@ -368,7 +369,7 @@ def check_total_sent(sent: Counter[str], keys: Iterable[str], floor: int) -> Non
 @example(args={**TINY, "variant": "../../etc/passwd", "dtype": IMG})
 def test_profile_refuses_generated_bad_inputs_clearly(args):
     SENT["profile"] += 1
-    refused(app.profile, **args, progress=no_progress)
+    refused(profile_tab.profile, **args, progress=no_progress)
 
 
 @sends_at_least("compare", EXAMPLES["compare"], SENT)
@@ -376,7 +377,7 @@ def test_profile_refuses_generated_bad_inputs_clearly(args):
 @given(args=bad_compare())
 def test_compare_refuses_generated_bad_inputs_clearly(args):
     SENT["compare"] += 1
-    refused(app.compare, **args, progress=no_progress)
+    refused(compare_tab.compare, **args, progress=no_progress)
 
 
 @sends_at_least("sweep", EXAMPLES["sweep"], SENT)
@@ -384,7 +385,7 @@ def test_compare_refuses_generated_bad_inputs_clearly(args):
 @given(args=bad_sweep())
 def test_sweep_refuses_generated_bad_inputs_clearly(args):
     SENT["sweep"] += 1
-    refused(app.sweep, **args, progress=no_progress)
+    refused(sweep_tab.sweep, **args, progress=no_progress)
 
 
 @sends_at_least("diff", EXAMPLES["diff"], SENT)
@@ -403,7 +404,7 @@ def test_diff_refuses_generated_bad_uploads_and_labels_clearly(uploads, data):
     else:
         label_a = label_b = data.draw(st.sampled_from(["x", "A", "naive"]))
     SENT["diff"] += 1
-    refused(app.diff, a, b, label_a, label_b)
+    refused(diff_tab.diff, a, b, label_a, label_b)
 
 
 @sends_at_least("analyze", EXAMPLES["analyze"], SENT)
@@ -413,7 +414,7 @@ def test_analyze_refuses_generated_bad_uploads_clearly(uploads, data):
     trace = data.draw(uploads.strategy())
     SENT["analyze"] += 1
     try:
-        outputs = app.analyze(trace)
+        outputs = analyze_tab.analyze(trace)
     except gr.Error as error:
         clear_message(error.message, trace)
         return
@@ -441,7 +442,10 @@ NESTED = b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 50_000 + b"]" * 50_00
 def test_uploads_that_are_not_trace_files_are_refused_before_reading(tmp_path, make, message):
     path = make(tmp_path)
     try:
-        for fn, args in ((app.analyze, (path,)), (app.diff, (str(NAIVE), path, "", ""))):
+        for fn, args in (
+            (analyze_tab.analyze, (path,)),
+            (diff_tab.diff, (str(NAIVE), path, "", "")),
+        ):
             error = _within(5, lambda fn=fn, args=args: refused(fn, *args))
             assert message in error.message
     finally:
@@ -534,7 +538,10 @@ TRACE_DOC = st.one_of(
 @example(doc={"traceEvents": [{"ph": "X", "ts": 1e308, "dur": 1e308, "cat": {"a": 1}}]})
 def test_junk_traces_are_analysed_or_refused_clearly(uploads, doc):
     path = uploads.write(json.dumps(doc).encode())
-    for call in (lambda: app.analyze(path), lambda: app.diff(path, str(NAIVE), "junk", "naive")):
+    for call in (
+        lambda: analyze_tab.analyze(path),
+        lambda: diff_tab.diff(path, str(NAIVE), "junk", "naive"),
+    ):
         try:
             call()
         except gr.Error as error:
@@ -544,18 +551,21 @@ def test_junk_traces_are_analysed_or_refused_clearly(uploads, doc):
 def test_slider_ranges_are_enforced_in_the_backend():
     """The page's ranges, not only Workload's wider LIMITS: what Gradio's slider used to refuse."""
     high = RANGES["seq_len"][1]
-    error = refused(app.profile, **{**TINY, "seq_len": high * 2}, progress=no_progress)
+    error = refused(profile_tab.profile, **{**TINY, "seq_len": high * 2}, progress=no_progress)
     assert f"seq_len must be between {RANGES['seq_len'][0]} and {high}" in error.message
     error = refused(
-        app.compare, ["naive"], **{**JOB, "heads": RANGES["heads"][1] + 1}, progress=no_progress
+        compare_tab.compare,
+        ["naive"],
+        **{**JOB, "heads": RANGES["heads"][1] + 1},
+        progress=no_progress,
     )
     assert "heads must be between" in error.message
-    error = refused(app.sweep, ["naive"], [OFFERED[0] + 64], **SHAPE, progress=no_progress)
+    error = refused(sweep_tab.sweep, ["naive"], [OFFERED[0] + 64], **SHAPE, progress=no_progress)
     assert "must be one of" in error.message
 
 
 def test_a_valid_small_request_still_succeeds_afterwards():
-    strip, summary, *_, gz = app.profile(**TINY, progress=no_progress)
+    strip, summary, *_, gz = profile_tab.profile(**TINY, progress=no_progress)
     assert {k: summary["config"][k] for k in TINY} == TINY
     assert "CPU µs / forward" in strip and Path(gz).exists()
 
@@ -568,11 +578,11 @@ def test_every_returned_file_lives_in_a_fresh_app_temp_folder():
     """Profile's three files, Compare's and Sweep's zips and Compare's traces (the Diff state):
     each in a mkdtemp folder of the app directly in the temp dir, under a name made of the
     validated shape only."""
-    *_, json_path, gz_path, txt_path = app.profile(
+    *_, json_path, gz_path, txt_path = profile_tab.profile(
         **{**TINY, "variant": "naive-inplace"}, progress=no_progress
     )
-    *_, cmp_zip, traces = app.compare(["naive"], OFFERED[0], **SHAPE, progress=no_progress)
-    *_, sw_zip = app.sweep(["naive"], [OFFERED[0]], **SHAPE, progress=no_progress)
+    *_, cmp_zip, traces = compare_tab.compare(["naive"], OFFERED[0], **SHAPE, progress=no_progress)
+    *_, sw_zip = sweep_tab.sweep(["naive"], [OFFERED[0]], **SHAPE, progress=no_progress)
     returned = [Path(p) for p in (json_path, gz_path, txt_path, cmp_zip, sw_zip)]
     for path in returned:
         assert path.is_file() and SAFE_NAME.match(path.name), path
@@ -633,7 +643,9 @@ def test_500_runs_leave_a_bounded_footprint():
     began = time.perf_counter()
     for i in range(500):
         seq_len = RANGES["seq_len"][0] * (1 + i % 2)
-        *_, json_path, _, _ = app.profile(**{**TINY, "seq_len": seq_len}, progress=no_progress)
+        *_, json_path, _, _ = profile_tab.profile(
+            **{**TINY, "seq_len": seq_len}, progress=no_progress
+        )
         folder = Path(json_path).parent
         made.append(folder)
         if i < 2:
@@ -657,18 +669,18 @@ def test_500_runs_leave_a_bounded_footprint():
         files.shutil.rmtree(d)
 
 
-def test_no_launch_opens_allowed_paths():
-    assert "allowed_paths" not in app.LAUNCH
+def test_serving_opens_no_allowed_paths():
+    assert "allowed_paths" not in app.SERVE_OPTIONS
     tree = ast.parse((ROOT / "app.py").read_text())
     launches = [
         node
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "launch"
     ]
-    assert launches, "app.py launches the demo"
+    assert launches, "app.py serves the demo"
     for call in launches:
         assert all(k.arg != "allowed_paths" for k in call.keywords)
-        assert [ast.unparse(k) for k in call.keywords] == ["**LAUNCH"]
+        assert [ast.unparse(k) for k in call.keywords] == ["**SERVE_OPTIONS"]
 
 
 # -- untrusted text ----------------------------------------------------------------------------
@@ -690,7 +702,7 @@ def xss_trace(folder: Path) -> Path:
 
 def test_names_from_an_uploaded_trace_are_text_everywhere(tmp_path):
     path = xss_trace(tmp_path)
-    summary, launch, operators, kernels, figure = app.analyze(str(path))
+    summary, launch, operators, kernels, figure = analyze_tab.analyze(str(path))
     # the tables (Dataframes render "str" cells as text) hold the literal names
     assert {IMG, SCRIPT} <= set(operators["Operator"])
     assert {IMG, SCRIPT} <= set(kernels["Kernel"]) and {IMG, SCRIPT} <= set(kernels["Full name"])
@@ -709,7 +721,7 @@ def test_names_from_an_uploaded_trace_are_text_everywhere(tmp_path):
     assert not any("<img" in h or "<script" in h for h in hover + text)
     assert bar_count(figure) > 0
     # the Diff headline is Markdown: names escaped there too
-    headline, kernel_delta, operator_delta = app.diff(str(NAIVE), str(path), "clean", "marked")
+    headline, kernel_delta, operator_delta = diff_tab.diff(str(NAIVE), str(path), "clean", "marked")
     assert "<img" not in headline and "<script" not in headline
     assert IMG in set(kernel_delta["kernel"]) or IMG in set(operator_delta["operator"])
     page = vc.diff_page(NAIVE, path, "a", "b")
@@ -719,9 +731,13 @@ def test_names_from_an_uploaded_trace_are_text_everywhere(tmp_path):
 
 
 def test_error_messages_echo_hostile_text_only_as_a_short_repr():
-    error = refused(app.profile, **{**TINY, "variant": "x" * 10_000 + IMG}, progress=no_progress)
+    error = refused(
+        profile_tab.profile, **{**TINY, "variant": "x" * 10_000 + IMG}, progress=no_progress
+    )
     assert len(error.message) < 400
-    error = refused(app.compare, ["naive", *["y" * 10_000] * 3], **JOB, progress=no_progress)
+    error = refused(
+        compare_tab.compare, ["naive", *["y" * 10_000] * 3], **JOB, progress=no_progress
+    )
     assert len(error.message) < 600
 
 
@@ -765,9 +781,9 @@ def test_only_allow_listed_kernel_repos_reach_kernels(monkeypatch):
     for name in hostile:
         if name.strip() in VARIANTS:
             continue
-        refused(app.profile, **{**TINY, "variant": name}, progress=no_progress)
-        refused(app.compare, ["naive", name], **JOB, progress=no_progress)
-        refused(app.sweep, [name], [OFFERED[0]], **SHAPE, progress=no_progress)
+        refused(profile_tab.profile, **{**TINY, "variant": name}, progress=no_progress)
+        refused(compare_tab.compare, ["naive", name], **JOB, progress=no_progress)
+        refused(sweep_tab.sweep, [name], [OFFERED[0]], **SHAPE, progress=no_progress)
     assert len(calls) == seen
     repos = [args[0] if args else kwargs.get("repo_id") for n, args, kwargs in calls
              if n == "get_kernel"]  # fmt: skip
@@ -787,7 +803,7 @@ def test_no_source_passes_trust_remote_code_or_a_computed_repo():
     sources = [
         ROOT / "app.py",
         *(ROOT / "attention").rglob("*.py"),
-        *(ROOT / "profiling").glob("*.py"),
+        *(ROOT / "profiling").rglob("*.py"),
     ]
     for path in sources:
         tree = ast.parse(path.read_text())

@@ -41,6 +41,7 @@ import app
 from benchmarks import gen_trace
 from profiling import views
 from profiling import views_compare as vc
+from profiling.page import profile_tab
 from tests.test_hardening import (
     BAD_CONTENT,
     BAD_LABEL,
@@ -75,7 +76,7 @@ PARAMS = {
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     _, url, _ = app.demo.launch(
-        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.LAUNCH
+        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.SERVE_OPTIONS
     )
     try:
         client = Client(url, verbose=False, download_files=str(tmp_path_factory.mktemp("dl")))
@@ -309,16 +310,16 @@ def test_sixteen_clients_profiling_at_once_each_get_their_own_result(url, record
 def test_a_full_queue_is_answered_with_a_clear_message(monkeypatch):
     """A second demo built like the app's with a queue of 2 and a run slowed to 1.5 s: of 8
     callers at once one runs, two wait, the others are told the queue is full."""
-    real_run = app.run
+    real_run = profile_tab.run
 
     def slow_run(*args, **kwargs):
         time.sleep(1.5)
         return real_run(*args, **kwargs)
 
-    monkeypatch.setattr(app, "run", slow_run)
+    monkeypatch.setattr(profile_tab, "run", slow_run)
     demo = app.build_demo(queue_size=2)
     _, local, _ = demo.launch(
-        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.LAUNCH
+        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.SERVE_OPTIONS
     )
     try:
         clients = [Client(local, verbose=False) for _ in range(8)]
@@ -509,7 +510,7 @@ def _get(url: str, path: str) -> int:
 
 def test_path_traversal_through_the_file_route_is_refused(url, tmp_path):
     # a runner folder this session was never given: profiled in-process, not through the server
-    *_, json_path, _gz, _txt = app.profile(**TINY, progress=no_progress)
+    *_, json_path, _gz, _txt = profile_tab.profile(**TINY, progress=no_progress)
     secret = str(Path(json_path).resolve())
     here = str(Path(app.__file__).resolve())
     q = urllib.parse.quote
@@ -532,7 +533,7 @@ def _file_data(path: str) -> dict:
 def test_server_paths_sent_as_uploads_are_never_read(url):
     """FileData naming a file on the server (the H200 fixtures, a runner's trace, /etc/passwd)
     is refused by Gradio before the handler: nothing is analysed, diffed or echoed."""
-    *_, json_path, gz_path, _txt = app.profile(**TINY, progress=no_progress)
+    *_, json_path, gz_path, _txt = profile_tab.profile(**TINY, progress=no_progress)
     for path in (str(NAIVE), "tests/fixtures/naive_8_16_1024_64_bf16.json.gz", gz_path,
                  json_path, "/etc/passwd", "../../../../etc/passwd.json"):  # fmt: skip
         kind, payload = raw_call(url, "/analyze", [_file_data(path)])
@@ -577,7 +578,7 @@ def _named(folder: Path, name: str, data: bytes) -> Path:
 def test_limits_are_the_documented_ones(url):
     """The README's Limits section quotes these; the running app uses them."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert app.LAUNCH["max_file_size"] == views.MAX_FILE_SIZE == "25mb"
+    assert app.SERVE_OPTIONS["max_file_size"] == views.MAX_FILE_SIZE == "25mb"
     assert app.demo._queue.max_size == views.QUEUE_MAX_SIZE
     assert f"{views.QUEUE_MAX_SIZE} requests wait" in readme
     assert f"{views.TRACE_MAX_EXPANDED_BYTES // MiB} MiB" in readme

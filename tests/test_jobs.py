@@ -22,6 +22,7 @@ from profiling import jobs
 from profiling import sweep as sweep_module
 from profiling import views_compare as vc
 from profiling.compare import compare
+from profiling.page import profile_tab
 from profiling.sweep import sweep
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -79,9 +80,9 @@ def test_a_running_job_sees_its_cancellation_and_the_callers_context():
 
 
 def test_on_device_keeps_the_handlers_name_signature_and_docstring():
-    queued = jobs.on_device(app.profile)
+    queued = jobs.on_device(profile_tab.profile)
     assert asyncio.iscoroutinefunction(queued)
-    assert queued.__name__ == "profile" and queued.__doc__ == app.profile.__doc__
+    assert queued.__name__ == "profile" and queued.__doc__ == profile_tab.profile.__doc__
     assert list(inspect.signature(queued).parameters)[-1] == "progress"
 
 
@@ -149,7 +150,7 @@ def test_a_cancelled_sweep_stops_and_the_next_profile_does_not_wait_for_it(clien
 def test_on_a_cpu_analyse_waits_for_a_running_profile(client, monkeypatch):
     events: list[str] = []
     started, release = threading.Event(), threading.Event()
-    real_run, real_page = app.profile_on_gpu, vc.analyze_page
+    real_run, real_page = profile_tab.profile_on_gpu, vc.analyze_page
 
     def held(config, progress=None):
         events.append("profile starts")
@@ -163,7 +164,7 @@ def test_on_a_cpu_analyse_waits_for_a_running_profile(client, monkeypatch):
         events.append("analyse")
         return real_page(*args)
 
-    monkeypatch.setattr(app, "profile_on_gpu", held)
+    monkeypatch.setattr(profile_tab, "profile_on_gpu", held)
     monkeypatch.setattr(vc, "analyze_page", page)
     profiled = client.submit(**TINY, api_name="/profile")
     assert started.wait(60)
@@ -177,7 +178,7 @@ def test_on_a_cpu_analyse_waits_for_a_running_profile(client, monkeypatch):
 
 def test_a_run_whose_page_fails_still_counts_toward_the_kept_folders(monkeypatch):
     made: list[Path] = []
-    real_run = app.profile_on_gpu
+    real_run = profile_tab.profile_on_gpu
 
     def run(config, progress=None):
         result = real_run(config, progress)
@@ -187,11 +188,11 @@ def test_a_run_whose_page_fails_still_counts_toward_the_kept_folders(monkeypatch
     def broken_page(result):
         raise ValueError("a view bug")
 
-    monkeypatch.setattr(app, "profile_on_gpu", run)
+    monkeypatch.setattr(profile_tab, "profile_on_gpu", run)
     monkeypatch.setattr(app.views, "page", broken_page)
     with pytest.raises(app.gr.Error):
-        app.profile(**TINY)
-    assert made and made[0] in app.RUN_DIRS._dirs  # removed with the oldest, not in an hour
+        profile_tab.profile(**TINY)
+    assert made and made[0] in profile_tab.RUN_DIRS._dirs  # removed with the oldest, not in an hour
 
 
 def test_a_compare_cancelled_during_its_last_run_makes_no_zip(monkeypatch):

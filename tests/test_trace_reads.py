@@ -53,19 +53,19 @@ def _decodes(counts: Counter) -> int:
 
 
 def test_a_profile_click_reads_its_trace_once(reads):
-    import app
+    from profiling.page import profile_tab
 
-    app.profile(**TINY, progress=lambda *args, **kwargs: None)
+    profile_tab.profile(**TINY, progress=lambda *args, **kwargs: None)
     assert reads["read_bytes"] == 1 and _decodes(reads) == 1, dict(reads)
 
 
 def test_a_run_the_plain_reader_declines_is_read_once_too(reads, monkeypatch):
     """The trace-model path (a trace too big or too untidy for the records): the bytes read
     once go to the model, and nothing reads the file again for the page."""
-    import app
+    from profiling.page import profile_tab
 
     monkeypatch.setattr(small_trace, "MAX_EVENTS", 0)
-    _, summary, *_ = app.profile(**TINY, progress=lambda *args, **kwargs: None)
+    _, summary, *_ = profile_tab.profile(**TINY, progress=lambda *args, **kwargs: None)
     assert reads["read_bytes"] == 1 and reads["decode_events"] == 1, dict(reads)
     assert summary["forwards"] == 3 and summary["launch"]["has_gpu"] is False
 

@@ -1,0 +1,101 @@
+"""The Analyse tab: any torch.profiler trace a user uploads, read on the CPU and shown like a run.
+
+Upload → views_compare.gantt_window and analyze_page (bounded before a byte is parsed) →
+components; names from the trace are shown as text everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from profiling import views, views_compare
+from profiling.page.controls import table
+from profiling.page.errors import guarded
+from profiling.page.listeners import TRACE_JOB, clear_on_failure, trace_job
+from profiling.page.style import ROWS_CSS
+
+
+def analyze(
+    trace: str | None, window_start_us: float | None = None, window_end_us: float | None = None
+) -> tuple[Any, ...]:
+    """Operator table, kernel table, Gantt and summary of any torch.profiler Chrome trace.
+
+    Args:
+        trace: a Chrome trace (.json or .json.gz) exported by torch.profiler, at most 25 MiB
+            uploaded and 256 MiB once gunzipped.
+        window_start_us: optional start of the Gantt's window, µs from the first profiled step.
+        window_end_us: optional end of that window; with both set the slice is drawn one bar
+            per span (a large trace is otherwise drawn at reduced detail).
+
+    Returns:
+        summary (HTML), GPU idle & launch overhead (HTML), operator table (cpu_op and
+        record_function spans, counted as key_averages counts them), kernel table, Gantt chart
+        (plotly).
+    """
+    window = guarded("analyze", views_compare.gantt_window, window_start_us, window_end_us)
+    shown = guarded("analyze", views_compare.analyze_page, trace, window)
+    return shown.summary, shown.launch, shown.operators, shown.kernels, shown.figure
+
+
+def _inputs() -> list[Any]:
+    """The upload and the optional Gantt window, in analyze()'s order."""
+    upload = gr.File(
+        label="Trace (.json / .json.gz)", file_types=[".json", ".gz"], elem_id="an-file"
+    )
+    with gr.Row():
+        window_start = gr.Number(
+            None,
+            label="Gantt window from (µs)",
+            elem_id="an-from",
+            precision=None,
+            info="optional: µs from the first profiled step (0 and 0: whole trace)",
+        )
+        window_end = gr.Number(
+            None,
+            label="to (µs)",
+            elem_id="an-to",
+            precision=None,
+            info="both set: that slice drawn one bar per span (large traces are "
+            "otherwise drawn at reduced detail, aggregated spans in grey)",
+        )
+    return [upload, window_start, window_end]
+
+
+def _results() -> list[Any]:
+    """Summary, launch block, the two tables and the Gantt, in the order of analyze()'s outputs
+    (laid out in the page's)."""
+    summary = gr.HTML("", elem_id="an-summary", css_template=ROWS_CSS)
+    launch = gr.HTML("", elem_id="an-launch", css_template=ROWS_CSS)
+    gantt = gr.Plot(label="Timeline", elem_id="an-gantt")
+    operators = table(
+        "Operators and record_function spans (whole trace, counted as key_averages)",
+        "an-operators",
+        headers=list(views_compare.ANALYZE_OPERATOR_COLUMNS.values()),
+        datatype=["str", *["number"] * 5], max_chars=90,
+    )  # fmt: skip
+    kernels = table(
+        "GPU kernels, names decoded", "an-kernels", headers=views.kernel_headers(),
+        datatype=views.kernel_datatypes(), column_widths=views.kernel_widths(),
+        max_chars=100,
+    )  # fmt: skip
+    return [summary, launch, operators, kernels, gantt]
+
+
+def build() -> None:
+    """The Analyse tab and /analyze."""
+    with gr.Tab("Analyse", id="analyze"):
+        gr.Markdown(
+            "Upload a Chrome trace from any torch.profiler run (`.json` or `.json.gz`, at most "
+            f"{views.TRACE_MAX_UPLOAD_BYTES // 1024**2} MiB, "
+            f"{views.TRACE_MAX_EXPANDED_BYTES // 1024**2} MiB once gunzipped): operator table, "
+            "kernel table, GPU idle & launch figures and a Gantt chart."
+        )
+        inputs = _inputs()
+        button = gr.Button("Analyse", variant="primary", elem_id="analyze-button")
+        outputs = _results()
+    analysed = button.click(
+        trace_job(analyze), inputs=inputs, outputs=outputs, api_name="analyze", **TRACE_JOB
+    )
+    clear_on_failure(analysed, outputs)

@@ -1,0 +1,134 @@
+"""The Compare tab: several variants at one shape, profiled one after another in one GPU job.
+
+Raw inputs → job_request.compare_request → compare_on_gpu → CompareResult →
+views_compare.compare_page → components. The runs' traces stay in the session's state, for the
+Diff tab.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+import spaces
+
+from profiling import job_request, jobs, views_compare
+from profiling.compare import CompareResult
+from profiling.compare import compare as run_compare
+from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
+from profiling.page.errors import guarded, translated
+from profiling.page.listeners import (
+    DEVICE_JOB,
+    clear_on_failure,
+    job_seconds,
+    keep_job_files,
+    progress_callback,
+    relabel_on_dtype,
+    show_waiting,
+)
+
+MAX_VARIANTS = job_request.MAX_COMPARE_VARIANTS[DEVICE]
+
+
+@spaces.GPU(duration=job_seconds)
+def compare_on_gpu(request: job_request.JobRequest, progress: Any = None) -> CompareResult:
+    """The GPU work of a Compare: every variant profiled one after another, plain data back."""
+    with translated("compare_on_gpu"):
+        return run_compare(
+            request.variants,
+            progress=progress_callback(progress),
+            stop=jobs.stop_requested,
+            **request.shape,
+        )
+
+
+def compare(
+    variants: list[str],
+    seq_len: float,
+    dtype: str,
+    batch: float,
+    heads: float,
+    head_dim: float,
+    causal: bool,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
+) -> tuple[Any, ...]:
+    """Profile several variants at one shape, one after another, as the post's table.
+
+    Args:
+        variants: variant ids, e.g. ["naive", "naive-inplace", "sdpa-flash"]; unavailable ones
+            are listed with the reason.
+        seq_len: sequence length S.
+        dtype: "float32", "float16" or "bfloat16".
+        batch: batch size B.
+        heads: number of heads H.
+        head_dim: head dimension D (a multiple of 8).
+        causal: causal mask (true) or full attention (false).
+
+    Returns:
+        the "at a glance" table, a note naming the datasheet peak used, GPU-vs-CPU bar chart,
+        stacked mini-Gantts, a zip of every trace and table.
+    """
+    request = guarded(
+        "compare_request", job_request.compare_request, variants, seq_len, dtype, batch, heads,
+        head_dim, causal, DEVICE,
+    )  # fmt: skip
+    show_waiting(progress)
+    result = compare_on_gpu(request, progress)
+    keep_job_files(result)
+    shown = guarded("compare views", views_compare.compare_page, result, DEVICE)
+    zip_path = str(shown.zip_path) if shown.zip_path else None
+    return shown.glance, shown.note, shown.bars, shown.gantts, zip_path, shown.traces
+
+
+def _results() -> list[Any]:
+    """What a Compare shows, in the order of compare()'s outputs (laid out in the page's)."""
+    note = gr.Markdown("", elem_id="cmp-note")
+    glance = table(
+        "At a glance (per forward)", "glance",
+        headers=views_compare.glance_columns(DEVICE),
+        datatype=views_compare.glance_datatypes(DEVICE),
+        column_widths=views_compare.glance_widths(DEVICE), max_chars=120, max_height=640,
+    )  # fmt: skip
+    zip_file = gr.DownloadButton(
+        "Every trace and table (.zip)", elem_id="cmp-zip", size="md", value=None
+    )
+    bars = gr.Plot(label="GPU vs CPU time per forward", elem_id="cmp-bars")
+    gantts = gr.Plot(label="Timelines on one time axis", elem_id="cmp-gantts")
+    with gr.Accordion("Datasheet peaks (what “% of peak” divides by)", open=False):
+        table(
+            "NVIDIA datasheet dense peaks, TFLOP/s", "peaks", value=views_compare.peaks_view(),
+            max_chars=140,
+        )  # fmt: skip
+    return [glance, note, bars, gantts, zip_file]
+
+
+def build() -> tuple[Any, gr.State]:
+    """The Compare tab and /compare. Returns the Compare event and the session's runs
+    (variant → trace, server side), which the Diff tab offers."""
+    with gr.Tab("Compare", id="compare"):
+        gr.Markdown(
+            "Several variants at one shape, profiled one after another in one GPU job: "
+            "the post's *at a glance* table, GPU vs CPU time per forward, and every timeline "
+            "on one time axis. Variants that cannot run here are listed with the reason."
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=320):
+                variants = variant_picker(
+                    "cmp-variants",
+                    views_compare.compare_defaults(DEVICE, START["dtype"]),
+                    MAX_VARIANTS,
+                    info=f"at most {MAX_VARIANTS}; default: the post's six "
+                    "(plus Hub kernels where they run)",
+                )
+            with gr.Column(scale=3, min_width=320):
+                shape = shape_controls("cmp-")
+        button = gr.Button("Compare", variant="primary", elem_id="compare-button")
+        outputs = _results()
+        runs = gr.State({})
+    compared = button.click(
+        jobs.on_device(compare), inputs=[variants, *shape.values()], outputs=[*outputs, runs],
+        api_name="compare", **DEVICE_JOB,
+    )  # fmt: skip
+    clear_on_failure(compared, outputs)
+    relabel_on_dtype(variants, shape["dtype"])
+    return compared, runs

@@ -1,0 +1,74 @@
+"""The page's device, its starting values, and the components several tabs build alike.
+
+The page is built once per process for the device it finds; the shape controls of Profile,
+Compare and Sweep share the Profile tab's ranges, so a value one tab accepts the others accept.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from profiling import views, views_compare
+from profiling.workload import page_ranges, resolve_device
+
+DEVICE = resolve_device()
+START = views.defaults(DEVICE)
+RANGES = page_ranges(DEVICE)
+DTYPES = ["bfloat16", "float16", "float32"]
+SHAPE_ORDER = ["seq_len", "dtype", "batch", "heads", "head_dim", "causal"]  # the handlers' order
+
+
+def slider(name: str, label: str, info: str | None = None, prefix: str = "") -> gr.Slider:
+    """A shape slider over the page's range for `name`, starting at the page's default."""
+    low, high, step = RANGES[name]
+    return gr.Slider(
+        low, high, value=START[name], step=step, label=label, info=info,
+        elem_id=prefix + name, buttons=["reset"],
+    )  # fmt: skip
+
+
+def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
+    """seq_len (optional), dtype, batch, heads, head_dim, causal: laid out as on the Profile
+    tab, by name in the order the handlers take them."""
+    controls: dict[str, Any] = {}
+    if seq_len:
+        controls["seq_len"] = slider("seq_len", "Sequence length S", prefix=prefix)
+    with gr.Row():
+        controls["dtype"] = gr.Radio(
+            DTYPES, value=START["dtype"], label="dtype", elem_id=prefix + "dtype"
+        )
+        controls["causal"] = gr.Checkbox(
+            value=START["causal"], label="Causal mask", elem_id=prefix + "causal"
+        )
+    with gr.Row():
+        controls["batch"] = slider("batch", "Batch B", prefix=prefix)
+        controls["heads"] = slider("heads", "Heads H", prefix=prefix)
+        controls["head_dim"] = slider("head_dim", "Head dim D", "a multiple of 8", prefix=prefix)
+    return {name: controls[name] for name in SHAPE_ORDER if name in controls}
+
+
+def table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:
+    """A read-only table that wraps, scrolls past 420 px, and can be searched and copied."""
+    defaults: dict[str, Any] = dict(
+        interactive=False, wrap=True, max_height=420, show_search="search",
+        buttons=["copy", "fullscreen"],
+    )  # fmt: skip
+    return gr.Dataframe(label=label, elem_id=elem_id, **{**defaults, **options})
+
+
+def variant_picker(
+    elem_id: str, defaults: list[str], max_choices: int, info: str | None = None
+) -> gr.Dropdown:
+    """The multiselect of variants the Compare and Sweep tabs share."""
+    return gr.Dropdown(
+        choices=views_compare.variant_choices(DEVICE, START["dtype"]),
+        value=defaults,
+        multiselect=True,
+        max_choices=max_choices,
+        label="Variants",
+        info=info,
+        elem_id=elem_id,
+        filterable=False,
+    )

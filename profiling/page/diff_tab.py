@@ -1,0 +1,107 @@
+"""The Diff tab: what changed between two traces, uploaded or two runs of the last Compare.
+
+Both read traces on the CPU (listeners.TRACE_JOB); the runs' paths come from the session's
+server-side state only, never from the client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from profiling import views_compare
+from profiling.page.controls import table
+from profiling.page.errors import guarded
+from profiling.page.listeners import QUIET, TRACE_JOB, clear_on_failure, trace_job
+
+
+def diff(
+    trace_a: str | None, trace_b: str | None, label_a: str = "", label_b: str = ""
+) -> tuple[Any, ...]:
+    """Per-kernel and per-operator deltas between two torch.profiler traces (B − A).
+
+    Args:
+        trace_a: trace A, a Chrome trace (.json or .json.gz) from torch.profiler.
+        trace_b: trace B, the same.
+        label_a: A's name in the tables (default "A").
+        label_b: B's name in the tables (default "B").
+
+    Returns:
+        the headline and what each side was counted over, the kernel delta table, the operator
+        delta table (per window: forward, step or whole trace; sorted by |Δ total µs|).
+    """
+    shown = guarded("diff", views_compare.diff_upload_page, trace_a, trace_b, label_a, label_b)
+    return shown.headline, shown.kernels, shown.operators
+
+
+def diff_runs(run_a: str, run_b: str, traces: dict[str, str] | None) -> tuple[Any, ...]:
+    """Diff two runs of this session's last Compare (paths from server-side state only)."""
+    shown = guarded("diff_runs", views_compare.diff_runs_page, run_a, run_b, traces)
+    return shown.headline, shown.kernels, shown.operators
+
+
+def fill_diff_picks(traces: dict[str, str] | None) -> tuple[Any, Any]:
+    """After a Compare: its runs become the choices of the Diff tab's two dropdowns."""
+    names, first, second = views_compare.diff_picks(traces)
+    return gr.Dropdown(choices=names, value=first), gr.Dropdown(choices=names, value=second)
+
+
+def _uploads() -> tuple[list[Any], gr.Button]:
+    """Two trace uploads and their labels, in diff()'s order, and their button."""
+    gr.Markdown("**Two uploaded traces** (`.json` / `.json.gz` from torch.profiler)")
+    with gr.Row():
+        file_a = gr.File(label="Trace A", file_types=[".json", ".gz"], elem_id="diff-file-a")
+        file_b = gr.File(label="Trace B", file_types=[".json", ".gz"], elem_id="diff-file-b")
+    with gr.Row():
+        label_a = gr.Textbox("", label="Label A", placeholder="A", elem_id="label-a")
+        label_b = gr.Textbox("", label="Label B", placeholder="B", elem_id="label-b")
+    button = gr.Button("Diff uploads", variant="primary", elem_id="diff-button")
+    return [file_a, file_b, label_a, label_b], button
+
+
+def _results() -> list[Any]:
+    """The headline and the two delta tables, in the order of diff()'s outputs."""
+    headline = gr.Markdown("", elem_id="diff-headline")
+    kernel_delta = table(
+        "Kernels: per name, per window", "kernel-delta",
+        datatype=views_compare.KERNEL_DIFF_TYPES,
+        column_widths=views_compare.KERNEL_DIFF_WIDTHS, max_chars=80,
+    )  # fmt: skip
+    operator_delta = table(
+        "Operators (cpu_op spans): per name, per window", "operator-delta",
+        datatype=views_compare.OPERATOR_DIFF_TYPES,
+        column_widths=views_compare.OPERATOR_DIFF_WIDTHS, max_chars=80,
+    )  # fmt: skip
+    return [headline, kernel_delta, operator_delta]
+
+
+def build(compared: Any, compare_runs: gr.State) -> None:
+    """The Diff tab, /diff, and the picks a Compare fills (`compared`, its event)."""
+    with gr.Tab("Diff", id="diff"):
+        gr.Markdown(
+            "What changed between two runs, per kernel name and per operator, per window "
+            "(per forward with `attn_fwd` spans, else per ProfilerStep, else the whole "
+            "trace; the line under the headline says which): count and total µs of each "
+            "side and the delta (B − A), largest |Δ| first."
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(min_width=320):
+                uploads, upload_button = _uploads()
+            with gr.Column(min_width=320):
+                gr.Markdown("**Or two runs of your last Compare**")
+                with gr.Row():
+                    pick_a = gr.Dropdown([], label="Run A", elem_id="pick-a")
+                    pick_b = gr.Dropdown([], label="Run B", elem_id="pick-b")
+                runs_button = gr.Button("Diff these runs", elem_id="diff-runs-button")
+        outputs = _results()
+    compared.success(fill_diff_picks, compare_runs, [pick_a, pick_b], **QUIET)
+    uploaded = upload_button.click(
+        trace_job(diff), inputs=uploads, outputs=outputs, api_name="diff", **TRACE_JOB
+    )
+    clear_on_failure(uploaded, outputs)
+    picked = runs_button.click(
+        trace_job(diff_runs), inputs=[pick_a, pick_b, compare_runs], outputs=outputs,
+        api_visibility="private", **TRACE_JOB,
+    )  # fmt: skip
+    clear_on_failure(picked, outputs)

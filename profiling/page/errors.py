@@ -1,0 +1,61 @@
+"""The one place where a backend error becomes the gr.Error a user sees.
+
+Errors a user can act on (a bad input, a variant that cannot run here, a failed run, an
+unreadable trace) keep the backend's message under a title; anything else is logged with its
+traceback and shown as one generic message, never as a traceback. On ZeroGPU only a gr.Error
+crosses out of the GPU worker, so the GPU functions translate as well as the handlers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import gradio as gr
+
+from profiling import views
+from profiling.jobs import JobCancelled
+from profiling.runner import RunError, VariantUnavailable
+from profiling.trace_events import TraceError
+from profiling.workload import ConfigError
+
+log = logging.getLogger("attention_profiler")
+R = TypeVar("R")
+
+TITLES: dict[type[Exception], str] = {
+    ConfigError: "Check the inputs",
+    VariantUnavailable: "Variant unavailable",
+    RunError: "The run failed",
+    TraceError: "Unreadable trace",
+}
+USER_ERRORS = tuple(TITLES)
+
+
+def user_error(exc: Exception) -> gr.Error:
+    """The backend's message under the title of its kind of error."""
+    title = next((t for kind, t in TITLES.items() if isinstance(exc, kind)), "Error")
+    return gr.Error(str(exc), title=title, print_exception=False)
+
+
+@contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Inside: a backend error leaves as a gr.Error; `what` names the work in the log.
+
+    A gr.Error passes as it is, and so does JobCancelled (nobody waits for its result)."""
+    try:
+        yield
+    except (gr.Error, JobCancelled):
+        raise
+    except USER_ERRORS as exc:
+        raise user_error(exc) from None
+    except Exception:
+        log.exception("%s failed", what)
+        raise gr.Error(views.GENERIC_ERROR, print_exception=False) from None
+
+
+def guarded(what: str, fn: Callable[..., R], *args: Any) -> R:
+    """`fn(*args)`, its errors translated."""
+    with translated(what):
+        return fn(*args)

@@ -1,0 +1,168 @@
+"""The Profile tab: one variant at one shape, profiled on the device, and what really ran.
+
+Raw inputs → workload.page_workload (fields, page ranges) → profile_on_gpu (the GPU function
+of a run) → plain results → profiling.views → components.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+import spaces
+
+from profiling import job_request, jobs, views
+from profiling.page.controls import DEVICE, START, shape_controls, table
+from profiling.page.errors import translated
+from profiling.page.listeners import (
+    DEVICE_JOB,
+    QUIET,
+    clear_on_failure,
+    progress_callback,
+    show_waiting,
+)
+from profiling.page.style import STRIP_CSS
+from profiling.runner import ProfileResult, run
+from profiling.workload import Workload, page_workload
+
+RUN_DIRS = views.RunDirs()
+
+
+def _gpu_seconds(workload: Workload, progress: Any = None) -> int:
+    return job_request.gpu_seconds(workload)
+
+
+@spaces.GPU(duration=_gpu_seconds)
+def profile_on_gpu(workload: Workload, progress: Any = None) -> ProfileResult:
+    """The only GPU work: one profiled run. Returns plain data (paths, DataFrames, a Summary)."""
+    with translated(f"profile_on_gpu for {workload}"):
+        return run(workload, progress=progress_callback(progress))
+
+
+def profile(
+    variant: str,
+    seq_len: float,
+    dtype: str,
+    batch: float,
+    heads: float,
+    head_dim: float,
+    causal: bool,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
+) -> tuple[Any, ...]:
+    """Profile one attention variant with torch.profiler and return what ran.
+
+    Args:
+        variant: variant id, e.g. "naive", "sdpa-math", "sdpa-flash" (see the README).
+        seq_len: sequence length S.
+        dtype: "float32", "float16" or "bfloat16".
+        batch: batch size B.
+        heads: number of heads H.
+        head_dim: head dimension D (a multiple of 8).
+        causal: causal mask (true) or full attention (false).
+
+    Returns:
+        summary strip (HTML), summary (JSON), operator table, kernel table, kernel-table note,
+        Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt.
+    """
+    with translated("profile's checks"):
+        workload = page_workload(
+            DEVICE, variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
+            head_dim=head_dim, causal=causal,
+        )  # fmt: skip
+    show_waiting(progress)
+    with translated(f"profile for {workload}"):
+        result = profile_on_gpu(workload, progress)
+        RUN_DIRS.add(result.trace_json.parent)  # kept in the count even if its page fails
+        shown = views.page(result)
+    return (
+        shown.strip,
+        shown.summary,
+        shown.operators,
+        shown.kernels,
+        shown.kernel_note,
+        shown.figure,
+        str(shown.files["json"]),
+        str(shown.files["gz"]),
+        str(shown.files["txt"]),
+    )
+
+
+def show_lesson(variant: str, dtype: str, causal: bool = True) -> str:
+    """The chosen variant's lesson (and why it cannot run here)."""
+    return views.lesson_markdown(variant, DEVICE, dtype, causal)
+
+
+def relabel_variants(variant: str, dtype: str, causal: bool = True) -> tuple[Any, str]:
+    """Availability depends on the dtype: refresh the dropdown's labels and the lesson."""
+    return (
+        gr.Dropdown(choices=views.variant_choices(DEVICE, dtype), value=variant),
+        views.lesson_markdown(variant, DEVICE, dtype, causal),
+    )
+
+
+def _variant_column() -> tuple[gr.Dropdown, gr.Markdown]:
+    """The variant dropdown and, under it, the chosen variant's lesson."""
+    variant = gr.Dropdown(
+        choices=views.variant_choices(DEVICE, START["dtype"]),
+        value=START["variant"],
+        label="Variant",
+        elem_id="variant",
+        filterable=False,
+    )
+    lesson = gr.Markdown(
+        views.lesson_markdown(START["variant"], DEVICE, START["dtype"], START["causal"]),
+        elem_id="lesson",
+        container=True,
+        min_height=90,
+    )
+    return variant, lesson
+
+
+def _results() -> list[Any]:
+    """What a run shows, in the order of profile()'s outputs (laid out in the page's order)."""
+    strip = gr.HTML(views.placeholder_html(), elem_id="summary", css_template=STRIP_CSS)
+    with gr.Row():
+        json_file = gr.DownloadButton("Trace .json", elem_id="download-json", size="md")
+        gz_file = gr.DownloadButton("Trace .json.gz (Perfetto)", elem_id="download-gz", size="md")
+        txt_file = gr.DownloadButton("Operator table .txt", elem_id="download-txt", size="md")
+    gantt = gr.Plot(label="Timeline: CPU ops and GPU kernels", elem_id="gantt")
+    operators = table(
+        "Operators (torch.profiler key_averages)", "operators",
+        headers=views.operator_headers(DEVICE),
+        datatype=views.operator_datatypes(DEVICE),
+        column_widths=views.operator_widths(DEVICE),
+        max_chars=90,  # key_averages lists kernels too; click a cell for the full name
+    )  # fmt: skip
+    kernel_note = gr.Markdown("", elem_id="kernel-note")
+    kernels = table(
+        "GPU kernels per forward, names decoded", "kernels",
+        headers=views.kernel_headers(),
+        datatype=views.kernel_datatypes(),
+        column_widths=views.kernel_widths(),
+        max_chars=100,
+        visible=DEVICE == "cuda",  # a CPU run has no kernels: the note above says so
+    )  # fmt: skip
+    with gr.Accordion("Summary as JSON", open=False):
+        summary = gr.JSON(label="summary", elem_id="summary-json")
+    return [strip, summary, operators, kernels, kernel_note, gantt, json_file, gz_file, txt_file]
+
+
+def build() -> None:
+    """The Profile tab and its listeners: /profile, and the lesson that follows the picks."""
+    with gr.Tab("Profile", id="profile"):
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=320):
+                variant, lesson = _variant_column()
+            with gr.Column(scale=3, min_width=320):
+                shape = shape_controls("")
+        run_button = gr.Button("Profile", variant="primary", elem_id="profile-button")
+        outputs = _results()
+    profiled = run_button.click(
+        jobs.on_device(profile), inputs=[variant, *shape.values()], outputs=outputs,
+        api_name="profile", **DEVICE_JOB,
+    )  # fmt: skip
+    clear_on_failure(profiled, outputs, first=views.failed_html())
+    lesson_inputs = [variant, shape["dtype"], shape["causal"]]
+    for control in (variant, shape["causal"]):
+        control.change(show_lesson, lesson_inputs, lesson, **QUIET)
+    shape["dtype"].change(relabel_variants, lesson_inputs, [variant, lesson], **QUIET)

@@ -1,0 +1,131 @@
+"""The Sweep tab: variants over sequence lengths, in one GPU job, as two log–log charts.
+
+Raw inputs → job_request.sweep_request → sweep_on_gpu → SweepResult →
+views_compare.sweep_page → components. Refused, unavailable and out-of-memory points are marked,
+never dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+import spaces
+
+from profiling import job_request, jobs, views_compare
+from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
+from profiling.page.errors import guarded, translated
+from profiling.page.listeners import (
+    DEVICE_JOB,
+    clear_on_failure,
+    job_seconds,
+    keep_job_files,
+    progress_callback,
+    relabel_on_dtype,
+    show_waiting,
+)
+from profiling.sweep import SweepResult
+from profiling.sweep import sweep as run_sweep
+
+
+@spaces.GPU(duration=job_seconds)
+def sweep_on_gpu(request: job_request.JobRequest, progress: Any = None) -> SweepResult:
+    """The GPU work of a Sweep: every (variant, seq_len) point, one after another."""
+    with translated("sweep_on_gpu"):
+        return run_sweep(
+            request.variants,
+            request.seq_lens,
+            progress=progress_callback(progress),
+            check=job_request.point_check(DEVICE),
+            stop=jobs.stop_requested,
+            **request.shape,
+        )
+
+
+def sweep(
+    variants: list[str],
+    seq_lens: list[int],
+    dtype: str,
+    batch: float,
+    heads: float,
+    head_dim: float,
+    causal: bool,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
+) -> tuple[Any, ...]:
+    """Profile variants over sequence lengths; refused, unavailable and OOM points are marked.
+
+    Args:
+        variants: variant ids, e.g. ["naive", "sdpa-flash"].
+        seq_lens: sequence lengths, e.g. [256, 512, 1024].
+        dtype: "float32", "float16" or "bfloat16".
+        batch: batch size B.
+        heads: number of heads H.
+        head_dim: head dimension D (a multiple of 8).
+        causal: causal mask (true) or full attention (false).
+
+    Returns:
+        log–log chart of time per forward vs S, log–log chart of memory vs S, the table of
+        points (with status and reason), a zip with one trace per point.
+    """
+    request = guarded(
+        "sweep_request", job_request.sweep_request, variants, seq_lens, dtype, batch, heads,
+        head_dim, causal, DEVICE,
+    )  # fmt: skip
+    show_waiting(progress)
+    result = sweep_on_gpu(request, progress)
+    keep_job_files(result)
+    shown = guarded("sweep views", views_compare.sweep_page, result, DEVICE)
+    zip_path = str(shown.zip_path) if shown.zip_path else None
+    return shown.time, shown.memory, shown.table, zip_path
+
+
+def _picks() -> tuple[gr.Dropdown, gr.CheckboxGroup]:
+    """The variants and the sequence lengths, bounded by the points a sweep may hold."""
+    variants = variant_picker(
+        "sw-variants",
+        views_compare.sweep_defaults(DEVICE, START["dtype"]),
+        job_request.MAX_SWEEP_VARIANTS[DEVICE],
+    )
+    lengths = gr.CheckboxGroup(
+        job_request.sweep_lengths(DEVICE),
+        value=views_compare.sweep_default_lengths(DEVICE),
+        label="Sequence lengths S",
+        info=f"at most {job_request.MAX_SWEEP_POINTS[DEVICE]} points (variants × lengths)",
+        elem_id="sw-lengths",
+    )
+    return variants, lengths
+
+
+def _results() -> list[Any]:
+    """The two charts, the points and the zip, in the order of sweep()'s outputs."""
+    time_chart = gr.Plot(label="Time per forward vs S (log–log)", elem_id="sw-time")
+    memory_chart = gr.Plot(label="Memory vs S (log–log)", elem_id="sw-memory")
+    points = table(
+        "Points", "sw-table", headers=views_compare.sweep_columns(DEVICE),
+        datatype=views_compare.sweep_datatypes(DEVICE), max_chars=140,
+    )  # fmt: skip
+    zip_file = gr.DownloadButton("Every trace and the table (.zip)", elem_id="sw-zip", size="md")
+    return [time_chart, memory_chart, points, zip_file]
+
+
+def build() -> None:
+    """The Sweep tab and /sweep."""
+    with gr.Tab("Sweep", id="sweep"):
+        gr.Markdown(
+            "Variants over sequence lengths, to see where the quadratic cost bites. Points the "
+            "memory estimate or the CPU budget refuses, and out-of-memory runs, are marked on "
+            "the charts and listed in the table, never dropped."
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=320):
+                variants, lengths = _picks()
+            with gr.Column(scale=3, min_width=320):
+                shape = shape_controls("sw-", seq_len=False)
+        button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
+        outputs = _results()
+    swept = button.click(
+        jobs.on_device(sweep), inputs=[variants, lengths, *shape.values()], outputs=outputs,
+        api_name="sweep", **DEVICE_JOB,
+    )  # fmt: skip
+    clear_on_failure(swept, outputs)
+    relabel_on_dtype(variants, shape["dtype"])
