@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from attention import VARIANTS
-from profiling.runner import RunError, VariantUnavailable, run
+from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
 from profiling.summary import summary_rows
 from profiling.trace import Trace
 from profiling.trace_events import TraceError, TraceTooBig
@@ -76,14 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     names = list(VARIANTS) if args.variant == "all" else [args.variant]
     try:
-        workloads = [
-            Workload.from_user(
-                variant=name, seq_len=args.seq_len, dtype=args.dtype, batch=args.batch,
-                heads=args.heads, head_dim=args.head_dim, causal=not args.no_causal,
-                device=args.device, steps=args.steps,
-            )
-            for name in names
-        ]  # fmt: skip
+        workloads = [Workload.from_user(variant=name, **_shape(args)) for name in names]
         device = resolve_device(args.device)
         _check_out(args.out)
     except ConfigError as exc:
@@ -109,24 +102,29 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{_named(workload.variant, exc)}\n", file=sys.stderr)
                 failures += 1
             continue
-        result.trace_json.unlink(missing_ok=True)  # keep what the post keeps: .json.gz and .txt
-        s = result.summary
-        width = max(len(k) for k, _ in summary_rows(s))
-        print("\n".join(f"{k:>{width}}  {v}" for k, v in summary_rows(s)))
-        print(f"{'trace':>{width}}  {result.trace_gz}\n{'table':>{width}}  {result.table_txt}\n")
-        print(result.table_txt.read_text())
-        on_gpu = s.device == "cuda"
-        has_gpu = on_gpu and s.gpu_us_per_forward is not None
-        gpu = f"{s.gpu_us_per_forward:9.1f}" if has_gpu else "      n/a"
-        kernels = f"{s.kernels_per_forward:5.2f}" if on_gpu else "  n/a"  # a CPU run has none
-        overview.append(
-            f"{workload.variant:22s} kernels/fwd {kernels}  GPU µs {gpu}  "
-            f"CPU µs {s.cpu_us_per_forward:9.1f}  rel.err {s.rel_err:.1e}  ran: {s.ran}"
-        )
+        overview.append(_printed(result))
     if len(workloads) > 1:
         print(f"== {len(workloads)} variants on {device} ==")
         print("\n".join(overview))
     return 1 if failures else 0
+
+
+def _printed(result: ProfileResult) -> str:
+    """Print a finished run (summary, files, operator table); its line of the overview."""
+    result.trace_json.unlink(missing_ok=True)  # keep what the post keeps: .json.gz and .txt
+    s = result.summary
+    width = max(len(k) for k, _ in summary_rows(s))
+    print("\n".join(f"{k:>{width}}  {v}" for k, v in summary_rows(s)))
+    print(f"{'trace':>{width}}  {result.trace_gz}\n{'table':>{width}}  {result.table_txt}\n")
+    print(result.table_txt.read_text())
+    on_gpu = s.device == "cuda"
+    has_gpu = on_gpu and s.gpu_us_per_forward is not None
+    gpu = f"{s.gpu_us_per_forward:9.1f}" if has_gpu else "      n/a"
+    kernels = f"{s.kernels_per_forward:5.2f}" if on_gpu else "  n/a"  # a CPU run has none
+    return (
+        f"{s.variant:22s} kernels/fwd {kernels}  GPU µs {gpu}  "
+        f"CPU µs {s.cpu_us_per_forward:9.1f}  rel.err {s.rel_err:.1e}  ran: {s.ran}"
+    )
 
 
 def _named(variant: str, exc: Exception) -> str:
@@ -242,7 +240,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _diff(args: argparse.Namespace) -> int:
     from profiling.diff import diff, labelled
-    from profiling.views_compare import diff_headline  # the page's headline, as plain text
+    from profiling.views_diff import diff_headline  # the page's headline, as plain text
 
     la, lb = args.label_a or "A", args.label_b or "B"
     for flag, label in (("--label-a", la), ("--label-b", lb)):

@@ -72,14 +72,6 @@ class JobRequest:
     def variants(self) -> list[str]:
         return list(dict.fromkeys(w.variant for w in self.workloads))
 
-    @property
-    def shape(self) -> dict[str, Any]:
-        """What every run shares: the fields but the variant (and, for a sweep, seq_len)."""
-        shape = self.workloads[0].shape()
-        if self.seq_lens:
-            shape.pop("seq_len")
-        return shape
-
 
 def variant_ids(raw: Any, *, what: str, limit: int) -> list[str]:
     """A list of known variant ids, duplicates dropped, or a ConfigError saying what is wrong."""

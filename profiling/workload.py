@@ -6,14 +6,16 @@ page adds `page_workload`'s ranges and CPU budget); Compare and Sweep build a li
 (profiling.job_request). Each rule is decided once, here: field types and ranges (`LIMITS`,
 `CHOICES`), known variant ids, the page's per-device ranges, the CPU budget, the device.
 
-A new field (a mode, kv_heads, a window…) is a dataclass field plus its rule in `LIMITS` or
-`CHOICES` (a bool needs none): `from_user`, `validated`, `shape_from_user` and the tags pick it
-up; only the code that uses it changes elsewhere.
+A new field (a mode, kv_heads, a window…) is a dataclass field, annotated int, bool or str
+(`| None` when it may be left out), plus its rule in `LIMITS` or `CHOICES` (a bool needs none):
+`from_user`, `validated`, `shape_from_user` and `shape()` pick it up; only the code that uses
+it changes elsewhere (tests/test_workload.py adds one to see it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import reprlib
@@ -91,11 +93,12 @@ class Workload:
     @classmethod
     def from_user(cls, **raw: Any) -> Workload:
         """Coerce and validate loosely typed input (API JSON, CLI, sliders) or raise ConfigError."""
-        return cls(**_checked(_coerced(raw, FIELDS, "parameter")))
+        values = _coerced(raw, cls, tuple(_rules(cls)), "parameter")
+        return cls(**_checked(values, cls))
 
     def validated(self) -> Workload:
         """The same checks on a workload built directly; returns self or raises ConfigError."""
-        _checked(asdict(self))
+        _checked(asdict(self), type(self))
         return self
 
     # -- derived --------------------------------------------------------------------
@@ -148,13 +151,12 @@ class Workload:
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Workload))
 SHAPE_FIELDS = tuple(name for name in FIELDS if name != "variant")
-_DEFAULTS = Workload()
 
 
 def shape_from_user(**raw: Any) -> dict[str, Any]:
     """A shape checked as a shape: every field but the variant, coerced and validated like
     `Workload.from_user` (defaults filled in). What the runs of a Compare or Sweep share."""
-    return _checked(_coerced(raw, SHAPE_FIELDS, "shape parameter"))
+    return _checked(_coerced(raw, Workload, SHAPE_FIELDS, "shape parameter"), Workload)
 
 
 def shape_tag(shape: Mapping[str, Any], device: str) -> str:
@@ -177,33 +179,42 @@ def known_variants(names: Iterable[str]) -> list[str]:
     """`names` without duplicates, each a registered variant id, or a ConfigError naming the
     unknown ones (at most five) and the ids to choose from."""
     names = list(dict.fromkeys(names))
-    unknown = [name for name in names if name not in VARIANTS]
+    known = choices("variant")
+    unknown = [name for name in names if name not in known]
     if not names or unknown:
         what = "unknown variant(s): " + ", ".join(show(v) for v in unknown[:5])
         what = what if unknown else "no variant"
-        raise ConfigError(f"{what}; choose from: {', '.join(VARIANTS)}")
+        raise ConfigError(f"{what}; choose from: {', '.join(known)}")
     return names
 
 
 # -- field rules ------------------------------------------------------------------------
-def _kind(name: str) -> str:
-    """How a field is read (int, bool or str), from its default: no rule table to keep."""
-    default = getattr(_DEFAULTS, name)
-    return "bool" if isinstance(default, bool) else type(default).__name__
+@functools.cache
+def _rules(cls: type) -> dict[str, tuple[str, bool, Any]]:
+    """Field name → (kind: int, bool or str; whether None is allowed; default), read from the
+    class's annotations ("int", "int | None"…): a new field needs no entry here."""
+    rules = {}
+    for f in dataclasses.fields(cls):
+        parts = [part.strip() for part in str(f.type).split("|")]
+        rules[f.name] = (next(p for p in parts if p != "None"), "None" in parts, f.default)
+    return rules
 
 
-def _coerced(raw: Mapping[str, Any], names: tuple[str, ...], what: str) -> dict[str, Any]:
+def _coerced(
+    raw: Mapping[str, Any], cls: type, names: tuple[str, ...], what: str
+) -> dict[str, Any]:
     """Each of `names` from `raw` (its default when absent) as its type, or ConfigError."""
     unknown = sorted(set(raw) - set(names))
     if unknown:
         raise ConfigError(f"unknown {what}(s): {', '.join(unknown)}")
     values: dict[str, Any] = {}
     for name in names:
-        value = raw.get(name, getattr(_DEFAULTS, name))
+        kind, optional, default = _rules(cls)[name]
+        value = raw.get(name, default)
         if value is None:
-            raise ConfigError(f"{name} is missing")
-        kind = _kind(name)
-        if kind == "int":
+            if not optional:
+                raise ConfigError(f"{name} is missing")
+        elif kind == "int":
             value = _whole_number(name, value)
         elif kind == "bool":
             value = _boolean(name, value)
@@ -213,19 +224,20 @@ def _coerced(raw: Mapping[str, Any], names: tuple[str, ...], what: str) -> dict[
     return values
 
 
-def _checked(values: dict[str, Any]) -> dict[str, Any]:
-    """Range and consistency checks that need no device, on whichever fields `values` holds;
-    returns `values` or raises ConfigError."""
-    for name in values:
-        if _kind(name) == "str" and values[name] not in choices(name):
+def _checked(values: dict[str, Any], cls: type) -> dict[str, Any]:
+    """Range and consistency checks that need no device, on the fields `values` holds (a None
+    where the field allows it is not checked); returns `values` or raises ConfigError."""
+    kinds = {name: _rules(cls)[name][0] for name, value in values.items() if value is not None}
+    for name in kinds:
+        if kinds[name] == "str" and values[name] not in choices(name):
             raise ConfigError(
                 f"unknown {name} {show(values[name])}; choose one of: {', '.join(choices(name))}"
             )
-    for name in values:
-        if _kind(name) == "bool" and not isinstance(values[name], bool):
+    for name in kinds:
+        if kinds[name] == "bool" and not isinstance(values[name], bool):
             raise ConfigError(f"{name} must be true or false")
     for name, (low, high) in LIMITS.items():
-        if name not in values:
+        if name not in kinds:
             continue
         value = values[name]
         if isinstance(value, bool) or not isinstance(value, int):

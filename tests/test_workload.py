@@ -1,4 +1,4 @@
-"""Validation refuses bad configs before anything is allocated, with messages that help."""
+"""Validation refuses bad workloads before anything is allocated, with messages that help."""
 
 from __future__ import annotations
 
@@ -7,9 +7,17 @@ import math
 import pytest
 import torch
 
-from attention import Problem
+from attention import VARIANTS, Problem
+from profiling import job_request
 from profiling.memory_estimate import check_memory, estimate_bytes, largest_fitting_seq_len
-from profiling.workload import ConfigError, Workload
+from profiling.workload import (
+    ConfigError,
+    Workload,
+    known_variants,
+    page_ranges,
+    page_workload,
+    shape_from_user,
+)
 
 
 def test_defaults_are_the_posts_shape():
@@ -86,3 +94,78 @@ def test_memory_refusal_names_the_need_and_the_fix(monkeypatch):
     assert fit and estimate_bytes(big.with_(seq_len=fit)) <= 0.85 * 8 * 1024**3
     spare = check_memory(big.with_(seq_len=fit), "cuda")  # the suggestion really fits
     assert spare == int(0.85 * 8 * 1024**3) - estimate_bytes(big.with_(seq_len=fit)) >= 0
+
+
+def test_a_new_field_is_read_and_checked_by_its_rule_alone(monkeypatch):
+    """Room for the next issues' fields: a dataclass field and its rule, nothing else."""
+    from dataclasses import dataclass
+
+    from profiling import workload
+
+    @dataclass(frozen=True)
+    class WithMore(Workload):
+        mode: str = "forward"
+        window: int | None = None  # None: no sliding window
+
+    monkeypatch.setitem(workload.CHOICES, "mode", ("forward", "backward", "train"))
+    monkeypatch.setitem(workload.LIMITS, "window", (1, 131072))
+    made = WithMore.from_user(mode=" train ", window=256.0)
+    assert (made.mode, made.window, made.seq_len) == ("train", 256, 1024)
+    assert WithMore.from_user().window is None and WithMore.from_user(window=None).window is None
+    with pytest.raises(ConfigError, match="unknown mode 'sideways'; choose one of: forward, back"):
+        WithMore.from_user(mode="sideways")
+    with pytest.raises(ConfigError, match="window must be between 1 and 131072, got 0"):
+        WithMore.from_user(window=0)
+    with pytest.raises(ConfigError, match="mode is missing"):
+        WithMore.from_user(mode=None)
+    with pytest.raises(ConfigError, match="window must be between"):
+        WithMore(window=-1).validated()
+
+
+def test_a_shape_is_checked_as_a_shape_without_a_variant():
+    shape = shape_from_user(seq_len=512.0, dtype="float32")
+    assert "variant" not in shape and shape["seq_len"] == 512 and shape["steps"] == 3
+    assert Workload(variant="sdpa-math", **shape).validated().dtype == "float32"
+    with pytest.raises(ConfigError, match="unknown shape parameter"):
+        shape_from_user(variant="naive")
+    with pytest.raises(ConfigError, match="head_dim must be a multiple of 8"):
+        shape_from_user(head_dim=60)
+
+
+def test_variant_ids_are_known_or_refused_in_one_place(monkeypatch):
+    assert known_variants(["naive", "sdpa-math", "naive"]) == ["naive", "sdpa-math"]
+    with pytest.raises(ConfigError, match=r"unknown variant\(s\): 'nope'; choose from: naive,"):
+        known_variants(["naive", "nope"])
+    with pytest.raises(ConfigError, match="no variant; choose from"):
+        known_variants([])
+    monkeypatch.setitem(VARIANTS, "toy", VARIANTS["naive"])  # registered later: known at once
+    assert known_variants(["toy"]) == ["toy"] and Workload.from_user(variant="toy").variant
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_a_page_workload_is_held_to_the_pages_ranges_and_budget(device):
+    low, high, _ = page_ranges(device)["seq_len"]
+    assert page_workload(device, seq_len=low, batch=1, heads=1).seq_len == low
+    with pytest.raises(ConfigError, match=f"seq_len must be between {low} and {high} on this"):
+        page_workload(device, seq_len=high * 2)
+    big = dict(seq_len=4096, batch=8, heads=16, head_dim=128)
+    if device == "cpu":
+        with pytest.raises(ConfigError, match="GFLOP per forward; on a CPU"):
+            page_workload(device, **big)
+    else:
+        assert page_workload(device, **big).seq_len == 4096
+
+
+def test_a_job_request_is_the_list_of_workloads_it_runs():
+    """Compare and Sweep hold the validated workloads the GPU function runs, in order."""
+    sweep = job_request.sweep_request(
+        ["naive", "sdpa-math", "naive"], [512, 256], "float32", 1, 2, 32, True, "cpu"
+    )
+    points = [(w.variant, w.seq_len) for w in sweep.workloads]
+    assert points == [("naive", 256), ("naive", 512), ("sdpa-math", 256), ("sdpa-math", 512)]
+    assert sweep.seq_lens == [256, 512] and sweep.variants == ["naive", "sdpa-math"]
+    assert all(w.dtype == "float32" and w.head_dim == 32 for w in sweep.workloads)
+    shape = ("float32", 1, 2, 32, False)  # dtype, batch, heads, head_dim, causal
+    compare = job_request.compare_request(["sdpa-math", "naive"], 128, *shape, "cpu")
+    assert [w.variant for w in compare.workloads] == ["sdpa-math", "naive"]
+    assert {(w.seq_len, w.causal) for w in compare.workloads} == {(128, False)}

@@ -14,7 +14,7 @@ import spaces
 
 from profiling import job_request, jobs, views_compare
 from profiling.compare import CompareResult
-from profiling.compare import compare as run_compare
+from profiling.compare import compare_workloads as run_compare
 from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
 from profiling.page.errors import guarded, translated
 from profiling.page.listeners import (
@@ -35,10 +35,7 @@ def compare_on_gpu(request: job_request.JobRequest, progress: Any = None) -> Com
     """The GPU work of a Compare: every variant profiled one after another, plain data back."""
     with translated("compare_on_gpu"):
         return run_compare(
-            request.variants,
-            progress=progress_callback(progress),
-            stop=jobs.stop_requested,
-            **request.shape,
+            request.workloads, progress=progress_callback(progress), stop=jobs.stop_requested
         )
 
 

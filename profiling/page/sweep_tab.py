@@ -25,7 +25,7 @@ from profiling.page.listeners import (
     show_waiting,
 )
 from profiling.sweep import SweepResult
-from profiling.sweep import sweep as run_sweep
+from profiling.sweep import sweep_workloads as run_sweep
 
 
 @spaces.GPU(duration=job_seconds)
@@ -33,12 +33,10 @@ def sweep_on_gpu(request: job_request.JobRequest, progress: Any = None) -> Sweep
     """The GPU work of a Sweep: every (variant, seq_len) point, one after another."""
     with translated("sweep_on_gpu"):
         return run_sweep(
-            request.variants,
-            request.seq_lens,
+            request.workloads,
             progress=progress_callback(progress),
             check=job_request.point_check(DEVICE),
             stop=jobs.stop_requested,
-            **request.shape,
         )
 
 
