@@ -129,17 +129,28 @@ def _page_shape(device: str, **raw: Any) -> dict[str, Any]:
 
 
 def compare_request(
-    variants: Any, seq_len: Any, dtype: Any, batch: Any, heads: Any, head_dim: Any, causal: Any,
+    variants: Any,
+    seq_len: Any,
+    dtype: Any,
+    batch: Any,
+    heads: Any,
+    head_dim: Any,
+    causal: Any,
     device: str,
-) -> JobRequest:  # fmt: skip
+) -> JobRequest:
     """Validate a Compare: the variant list, the shape, the CPU budget for one run and for the
     whole job (the variants that can run here)."""
     device = device_key(device)
     names = variant_ids(variants, what="compare", limit=MAX_COMPARE_VARIANTS[device])
     shape = _page_shape(
-        device, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads, head_dim=head_dim,
+        device,
+        seq_len=seq_len,
+        dtype=dtype,
+        batch=batch,
+        heads=heads,
+        head_dim=head_dim,
         causal=causal,
-    )  # fmt: skip
+    )
     workloads = [Workload(variant=name, **shape) for name in names]
     check_cpu_budget(workloads[0], device)  # one shape: one per-run check covers every variant
     runnable = _runnable(workloads, device)
@@ -148,9 +159,15 @@ def compare_request(
 
 
 def sweep_request(
-    variants: Any, seq_lens: Any, dtype: Any, batch: Any, heads: Any, head_dim: Any,
-    causal: Any, device: str,
-) -> JobRequest:  # fmt: skip
+    variants: Any,
+    seq_lens: Any,
+    dtype: Any,
+    batch: Any,
+    heads: Any,
+    head_dim: Any,
+    causal: Any,
+    device: str,
+) -> JobRequest:
     """Validate a Sweep: variants, every length, the number of points and the CPU budget.
 
     On a CPU a point above the per-run budget is not an error: the sweep marks it refused
@@ -166,9 +183,14 @@ def sweep_request(
             f"machine runs at most {MAX_SWEEP_POINTS[device]}: pick fewer"
         )
     shape = _page_shape(
-        device, seq_len=lens[0], dtype=dtype, batch=batch, heads=heads, head_dim=head_dim,
+        device,
+        seq_len=lens[0],
+        dtype=dtype,
+        batch=batch,
+        heads=heads,
+        head_dim=head_dim,
         causal=causal,
-    )  # fmt: skip
+    )
     shape.pop("seq_len")
     workloads = [Workload(variant=n, seq_len=s, **shape) for n in names for s in lens]
     admitted = [w for w in _runnable(workloads, device) if within_cpu_budget(w, device)]

@@ -118,9 +118,14 @@ class Workload:
     def problem(self, device: str) -> Problem:
         """What a variant is built for: this shape and dtype on `device`."""
         return Problem(
-            batch=self.batch, heads=self.heads, seq_len=self.seq_len, head_dim=self.head_dim,
-            causal=self.causal, dtype=self.torch_dtype, device=device,
-        )  # fmt: skip
+            batch=self.batch,
+            heads=self.heads,
+            seq_len=self.seq_len,
+            head_dim=self.head_dim,
+            causal=self.causal,
+            dtype=self.torch_dtype,
+            device=device,
+        )
 
     @property
     def total_steps(self) -> int:

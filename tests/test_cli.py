@@ -152,7 +152,9 @@ def test_help_states_the_limits_and_defaults():
         assert said in text, said
 
 
-def test_all_lists_a_broken_variant_as_failed_not_unavailable(monkeypatch, tmp_path, capsys):
+def test_all_lists_a_broken_variant_as_failed_not_unavailable(
+    monkeypatch, request, tmp_path, capsys
+):
     """`--variant all` goes on past a variant whose build or warm-up raises, lists it as failed
     with the error's class (exit 1), and a variant a rule refuses as unavailable."""
     from attention import VARIANTS
@@ -164,8 +166,10 @@ def test_all_lists_a_broken_variant_as_failed_not_unavailable(monkeypatch, tmp_p
     def illegal_access(q, k, v):
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
+    registry = dict(VARIANTS)  # put back in its order: the pickers and Compare's defaults follow it
+    request.addfinalizer(lambda: (VARIANTS.clear(), VARIANTS.update(registry)))
     for vid in [v for v in VARIANTS if v not in ("naive", "sdpa-cudnn")]:
-        monkeypatch.delitem(VARIANTS, vid)  # a short `all`; monkeypatch puts them back
+        monkeypatch.delitem(VARIANTS, vid)  # a short `all`
     install_variant(monkeypatch, "broken-build", build=no_module)
     install_variant(monkeypatch, "broken-forward", forward=illegal_access)
     rc, stdout, err = _run(["--variant", "all", *TINY, "--out", str(tmp_path)], capsys)
