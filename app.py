@@ -1,8 +1,8 @@
 """The Space: the page's five tabs put together, and served.
 
 Each tab is built by its own module in profiling/page/ (components, listeners, handlers, and
-the GPU function of its job); what a tab shows is computed without gradio in profiling.views
-and views_compare, and profiling/page/errors.py turns the backend's errors into gr.Error.
+the GPU function of its job); what a tab shows is computed without gradio in its
+profiling.views_<tab> module, and profiling/page/errors.py turns backend errors into gr.Error.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from typing import Any
 import gradio as gr
 import spaces  # noqa: F401 - before torch (imported by profiling) touches CUDA: ZeroGPU patches it
 
-from profiling import views
+from profiling import views_profile, views_shared
 from profiling.page import analyze_tab, compare_tab, diff_tab, profile_tab, sweep_tab
 from profiling.page.controls import DEVICE
 from profiling.page.style import CSS
 
-SERVE_OPTIONS: dict[str, Any] = {"max_file_size": views.MAX_FILE_SIZE, "css": CSS}
+SERVE_OPTIONS: dict[str, Any] = {"max_file_size": views_shared.MAX_FILE_SIZE, "css": CSS}
 INTRO = (
     "# Attention Profiler\n"
     "Pick an attention implementation and a shape, click **Profile**, and see what really "
@@ -29,12 +29,12 @@ INTRO = (
 )
 
 
-def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
+def build_demo(queue_size: int = views_shared.QUEUE_MAX_SIZE) -> gr.Blocks:
     """The page: every tab and its listeners, and the queue. `demo` below is the app's; the
     tests build a second one with a tiny queue to see it fill."""
-    with gr.Blocks(title="Attention Profiler", delete_cache=views.DELETE_CACHE) as demo:
+    with gr.Blocks(title="Attention Profiler", delete_cache=views_shared.DELETE_CACHE) as demo:
         gr.Markdown(INTRO)
-        banner = views.banner_markdown(DEVICE)
+        banner = views_profile.banner_markdown(DEVICE)
         gr.Markdown(banner, visible=bool(banner), elem_id="banner", elem_classes=["ap-banner"])
         profile_tab.build()
         compared, compare_runs = compare_tab.build()
@@ -46,7 +46,7 @@ def build_demo(queue_size: int = views.QUEUE_MAX_SIZE) -> gr.Blocks:
 
 
 demo = build_demo()
-views.STALE.maybe_sweep()  # a previous process's temp folders older than the cache age
+views_shared.STALE.maybe_sweep()  # a previous process's temp folders older than the cache age
 
 
 if __name__ == "__main__":

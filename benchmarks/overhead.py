@@ -11,9 +11,9 @@ process, which is what a user of the post's scripts waits for.
 
 App: everything a Profile click computes before Gradio serialises it — profiling.runner.run
 (validation, memory check, warm-up, profile, export .json/.json.gz/.txt, float64 reference,
-trace parse, operator and kernel tables, summary) plus views.page (launch/idle statistics,
+trace parse, operator and kernel tables, summary) plus views_profile.page (launch/idle statistics,
 table views, Gantt) and the Gantt's JSON as gr.Plot sends it. The Gantt is
-`views.run_figure`, the page's: from the trace the run read once (profiling.run_trace), as
+`views_profile.run_figure`, the page's: from the trace the run read once (profiling.run_trace), as
 records where it could (`small_trace_path` in overhead.json says whether every run did).
 
 Both warm (untimed runs first), then bare and app alternate, `--repeats` times each, so drift
@@ -38,7 +38,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from attention import VARIANTS
-from profiling import views
+from profiling import views_profile
 from profiling.runner import run
 from profiling.workload import Workload, resolve_device
 
@@ -92,17 +92,17 @@ def app(config: Workload) -> dict[str, float]:
     """A Profile click's computation; seconds in total and for its parts.
 
     "issue" is the issue's definition (profiling.run plus the Gantt figure and its JSON);
-    "total" is the whole click (profiling.run plus views.page, which also computes the
+    "total" is the whole click (profiling.run plus views_profile.page, which also computes the
     launch/idle statistics and the table views, plus the figure's JSON). The figure is timed
     once more on its own after the click, outside "total"."""
     began = time.perf_counter()
     result = run(config, out_dir=tempfile.mkdtemp(prefix="overhead-"))
     ran = time.perf_counter()
-    page = views.page(result)
+    page = views_profile.page(result)
     paged = time.perf_counter()
     page.figure.to_json()
     end = time.perf_counter()
-    views.run_figure(result, views.run_title(result.summary)).to_json()
+    views_profile.run_figure(result, views_profile.run_title(result.summary)).to_json()
     figure = time.perf_counter() - end
     return {"total": end - began, "run": ran - began, "page": paged - ran, "json": end - paged,
             "figure": figure, "issue": ran - began + figure,

@@ -8,8 +8,9 @@ trace.load for the launch statistics, and drew the Gantt from the records. Now t
 once (run_trace.read) and the page computes the launch statistics from the records' columns.
 Both sequences are timed here in one process, alternating, on the trace of a live CPU run
 (naive, the CPU default's small shape) and on the H200 fixtures; medians in ms. Then whole
-clicks (runner.run + views.page + the figure's JSON), alternating in one process: "two reads"
-is the same click with the page's launch statistics taken from a second trace.load, as before.
+clicks (runner.run + views_profile.page + the figure's JSON), alternating in one process:
+"two reads" is the same click with the page's launch statistics taken from a second trace.load,
+as before.
 """
 
 from __future__ import annotations
@@ -81,14 +82,14 @@ def cpu_run_trace() -> Path:
 
 def click(second_read: bool) -> float:
     """One Profile click's computation in ms; with `second_read`, as before issue 18."""
-    from profiling import views
+    from profiling import views_profile
     from profiling.runner import run
 
     began = time.perf_counter()
     result = run(cpu_workload(), out_dir=tempfile.mkdtemp(prefix="read-once-"))
     if second_read:  # the page's launch block from the table, parsed again from the file
         result.trace.launch_stats = lambda: launch_stats(trace_model.load(result.trace_json))
-    views.page(result).figure.to_json()
+    views_profile.page(result).figure.to_json()
     return (time.perf_counter() - began) * 1e3
 
 

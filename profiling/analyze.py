@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiling.kernels import KERNEL_COLUMNS, kernel_table
+from profiling.columns import KERNEL_COLUMNS, TRACE_OPERATOR_COLUMNS
+from profiling.kernels import kernel_table
 from profiling.launch import LaunchStats, launch_rows, launch_stats
 from profiling.summary import ForwardStats, forward_spans, gpu_work, launched_within, per_forward
 from profiling.trace import Trace, load
@@ -25,7 +26,6 @@ from profiling.trace_query import operator_rows, own_calls, per_value
 
 MAX_UPLOAD_BYTES = 100 * 1024**2  # the file as uploaded (gzip or not)
 MAX_EXPANDED_BYTES = 1024**3  # the JSON once decompressed
-OPERATOR_COLUMNS = ["operator", "calls", "total_us", "self_us", "mean_us", "pct_self"]
 CPU_ONLY = "no GPU events: a CPU-only trace"
 
 
@@ -37,8 +37,8 @@ class AnalyzeResult:
     summary: list[tuple[str, str]]  # (label, text) rows, as summary_rows gives for a run
     stats: ForwardStats
     launch: LaunchStats
-    operators: pd.DataFrame  # OPERATOR_COLUMNS: cpu_op and record_function spans per name
-    kernels: pd.DataFrame  # profiling.kernels.KERNEL_COLUMNS
+    operators: pd.DataFrame  # TRACE_OPERATOR_COLUMNS: cpu_op and record_function spans per name
+    kernels: pd.DataFrame  # KERNEL_COLUMNS
     kernel_scope: str
     spans: pd.DataFrame  # the trace model, for the Gantt
     lanes: list[str]
@@ -85,7 +85,7 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
     notes = []
     if not trace.has_gpu:
         notes.append(CPU_ONLY)
-        kernels = pd.DataFrame(columns=KERNEL_COLUMNS)
+        kernels = pd.DataFrame(columns=list(KERNEL_COLUMNS))
         scope = CPU_ONLY
     if trace.skipped:
         notes.append(f"{trace.skipped} complete events without a usable ts/dur were skipped")
@@ -134,14 +134,14 @@ def operator_table(trace: Trace) -> pd.DataFrame:
     total and self µs, mean, share of all self time."""
     rows = operator_rows(trace.spans, annotations=True)
     if not len(rows):
-        return pd.DataFrame(columns=OPERATOR_COLUMNS)
+        return pd.DataFrame(columns=list(TRACE_OPERATOR_COLUMNS))
     table = operator_sums(trace.spans, rows)
     table["mean_us"] = table["total_us"] / table["calls"]
     self_total = table["self_us"].sum()
     table["pct_self"] = 100 * table["self_us"] / self_total if self_total > 0 else 0.0
     table["operator"] = table.index.astype(str)
     table = table.sort_values("total_us", ascending=False, kind="stable")
-    return table.reset_index(drop=True)[OPERATOR_COLUMNS]
+    return table.reset_index(drop=True)[list(TRACE_OPERATOR_COLUMNS)]
 
 
 def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from profiling.columns import KERNEL_COLUMNS
 from profiling.trace_events import span_args
 from profiling.trace_query import is_in
 
@@ -159,12 +160,6 @@ def short_name(name: str) -> str:
     return base if len(base) <= 80 else base[:77] + "…"
 
 
-KERNEL_COLUMNS = [
-    "kernel", "category", "count", "total_us", "mean_us", "min_us", "max_us", "pct_gpu",
-    "registers_per_thread", "shared_memory", "grid", "block", "occupancy_pct", "decoded", "name",
-]  # fmt: skip
-
-
 def kernel_table(gpu: pd.DataFrame, per: int = 1, *, own_run: bool = False) -> pd.DataFrame:
     """One row per GPU kernel / memcpy / memset name, longest total first.
 
@@ -177,7 +172,7 @@ def kernel_table(gpu: pd.DataFrame, per: int = 1, *, own_run: bool = False) -> p
     annotation = is_in(gpu["cat"], "gpu_user_annotation")
     work = gpu[~annotation] if annotation.any() else gpu  # a run's slice has none: no copy
     if work.empty:
-        return pd.DataFrame(columns=KERNEL_COLUMNS)
+        return pd.DataFrame(columns=list(KERNEL_COLUMNS))
     codes, names = _name_codes(work["name"])
     dur = work["dur_us"].to_numpy(dtype=float)
     args = work["args"].to_numpy(dtype=object)
@@ -198,7 +193,7 @@ def kernel_frame(
     small-trace path (profiling.small_trace), so both tables are built by the same code.
     `own_run` has no default: each path's caller says whether this app made the trace."""
     if not len(codes):
-        return pd.DataFrame(columns=KERNEL_COLUMNS)
+        return pd.DataFrame(columns=list(KERNEL_COLUMNS))
     k = len(names)
     count = np.bincount(codes, minlength=k).astype(float)
     total = np.bincount(codes, weights=dur, minlength=k)
@@ -230,10 +225,11 @@ def kernel_frame(
     }
     order = np.argsort(-total, kind="stable")  # longest total first, ties in first-seen order
     rows = order.tolist()
+    ordered = ((key, columns[key]) for key in KERNEL_COLUMNS)  # the columns' one order
     return pd.DataFrame(
         {
             key: col[order] if isinstance(col, np.ndarray) else [col[i] for i in rows]
-            for key, col in columns.items()
+            for key, col in ordered
         }
     )
 

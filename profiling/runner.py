@@ -32,6 +32,7 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from attention import Built, Problem, VariantUnavailable
 from profiling import run_trace
+from profiling.columns import OPERATOR_COLUMNS
 from profiling.memory_estimate import REFERENCE_CHUNK, check_memory, reference_chunk
 from profiling.run_trace import RunTrace
 from profiling.summary import Summary, attention_flops, flops_convention
@@ -252,12 +253,6 @@ def _averages(prof):
     return prof._attnprof_averages
 
 
-OPERATOR_TABLE_COLUMNS = [
-    "operator", "calls", "cpu_self_us", "cpu_total_us", "cpu_avg_us", "device_self_us",
-    "device_total_us", "device_avg_us",
-]  # fmt: skip
-
-
 def operator_table(prof, device: str) -> pd.DataFrame:
     """key_averages as a table: the numbers of the post's .txt, sortable.
 
@@ -280,7 +275,7 @@ def operator_table(prof, device: str) -> pd.DataFrame:
     return pd.DataFrame(
         {
             name: (col[order] if col.dtype == object else np.round(col[order], 3))
-            for name, col in zip(OPERATOR_TABLE_COLUMNS, columns, strict=True)
+            for name, col in zip(OPERATOR_COLUMNS, columns, strict=True)
         }
     )
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from profiling.analyze import CPU_ONLY, OPERATOR_COLUMNS, analyze
-from profiling.kernels import KERNEL_COLUMNS
+from profiling.analyze import CPU_ONLY, analyze
+from profiling.columns import KERNEL_COLUMNS, TRACE_OPERATOR_COLUMNS
 from profiling.trace_events import TraceError
 from tests.conftest import CUDNN, NAIVE
 
@@ -19,13 +19,13 @@ MiB = 1024**2
 def test_naive_fixture_tables_and_summary():
     result = analyze(NAIVE)
     assert result.has_gpu and result.name == NAIVE.name
-    assert list(result.operators.columns) == OPERATOR_COLUMNS
+    assert list(result.operators.columns) == list(TRACE_OPERATOR_COLUMNS)
     ops = result.operators.set_index("operator")
     assert ops.loc["aten::bmm", "calls"] == 6  # two matmuls per forward, 3 forwards
     assert ops.loc["aten::bmm", "self_us"] <= ops.loc["aten::bmm", "total_us"]
     assert result.operators["pct_self"].sum() == pytest.approx(100)
     # kernels per forward, warm-up leftovers excluded: 5 kernels + Memcpy + Memset, once each
-    assert list(result.kernels.columns) == KERNEL_COLUMNS
+    assert list(result.kernels.columns) == list(KERNEL_COLUMNS)
     assert len(result.kernels) == 7 and (result.kernels["count"] == 1).all()
     assert "per forward" in result.kernel_scope
     rows = dict(result.summary)
@@ -60,7 +60,7 @@ def test_cpu_only_trace_is_analysed_not_refused(tmp_path):
     path.write_text(json.dumps({"traceEvents": events}))
     result = analyze(path)
     assert not result.has_gpu and CPU_ONLY in result.notes
-    assert result.kernels.empty and list(result.kernels.columns) == KERNEL_COLUMNS
+    assert result.kernels.empty and list(result.kernels.columns) == list(KERNEL_COLUMNS)
     assert result.operators.set_index("operator").loc["aten::mm", "calls"] == 2
     rows = dict(result.summary)
     assert rows["CPU µs / forward"].startswith("40.0") and "GPU busy" not in rows
@@ -145,7 +145,7 @@ def test_operator_table_counts_calls_as_key_averages_does(tmp_path, with_stack):
 def test_training_steps_are_called_steps_and_cpu_only_is_said_once(tmp_path):
     """A trace without attn_fwd spans is counted per ProfilerStep: forward, backward and the
     optimiser together are a step, not a forward."""
-    from profiling import views_compare as vc
+    from profiling import views_analyze
     from profiling.gantt import X_TITLE
 
     def X(name, ts, dur, cat="cpu_op"):
@@ -159,9 +159,9 @@ def test_training_steps_are_called_steps_and_cpu_only_is_said_once(tmp_path):
     assert rows["steps"] == "2 (ProfilerSteps)" and "CPU µs / step" in rows
     assert rows["events"] == "4 events → 4 spans in 1 lane (0 GPU), 0 skipped"
     assert not any("forward" in label for label in rows)
-    page = vc.analyze_page(str(path))
+    page = views_analyze.analyze_page(str(path))
     assert page.summary.count(CPU_ONLY) == 1
     assert page.figure.layout["xaxis"]["title"]["text"] == X_TITLE
     path.write_text(json.dumps({"traceEvents": [X("aten::mm", 10, 20)]}))
-    title = vc.analyze_page(str(path)).figure.layout["xaxis"]["title"]["text"]
+    title = views_analyze.analyze_page(str(path)).figure.layout["xaxis"]["title"]["text"]
     assert title == "µs from the trace's first span (no ProfilerStep)"

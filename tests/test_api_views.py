@@ -10,7 +10,7 @@ import pytest
 from gradio_client import handle_file
 
 import app
-from profiling import views_compare as vc
+from profiling import views_compare
 from tests.conftest import FIXTURES, NAIVE
 
 SHAPE = dict(dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
@@ -44,7 +44,7 @@ def test_compare(client):
     glance, note, bars, gantts, zip_path = client.predict(
         variants=["naive", "sdpa-cudnn"], seq_len=128, **SHAPE, api_name="/compare"
     )
-    assert glance["headers"] == vc.glance_columns(app.DEVICE)
+    assert glance["headers"] == views_compare.glance_columns(app.DEVICE)
     rows = {row[0]: dict(zip(glance["headers"], row, strict=True)) for row in glance["data"]}
     assert rows["naive"]["status"] == "ok" and rows["naive"]["CPU µs/fwd"] > 0
     if app.DEVICE == "cpu":

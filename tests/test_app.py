@@ -11,7 +11,7 @@ import gradio as gr
 import pytest
 
 import app
-from profiling import trace, views
+from profiling import trace, views_profile, views_shared
 from profiling.gantt import FigureSpec, bar_count
 from profiling.page import profile_tab
 from profiling.runner import RunError, VariantUnavailable
@@ -46,11 +46,11 @@ def test_valid_cpu_run_returns_every_output(outputs):
     assert len(outputs) == 9
     assert 'class="ap-strip"' in strip and "CPU µs / forward" in strip
     assert summary["variant"] == "naive" and summary["forwards"] == 3
-    assert list(operators.columns) == views.operator_headers(app.DEVICE)
-    assert len(views.operator_datatypes(app.DEVICE)) == len(operators.columns)
+    assert list(operators.columns) == views_profile.operator_headers(app.DEVICE)
+    assert len(views_profile.operator_datatypes(app.DEVICE)) == len(operators.columns)
     calls = dict(zip(operators["Operator"], operators["Calls"], strict=True))
     assert calls["attn_fwd"] == 3
-    assert list(kernels.columns) == views.kernel_headers()
+    assert list(kernels.columns) == views_shared.kernel_headers()
     if app.DEVICE == "cpu":
         assert kernels.empty and "CPU run" in note  # no GPU kernels on a CPU
     assert isinstance(figure, FigureSpec) and bar_count(figure) > 0
@@ -124,7 +124,7 @@ def test_unexpected_errors_are_generic_and_logged(monkeypatch, caplog):
     monkeypatch.setattr(profile_tab, "run", fail)
     with caplog.at_level(logging.ERROR, logger="attention_profiler"), pytest.raises(gr.Error) as e:
         call()
-    assert e.value.message == views.GENERIC_ERROR
+    assert e.value.message == views_shared.GENERIC_ERROR
     assert "secret" not in e.value.message
     assert any("secret-internal-detail" in (r.exc_text or "") for r in caplog.records)
 
@@ -133,10 +133,10 @@ def test_unexpected_error_in_the_views_is_generic_too(monkeypatch):
     def broken(result):
         raise ValueError("figure exploded")
 
-    monkeypatch.setattr(views, "page", broken)
+    monkeypatch.setattr(views_profile, "page", broken)
     with pytest.raises(gr.Error) as info:
         call()
-    assert info.value.message == views.GENERIC_ERROR
+    assert info.value.message == views_shared.GENERIC_ERROR
 
 
 def test_progress_is_reported():
@@ -155,7 +155,7 @@ def test_lesson_and_relabel_handlers():
     dropdown, lesson = profile_tab.relabel_variants("sdpa-flash", "float32")
     assert dropdown.value == "sdpa-flash"
     assert [v for _, v in dropdown.choices] == [
-        v for _, v in views.variant_choices(app.DEVICE, "float32")
+        v for _, v in views_profile.variant_choices(app.DEVICE, "float32")
     ]
     assert "FlashAttention" in lesson
 
@@ -163,15 +163,15 @@ def test_lesson_and_relabel_handlers():
 def test_wiring_one_gpu_job_at_a_time():
     deps = {fn.api_name: fn for fn in app.demo.fns.values()}
     profile = deps["profile"]
-    assert profile.concurrency_limit == 1 and profile.concurrency_id == views.GPU_GROUP
+    assert profile.concurrency_limit == 1 and profile.concurrency_id == views_shared.GPU_GROUP
     assert profile.api_visibility == "public" and profile.trigger_mode == "once"
     names = [c.elem_id for c in profile.inputs]
     assert names == ["variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal"]
     public = [fn.api_name for fn in app.demo.fns.values() if fn.api_visibility == "public"]
     assert public == ["profile", "compare", "diff", "sweep", "analyze"]  # see test_app_views
-    assert app.demo._queue.max_size == views.QUEUE_MAX_SIZE
-    assert app.demo.delete_cache == views.DELETE_CACHE
-    assert app.SERVE_OPTIONS["max_file_size"] == views.MAX_FILE_SIZE
+    assert app.demo._queue.max_size == views_shared.QUEUE_MAX_SIZE
+    assert app.demo.delete_cache == views_shared.DELETE_CACHE
+    assert app.SERVE_OPTIONS["max_file_size"] == views_shared.MAX_FILE_SIZE
 
 
 def test_backend_errors_are_translated_in_one_place():

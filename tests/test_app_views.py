@@ -19,8 +19,14 @@ import pytest
 from gradio.utils import _parse_file_size
 
 import app
-from profiling import job_request, views
-from profiling import views_compare as vc
+from profiling import (
+    columns,
+    job_request,
+    views_compare,
+    views_diff,
+    views_shared,
+    views_sweep,
+)
 from profiling.compare import (
     GLANCE_COLUMNS,
     POST_VARIANTS,
@@ -64,8 +70,8 @@ def compared():
 
 def test_compare_returns_table_note_figures_zip_and_the_runs(compared):
     (glance, note, bars, gantts, zip_path, traces), _ = compared
-    assert list(glance.columns) == vc.glance_columns(app.DEVICE)
-    assert len(vc.glance_datatypes(app.DEVICE)) == len(glance.columns)
+    assert list(glance.columns) == views_compare.glance_columns(app.DEVICE)
+    assert len(views_compare.glance_datatypes(app.DEVICE)) == len(glance.columns)
     g = glance.set_index("variant")
     assert list(g.index) == ["naive", "sdpa-math", "sdpa-cudnn"]
     assert (g.loc[["naive", "sdpa-math"], "status"] == "ok").all()
@@ -194,7 +200,7 @@ def test_unexpected_compare_error_is_generic_and_logged(monkeypatch, caplog):
     monkeypatch.setattr(compare_tab, "run_compare", broken)
     with caplog.at_level(logging.ERROR, logger="attention_profiler"):
         error = message_of(compare_tab.compare, ["naive"], **SMALL, progress=no_progress)
-    assert error.message == views.GENERIC_ERROR and "secret" not in error.message
+    assert error.message == views_shared.GENERIC_ERROR and "secret" not in error.message
     assert any("secret-internal-detail" in (r.exc_text or "") for r in caplog.records)
 
 
@@ -222,15 +228,15 @@ def test_compare_defaults_fall_back_to_the_posts_six(monkeypatch):
 
     monkeypatch.setenv("SPACES_ZERO_GPU", "true")  # only there (test_views: fail closed elsewhere)
     monkeypatch.setattr(module, "default_variants", emulated)
-    assert vc.compare_defaults("cuda", "bfloat16") == list(POST_VARIANTS)
+    assert views_compare.compare_defaults("cuda", "bfloat16") == list(POST_VARIANTS)
 
 
 @CPU_ONLY
 def test_choices_mark_unavailable_variants_but_keep_them():
-    choices = dict((v, label) for label, v in vc.variant_choices("cpu", "float32"))
+    choices = dict((v, label) for label, v in views_compare.variant_choices("cpu", "float32"))
     assert choices["naive"] == "naive"
     assert choices["sdpa-cudnn"].startswith("sdpa-cudnn — unavailable: ")
-    assert vc.sweep_defaults("cpu", "float32") == ["naive", "sdpa-flash"]
+    assert views_sweep.sweep_defaults("cpu", "float32") == ["naive", "sdpa-flash"]
 
 
 # -- Compare on a GPU: the glance view and the peak note, from H200 traces ----------------------
@@ -265,8 +271,8 @@ def _h200_result(device_name: str = "NVIDIA H200", dtype: str = "bfloat16") -> C
 
 
 def test_gpu_glance_has_every_column_and_names_the_datasheet_peak():
-    shown = vc.compare_page(_h200_result(), "cuda")
-    assert list(shown.glance.columns) == GLANCE_COLUMNS == vc.glance_columns("cuda")
+    shown = views_compare.compare_page(_h200_result(), "cuda")
+    assert list(shown.glance.columns) == GLANCE_COLUMNS == views_compare.glance_columns("cuda")
     g = shown.glance.set_index("variant")
     assert g.loc["naive", "GPU µs/fwd"] == 1065.1 and g.loc["naive", "bound"] == "GPU-bound"
     assert g.loc["sdpa-cudnn", "bound"] == "CPU-bound"  # "the cost moves to the CPU"
@@ -287,7 +293,7 @@ def test_gpu_glance_has_every_column_and_names_the_datasheet_peak():
     ],
 )
 def test_peak_note(device_name, dtype, says):
-    assert says in vc.peak_note(_h200_result(device_name, dtype))
+    assert says in views_compare.peak_note(_h200_result(device_name, dtype))
 
 
 # -- Diff of uploads ---------------------------------------------------------------------------
@@ -299,8 +305,8 @@ def test_diff_of_fixtures_reads_the_memcpy_off():
     assert headline.startswith("B has 1 fewer Memcpy DtoD per forward (−126.5 µs)")
     assert "7 → 6" in headline
     assert kernels.iloc[0]["kernel"] == "Memcpy DtoD"  # sorted by |Δ total µs|
-    assert len(vc.KERNEL_DIFF_TYPES) == len(kernels.columns)
-    assert len(vc.OPERATOR_DIFF_TYPES) == len(operators.columns)
+    assert len(views_diff.KERNEL_DIFF_TYPES) == len(kernels.columns)
+    assert len(views_diff.OPERATOR_DIFF_TYPES) == len(operators.columns)
     assert operators.set_index("operator").loc["aten::clone", "where"] == "only A"
 
 
@@ -336,7 +342,7 @@ def test_diff_bad_uploads_are_clear_errors(tmp_path, setup, message, title):
 
 
 def test_diff_upload_size_is_checked_before_reading(monkeypatch):
-    monkeypatch.setattr(views, "TRACE_MAX_UPLOAD_BYTES", 1024)
+    monkeypatch.setattr(views_shared, "TRACE_MAX_UPLOAD_BYTES", 1024)
     error = message_of(diff_tab.diff, str(NAIVE), str(NAIVE))
     assert "trace A is 5 KiB; the limit is 1 KiB (upload the .json.gz)" in error.message
 
@@ -358,7 +364,7 @@ def test_sweep_marks_points_over_the_cpu_budget_refused():
     assert any(text.startswith("naive S=256 (") for _, text in progress.seen)
     json.dumps(gr.Dataframe().postprocess(table).model_dump(), allow_nan=False)  # no NaN token
     t = table.set_index(["variant", "seq_len"])
-    assert len(table) == 4 and list(table.columns) == vc.sweep_columns(app.DEVICE)
+    assert len(table) == 4 and list(table.columns) == views_sweep.sweep_columns(app.DEVICE)
     assert t.loc[("naive", 256), "status"] == "ok" and t.loc[("naive", 256), "CPU µs/fwd"] > 0
     refused = t.loc[("naive", 4096)]
     assert refused["status"] == "refused" and "69 GFLOP per forward" in refused["reason"]
@@ -423,9 +429,9 @@ def test_analyze_h200_fixture():
     assert "per forward: GPU work launched in the 3 attn_fwd spans" in summary
     assert "GPU idle &amp; launch overhead" in launch and "99.1% of" in launch
     assert "cudaLaunchKernel" in launch and "GPU busy" not in summary  # launch rows apart
-    assert list(operators.columns) == list(vc.ANALYZE_OPERATOR_COLUMNS.values())
+    assert list(operators.columns) == list(columns.TRACE_OPERATOR_COLUMNS.values())
     assert operators.set_index("Operator").loc["aten::bmm", "Calls"] == 6
-    assert list(kernels.columns) == views.kernel_headers() and len(kernels) == 7
+    assert list(kernels.columns) == views_shared.kernel_headers() and len(kernels) == 7
     assert isinstance(figure, FigureSpec) and bar_count(figure) == 171
 
 
@@ -461,7 +467,7 @@ def test_gzip_bombs_are_refused_quickly(tmp_path):
     assert Path(small).stat().st_size < MiB
     began = time.perf_counter()
     assert "not valid JSON" in message_of(analyze_tab.analyze, small).message
-    big = gzip_bomb(tmp_path / "big.json.gz", views.TRACE_MAX_EXPANDED_BYTES + 8 * MiB)
+    big = gzip_bomb(tmp_path / "big.json.gz", views_shared.TRACE_MAX_EXPANDED_BYTES + 8 * MiB)
     error = message_of(analyze_tab.analyze, big)
     assert "expands to more than 256 MiB" in error.message and error.title == "Unreadable trace"
     assert time.perf_counter() - began < 10
@@ -488,7 +494,7 @@ def test_analyze_missing_or_oversized_upload(tmp_path, monkeypatch):
     assert "upload a trace" in error.message and error.title == "Check the inputs"
     assert "cannot open" in message_of(analyze_tab.analyze, str(tmp_path / "gone.json")).message
     assert "must be an uploaded file" in message_of(analyze_tab.analyze, 42).message
-    monkeypatch.setattr(views, "TRACE_MAX_UPLOAD_BYTES", 1024)
+    monkeypatch.setattr(views_shared, "TRACE_MAX_UPLOAD_BYTES", 1024)
     assert "the limit is 1 KiB" in message_of(analyze_tab.analyze, str(NAIVE)).message
 
 
@@ -502,8 +508,10 @@ def test_profile_strip_carries_the_launch_block():
 
 
 def test_upload_limits_agree_with_launch():
-    assert _parse_file_size(app.SERVE_OPTIONS["max_file_size"]) == views.TRACE_MAX_UPLOAD_BYTES
-    assert views.TRACE_MAX_EXPANDED_BYTES > views.TRACE_MAX_UPLOAD_BYTES
+    assert (
+        _parse_file_size(app.SERVE_OPTIONS["max_file_size"]) == views_shared.TRACE_MAX_UPLOAD_BYTES
+    )
+    assert views_shared.TRACE_MAX_EXPANDED_BYTES > views_shared.TRACE_MAX_UPLOAD_BYTES
 
 
 def test_wiring_gpu_jobs_share_one_slot_and_trace_work_has_its_own():
@@ -511,10 +519,13 @@ def test_wiring_gpu_jobs_share_one_slot_and_trace_work_has_its_own():
     public = [fn.api_name for fn in app.demo.fns.values() if fn.api_visibility == "public"]
     assert public == ["profile", "compare", "diff", "sweep", "analyze"]
     for name in ("profile", "compare", "sweep"):
-        assert deps[name].concurrency_limit == 1 and deps[name].concurrency_id == views.GPU_GROUP
+        assert (
+            deps[name].concurrency_limit == 1
+            and deps[name].concurrency_id == views_shared.GPU_GROUP
+        )
     for name in ("diff", "diff_runs", "analyze"):
-        assert deps[name].concurrency_limit == vc.TRACE_CONCURRENCY
-        assert deps[name].concurrency_id == vc.TRACE_GROUP != views.GPU_GROUP
+        assert deps[name].concurrency_limit == views_shared.TRACE_CONCURRENCY
+        assert deps[name].concurrency_id == views_shared.TRACE_GROUP != views_shared.GPU_GROUP
     assert deps["diff_runs"].api_visibility == "private"
     ids = lambda fn: [c.elem_id for c in fn.inputs]  # noqa: E731
     shape = ["dtype", "batch", "heads", "head_dim", "causal"]

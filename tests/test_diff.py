@@ -167,34 +167,34 @@ def _cpu_trace(steps: bool, mm_us: float, fills: int):
 
 
 def test_headline_unit_scopes_and_the_largest_change_in_time():
-    from profiling import views_compare as vc
+    from profiling import views_diff
 
     a, b = _cpu_trace(True, 10.0, 1), _cpu_trace(True, 500.0, 4)
     kernels, operators = diff(a, b, "small", "big")
-    headline = vc.diff_headline(kernels, operators)
+    headline = views_diff.diff_headline(kernels, operators)
     # the count change is named, and so is the far larger change in time
     assert headline.startswith("big has 3 more aten::fill_ per step (self +6.0 µs)")
     assert "self 12.0 → 508.0 µs" in headline
     assert headline.endswith("The largest change in self time: aten::mm (+490.0 µs).")
-    assert "⚠" not in vc.diff_scopes(kernels)
+    assert "⚠" not in views_diff.diff_scopes(kernels)
     # different windows on the two sides are said, not silently divided differently
     kernels, operators = diff(_cpu_trace(False, 10.0, 1), b, "fwd", "step")
-    assert "per window" in vc.diff_headline(kernels, operators)
-    scopes = vc.diff_scopes(kernels)
+    assert "per window" in views_diff.diff_headline(kernels, operators)
+    scopes = views_diff.diff_scopes(kernels)
     assert "fwd, 1 attn_fwd spans; step, 1 ProfilerSteps" in scopes and "⚠" in scopes
 
 
 def test_markdown_in_names_and_labels_stays_text_in_the_headline():
     """A name like `*mm*` or `[l](http://e)` from an uploaded trace, or a label `_old_`, must
     not become italics or a link chosen by whoever made the trace."""
-    from profiling import views_compare as vc
+    from profiling import views_diff
 
     a = _cpu_trace(True, 10.0, 1)
     b = _cpu_trace(True, 10.0, 2)
     b.spans["name"] = b.spans["name"].cat.rename_categories(
         lambda n: "aten::*fill* [l](http://e)" if n == "aten::fill_" else n
     )
-    page = vc.diff_page(a, b, "_old_", "new")
+    page = views_diff.diff_page(a, b, "_old_", "new")
     assert r"aten::\*fill\* \[l\](http://e)" in page.headline
     assert r"\_old\_" in page.headline
 

@@ -39,10 +39,10 @@ from hypothesis import strategies as st
 
 import app
 from attention import VARIANTS, Problem, hub
-from profiling import files, job_request, views
-from profiling import views_compare as vc
+from profiling import files, job_request, views_diff, views_shared
 from profiling.gantt import bar_count
 from profiling.page import analyze_tab, compare_tab, diff_tab, errors, profile_tab, sweep_tab
+from profiling.views_diff import ALLOWED_LABEL, MAX_LABEL
 from profiling.workload import DTYPES, page_ranges, unavailable_reasons
 from tests.conftest import FIXTURES, NAIVE
 
@@ -81,7 +81,9 @@ def clear_message(message: Any, sent: Any) -> str:
     A server path may appear only when the caller sent it (their own value echoed back).
     """
     assert isinstance(message, str) and message.strip(), f"empty message for {sent!r}"
-    assert message != views.GENERIC_ERROR, f"an unvalidated input reached an exception: {sent!r}"
+    assert message != views_shared.GENERIC_ERROR, (
+        f"an unvalidated input reached an exception: {sent!r}"
+    )
     assert not INTERNALS.search(message), f"internals in {message!r} for {sent!r}"
     echoed = repr(sent)
     for path in SERVER_PATHS:
@@ -315,10 +317,10 @@ def uploads(tmp_path_factory) -> Uploads:
 
 
 BAD_LABEL = st.one_of(
-    st.sampled_from(["x" * (vc.MAX_LABEL + 1), IMG, SCRIPT, "a\nb", "a\x00", "`x`", "[x](y)",
+    st.sampled_from(["x" * (MAX_LABEL + 1), IMG, SCRIPT, "a\nb", "a\x00", "`x`", "[x](y)",
                      "*x*", "{}", "%", "é", "../x;"]),
     st.text(min_size=1, max_size=60).filter(
-        lambda t: len(t.strip()) > vc.MAX_LABEL or not set(t.strip()) <= vc.ALLOWED_LABEL
+        lambda t: len(t.strip()) > MAX_LABEL or not set(t.strip()) <= ALLOWED_LABEL
     ),
     st.integers(),
     st.lists(st.text(max_size=3), min_size=1, max_size=2),
@@ -602,7 +604,7 @@ def _old_dir(prefix: str, hours: float) -> Path:
 
 
 def test_app_temp_folders_older_than_the_cache_age_are_deleted(tmp_path):
-    age = views.DELETE_CACHE[1]
+    age = views_shared.DELETE_CACHE[1]
     old = [_old_dir(p, 2) for p in ("attnprof-", "attnprof-compare-", "attnprof-sweep-",
                                     "attnprof-zip-")]  # fmt: skip
     fresh = _old_dir("attnprof-", 0.1)
@@ -615,7 +617,7 @@ def test_app_temp_folders_older_than_the_cache_age_are_deleted(tmp_path):
     os.utime(elsewhere, (0, 0))
     try:
         sweeper = files.StaleSweeper(age, every_s=3600)
-        keeper = views.RunDirs(keep=8, sweeper=sweeper)
+        keeper = views_shared.RunDirs(keep=8, sweeper=sweeper)
         keeper.add(fresh)  # a run's add triggers the age sweep
         assert not any(p.exists() for p in old)
         assert fresh.exists() and all(p.exists() for p in foreign)
@@ -628,10 +630,10 @@ def test_app_temp_folders_older_than_the_cache_age_are_deleted(tmp_path):
             files.shutil.rmtree(p, ignore_errors=True)
         not_a_dir.unlink()
     # the app's own sweeper uses the cache age; Gradio's cache is emptied by delete_cache
-    assert views.STALE.max_age_s == views.DELETE_CACHE[1]
-    assert views.DELETE_CACHE[0] >= views.STALE_SWEEP_S
-    assert app.demo.delete_cache == views.DELETE_CACHE
-    assert app.build_demo().delete_cache == views.DELETE_CACHE
+    assert views_shared.STALE.max_age_s == views_shared.DELETE_CACHE[1]
+    assert views_shared.DELETE_CACHE[0] >= views_shared.STALE_SWEEP_S
+    assert app.demo.delete_cache == views_shared.DELETE_CACHE
+    assert app.build_demo().delete_cache == views_shared.DELETE_CACHE
 
 
 @pytest.mark.slow
@@ -653,19 +655,19 @@ def test_500_runs_leave_a_bounded_footprint():
     seconds = time.perf_counter() - began
     alive = [d for d in made if d.exists()]
     assert len(set(made)) == 500 and alive == made[-len(alive) :]
-    assert len(alive) <= views.KEEP_RUN_DIRS
+    assert len(alive) <= views_shared.KEEP_RUN_DIRS
     size = sum(f.stat().st_size for d in alive for f in d.iterdir())
-    assert size <= views.KEEP_RUN_DIRS * biggest * 1.5
+    assert size <= views_shared.KEEP_RUN_DIRS * biggest * 1.5
     print(f"500 runs in {seconds:.1f} s; {len(alive)} folders, {size / 1024:.0f} KiB kept")
 
-    keeper = views.RunDirs(sweeper=None)
+    keeper = views_shared.RunDirs(sweeper=None)
     synthetic = []
     for _ in range(500):
         synthetic.append(Path(tempfile.mkdtemp(prefix="attnprof-zip-")))
         (synthetic[-1] / "job.zip").write_bytes(b"z" * 1000)
         keeper.add(synthetic[-1])
-    assert sum(d.exists() for d in synthetic) == len(keeper) == views.KEEP_RUN_DIRS
-    for d in synthetic[-views.KEEP_RUN_DIRS :]:
+    assert sum(d.exists() for d in synthetic) == len(keeper) == views_shared.KEEP_RUN_DIRS
+    for d in synthetic[-views_shared.KEEP_RUN_DIRS :]:
         files.shutil.rmtree(d)
 
 
@@ -724,10 +726,10 @@ def test_names_from_an_uploaded_trace_are_text_everywhere(tmp_path):
     headline, kernel_delta, operator_delta = diff_tab.diff(str(NAIVE), str(path), "clean", "marked")
     assert "<img" not in headline and "<script" not in headline
     assert IMG in set(kernel_delta["kernel"]) or IMG in set(operator_delta["operator"])
-    page = vc.diff_page(NAIVE, path, "a", "b")
-    tables = vc.diff(NAIVE, path, "a", "b")
-    expected = f"{vc.diff_headline(*tables)}\n\n{vc.diff_scopes(tables[0])}"
-    assert page.headline == vc._escape_md(expected)
+    page = views_diff.diff_page(NAIVE, path, "a", "b")
+    tables = views_diff.diff(NAIVE, path, "a", "b")
+    expected = f"{views_diff.diff_headline(*tables)}\n\n{views_diff.diff_scopes(tables[0])}"
+    assert page.headline == views_diff.escape_markdown(expected)
 
 
 def test_error_messages_echo_hostile_text_only_as_a_short_repr():

@@ -39,8 +39,7 @@ from hypothesis import strategies as st
 
 import app
 from benchmarks import gen_trace
-from profiling import views
-from profiling import views_compare as vc
+from profiling import views_shared
 from profiling.page import profile_tab
 from tests.test_hardening import (
     BAD_CONTENT,
@@ -403,10 +402,10 @@ def test_an_oversized_upload_is_refused(client, url, tmp_path):
     and the upload route refuses it too (413) for a caller that sends it anyway."""
     big = tmp_path / "big.json"
     with open(big, "wb") as fh:
-        fh.truncate(views.TRACE_MAX_UPLOAD_BYTES + 1)  # sparse: nothing to write
+        fh.truncate(views_shared.TRACE_MAX_UPLOAD_BYTES + 1)  # sparse: nothing to write
     with pytest.raises(Exception, match="exceeds the maximum file size of 26214400 bytes"):
         client.predict(trace=handle_file(str(big)), api_name="/analyze")
-    data = b" " * (views.TRACE_MAX_UPLOAD_BYTES + 1)
+    data = b" " * (views_shared.TRACE_MAX_UPLOAD_BYTES + 1)
     began = time.perf_counter()
     r = httpx.post(f"{url}gradio_api/upload", files={"files": ("big.json", data)}, timeout=60)
     assert r.status_code == 413 and "exceeded maximum allowed size of 26214400" in r.text
@@ -419,9 +418,11 @@ def test_a_gigabyte_gzip_bomb_is_refused_quickly_in_bounded_memory(client, tmp_p
     upload = handle_file(str(bomb))
     with PeakRss() as peak, pytest.raises(AppError) as info:
         client.predict(trace=upload, api_name="/analyze")
-    assert f"expands to more than {views.TRACE_MAX_EXPANDED_BYTES // MiB} MiB" in str(info.value)
+    assert f"expands to more than {views_shared.TRACE_MAX_EXPANDED_BYTES // MiB} MiB" in str(
+        info.value
+    )
     assert peak.seconds < 10
-    assert peak.growth < views.TRACE_MAX_EXPANDED_BYTES + 160 * MiB
+    assert peak.growth < views_shared.TRACE_MAX_EXPANDED_BYTES + 160 * MiB
     record("gzip_bomb_1GiB", dict(seconds=round(peak.seconds, 2), gz_mib=round(
         bomb.stat().st_size / MiB, 2), rss_growth_mib=round(peak.growth / MiB)))  # fmt: skip
     with pytest.raises(AppError, match="expands to more than"):  # Diff reads the same way
@@ -468,8 +469,8 @@ def test_a_million_event_trace_is_analysed_in_bounded_time_and_memory(client, tm
     path = tmp_path / "trace_1e6.json.gz"
     gen_trace.write(1_000_000, path)
     size = path.stat().st_size
-    assert size < views.TRACE_MAX_UPLOAD_BYTES
-    assert len(gzip.decompress(path.read_bytes())) < views.TRACE_MAX_EXPANDED_BYTES
+    assert size < views_shared.TRACE_MAX_UPLOAD_BYTES
+    assert len(gzip.decompress(path.read_bytes())) < views_shared.TRACE_MAX_EXPANDED_BYTES
     upload = handle_file(str(path))
     with PeakRss() as peak:
         summary, _launch, operators, kernels, plot = client.predict(
@@ -578,15 +579,15 @@ def _named(folder: Path, name: str, data: bytes) -> Path:
 def test_limits_are_the_documented_ones(url):
     """The README's Limits section quotes these; the running app uses them."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert app.SERVE_OPTIONS["max_file_size"] == views.MAX_FILE_SIZE == "25mb"
-    assert app.demo._queue.max_size == views.QUEUE_MAX_SIZE
-    assert f"{views.QUEUE_MAX_SIZE} requests wait" in readme
-    assert f"{views.TRACE_MAX_EXPANDED_BYTES // MiB} MiB" in readme
+    assert app.SERVE_OPTIONS["max_file_size"] == views_shared.MAX_FILE_SIZE == "25mb"
+    assert app.demo._queue.max_size == views_shared.QUEUE_MAX_SIZE
+    assert f"{views_shared.QUEUE_MAX_SIZE} requests wait" in readme
+    assert f"{views_shared.TRACE_MAX_EXPANDED_BYTES // MiB} MiB" in readme
     traces = [f for f in app.demo.fns.values() if f.api_name in ("diff", "analyze")]
     assert len(traces) == 2
     assert {(f.concurrency_id, f.concurrency_limit) for f in traces} == {
-        (vc.TRACE_GROUP, vc.TRACE_CONCURRENCY)
+        (views_shared.TRACE_GROUP, views_shared.TRACE_CONCURRENCY)
     }
-    word = NUMBER_WORDS[vc.TRACE_CONCURRENCY]
-    parses = f'(`concurrency_id="{vc.TRACE_GROUP}"`, {word} at a time)'
+    word = NUMBER_WORDS[views_shared.TRACE_CONCURRENCY]
+    parses = f'(`concurrency_id="{views_shared.TRACE_GROUP}"`, {word} at a time)'
     assert parses in readme, f"README.md should say {parses}"

@@ -18,9 +18,8 @@ import pytest
 from gradio_client import handle_file
 
 import app
-from profiling import jobs
+from profiling import jobs, views_analyze, views_profile
 from profiling import sweep as sweep_module
-from profiling import views_compare as vc
 from profiling.compare import compare
 from profiling.page import profile_tab
 from profiling.sweep import sweep
@@ -150,7 +149,7 @@ def test_a_cancelled_sweep_stops_and_the_next_profile_does_not_wait_for_it(clien
 def test_on_a_cpu_analyse_waits_for_a_running_profile(client, monkeypatch):
     events: list[str] = []
     started, release = threading.Event(), threading.Event()
-    real_run, real_page = profile_tab.profile_on_gpu, vc.analyze_page
+    real_run, real_page = profile_tab.profile_on_gpu, views_analyze.analyze_page
 
     def held(config, progress=None):
         events.append("profile starts")
@@ -165,7 +164,7 @@ def test_on_a_cpu_analyse_waits_for_a_running_profile(client, monkeypatch):
         return real_page(*args)
 
     monkeypatch.setattr(profile_tab, "profile_on_gpu", held)
-    monkeypatch.setattr(vc, "analyze_page", page)
+    monkeypatch.setattr(views_analyze, "analyze_page", page)
     profiled = client.submit(**TINY, api_name="/profile")
     assert started.wait(60)
     analysed = client.submit(handle_file(str(NAIVE)), None, None, api_name="/analyze")
@@ -189,7 +188,7 @@ def test_a_run_whose_page_fails_still_counts_toward_the_kept_folders(monkeypatch
         raise ValueError("a view bug")
 
     monkeypatch.setattr(profile_tab, "profile_on_gpu", run)
-    monkeypatch.setattr(app.views, "page", broken_page)
+    monkeypatch.setattr(views_profile, "page", broken_page)
     with pytest.raises(app.gr.Error):
         profile_tab.profile(**TINY)
     assert made and made[0] in profile_tab.RUN_DIRS._dirs  # removed with the oldest, not in an hour

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attention import VARIANTS, availability
-from profiling import small_trace, trace, views
+from profiling import small_trace, trace, views_profile
 from profiling.runner import RunError, VariantUnavailable, run
 from profiling.summary import forward_spans
 from profiling.workload import ConfigError, Workload
@@ -523,7 +523,7 @@ def test_a_result_pickles_with_its_trace_and_shows_the_same_page(reader, tmp_pat
     result = run(small("naive"), out_dir=tmp_path)
     assert result.trace.reader == reader
     copy = pickle.loads(pickle.dumps(result))
-    page, again = views.page(result), views.page(copy)
+    page, again = views_profile.page(result), views_profile.page(copy)
     assert again.summary == page.summary and again.strip == page.strip
     assert again.figure.to_json() == page.figure.to_json()
     pd.testing.assert_frame_equal(again.kernels, page.kernels)

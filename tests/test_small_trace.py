@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from profiling import compare, gantt_records, run_trace, small_trace, trace, views
+from profiling import compare, gantt_records, run_trace, small_trace, trace, views_profile
 from profiling.gantt import gantt_spec
 from profiling.kernels import kernel_table
 from profiling.launch import LaunchStats, launch_stats
@@ -109,11 +109,11 @@ def test_live_cpu_runs_read_the_same_on_both_paths(variant, causal, tmp_path):
                                  head_dim=32, dtype="float32", causal=causal)  # fmt: skip
     result = run(config, out_dir=tmp_path)
     assert result.trace.reader == run_trace.RECORDS  # a run's own trace: the fast reader
-    assert_paths_agree(result.trace_json, views.run_title(result.summary))
+    assert_paths_agree(result.trace_json, views_profile.run_title(result.summary))
     model = trace.load(result.trace_json)
-    page = views.page(result)  # what the page shows, from the run's one read
-    assert page.summary["launch"] == views.launch_json(launch_stats(model))
-    title = views.run_title(result.summary)
+    page = views_profile.page(result)  # what the page shows, from the run's one read
+    assert page.summary["launch"] == views_profile.launch_json(launch_stats(model))
+    title = views_profile.run_title(result.summary)
     assert page.figure.to_json() == gantt_spec(model.spans, model.lanes, title=title).to_json()
 
 
@@ -129,8 +129,8 @@ def test_the_page_and_a_compare_row_need_no_trace_file(tmp_path):
     result.trace_json.unlink()
     result.trace_gz.unlink()
     result = pickle.loads(pickle.dumps(result))  # as it leaves a ZeroGPU worker
-    page = views.page(result)
-    assert page.summary["launch"] == views.launch_json(launch_stats(model))
+    page = views_profile.page(result)
+    assert page.summary["launch"] == views_profile.launch_json(launch_stats(model))
     row = compare.from_profile(result)
     pd.testing.assert_frame_equal(row.timeline, compare.timeline(model.spans))
     assert_launch_equal(row.launch, launch_stats(model))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attention import VARIANTS, Built, Problem, Variant, availability
-from profiling import job_request, views
+from profiling import job_request, views_profile
 from profiling.compare import compare
 from tests.conftest import TOLERANCE, reference_attention, rel_err
 
@@ -119,7 +119,7 @@ def test_a_registered_variant_is_on_every_picker_and_accepted_by_every_request(t
     demo = app.build_demo()
     for elem_id in ("variant", "cmp-variants", "sw-variants"):  # Profile, Compare, Sweep
         assert TOY in picker_values(demo, elem_id), elem_id
-    assert (toy.label, TOY) in views.variant_choices("cpu", "float32")
+    assert (toy.label, TOY) in views_profile.variant_choices("cpu", "float32")
     page_shape = ("float32", 1, 2, 32, True)  # dtype, batch, heads, head_dim, causal
     assert job_request.compare_request([TOY], 128, *page_shape, "cpu").variants == [TOY]
     assert job_request.sweep_request([TOY], [256], *page_shape, "cpu").variants == [TOY]

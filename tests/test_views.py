@@ -10,7 +10,7 @@ import torch
 
 from attention import VARIANTS
 from attention.naive import NO_MASK
-from profiling import job_request, trace, views
+from profiling import columns, job_request, trace, views_profile, views_shared, views_sweep
 from profiling.gantt import bar_count
 from profiling.kernels import kernel_table
 from profiling.runner import run
@@ -43,12 +43,12 @@ def make_summary(device: str = "cuda", **changes) -> Summary:
 
 @pytest.fixture(scope="module")
 def cpu_result(tmp_path_factory):
-    config = Workload.from_user(**views.defaults("cpu"), device="cpu")
+    config = Workload.from_user(**views_shared.defaults("cpu"), device="cpu")
     return run(config, out_dir=tmp_path_factory.mktemp("run"))
 
 
 def test_strip_shows_the_issue_figures_on_a_gpu():
-    cards = views.summary_cards(make_summary())
+    cards = views_profile.summary_cards(make_summary())
     labels = [label for label, _, _ in cards]
     assert labels == [
         "kernels / forward", "GPU µs / forward", "CPU µs / forward", "peak memory", "TFLOP/s",
@@ -59,7 +59,7 @@ def test_strip_shows_the_issue_figures_on_a_gpu():
     assert values["GPU µs / forward"][0] == "96.5"
     assert values["CPU µs / forward"] == ("138.2", "")  # no range recorded: no note
     spread = make_summary(cpu_us_range=[120.0, 160.5])
-    cpu = {label: (v, n) for label, v, n in views.summary_cards(spread)}["CPU µs / forward"]
+    cpu = {label: (v, n) for label, v, n in views_profile.summary_cards(spread)}["CPU µs / forward"]
     assert cpu == ("138.2", "mean of 3: 120.0–160.5")
     assert values["peak memory"][0] == "512.0 MiB"
     assert values["TFLOP/s"] == ("523.4", "GPU time; causal counted as half")
@@ -72,12 +72,12 @@ def test_strip_on_cpu_says_there_is_no_gpu_work():
     s = make_summary(device="cpu", device_name="CPU · Some CPU", gpu_us_per_forward=None,
                      peak_mib=None, kernels_per_forward=0.0, cpu_bound=None,
                      tflops=0.004731)  # fmt: skip
-    values = {label: value for label, value, _ in views.summary_cards(s)}
+    values = {label: value for label, value, _ in views_profile.summary_cards(s)}
     assert values["TFLOP/s"] == "0.00473"  # a CPU's small rate keeps three figures, not 0.00
     assert values["kernels / forward"] == values["GPU µs / forward"] == "n/a"
     assert values["peak memory"] == "n/a"
     assert values["device"] == "CPU · Some CPU"
-    notes = {label: note for label, _, note in views.summary_cards(s)}
+    notes = {label: note for label, _, note in views_profile.summary_cards(s)}
     assert notes["kernels / forward"] == notes["peak memory"] == "CPU run: no GPU work"
     rows = dict(summary_rows(s))  # the CLI's and the JSON's words: not "0.00 kernels"
     no_gpu = "n/a (CPU run: no GPU work)"
@@ -87,43 +87,49 @@ def test_strip_on_cpu_says_there_is_no_gpu_work():
 
 def test_strip_html_escapes_everything():
     s = make_summary(ran="<script>alert(1)</script>", notes=["a <b>note</b> & more"])
-    out = views.summary_html(s)
+    out = views_profile.summary_html(s)
     assert "<script>" not in out and "&lt;script&gt;" in out
     assert "&lt;b&gt;note&lt;/b&gt; &amp; more" in out
     assert out.count('class="ap-card"') == 8
 
 
 def test_summary_json_has_no_nan():
-    data = views.summary_json(make_summary(rel_err=float("nan"), tflops=float("inf")))
+    data = views_profile.summary_json(make_summary(rel_err=float("nan"), tflops=float("inf")))
     assert data["rel_err"] is None and data["tflops"] is None
     assert data["config"]["seq_len"] == 1024
 
 
 def test_operator_view_is_readable_and_drops_gpu_columns_on_cpu(cpu_result):
-    cpu = views.operator_view(cpu_result.operators, "cpu")
+    cpu = views_profile.operator_view(cpu_result.operators, "cpu")
     assert list(cpu.columns) == ["Operator", "Calls", "CPU self µs", "CPU total µs", "CPU avg µs"]
     assert (cpu.loc[cpu["Operator"] == "attn_fwd", "Calls"] == 3).all()
     decimals = (cpu["CPU total µs"] * 10).round(6) % 1
     assert (decimals == 0).all()  # rounded to 0.1 µs
-    gpu = views.operator_view(cpu_result.operators, "cuda")
+    gpu = views_profile.operator_view(cpu_result.operators, "cuda")
     assert "GPU total µs" in gpu.columns and len(gpu.columns) == 8
-    assert views.datatypes(cpu) == views.operator_datatypes("cpu") == ["str"] + ["number"] * 4
-    assert list(cpu.columns) == views.operator_headers("cpu")
-    assert views.datatypes(gpu) == views.operator_datatypes("cuda")
+    assert (
+        views_shared.datatypes(cpu)
+        == views_profile.operator_datatypes("cpu")
+        == ["str"] + ["number"] * 4
+    )
+    assert list(cpu.columns) == views_profile.operator_headers("cpu")
+    assert views_shared.datatypes(gpu) == views_profile.operator_datatypes("cuda")
     # the view's labels cover exactly the columns the runner builds, in its order
-    assert list(views.OPERATOR_COLUMNS) == list(cpu_result.operators.columns)
+    assert list(columns.OPERATOR_COLUMNS) == list(cpu_result.operators.columns)
 
 
 def test_kernel_view_keeps_the_decoding():
     t = trace.load(FIXTURES / "naive_8_16_1024_64_bf16.json.gz")
     raw = kernel_table(launched_within(t, forward_spans(t)), per=3)
-    table = views.kernel_view(raw)
-    assert list(table.columns) == list(views.KERNEL_COLUMNS.values())
+    table = views_shared.kernel_view(raw)
+    assert list(table.columns) == list(columns.KERNEL_COLUMNS.values())
     assert len(table) == len(raw) > 0
     assert table["What the name says"].str.len().gt(0).any()
     assert table["µs / fwd"].is_monotonic_decreasing
-    assert views.datatypes(table) == views.kernel_datatypes()  # the component's static types
-    assert views.kernel_view(raw.iloc[0:0]).empty
+    assert (
+        views_shared.datatypes(table) == views_shared.kernel_datatypes()
+    )  # the component's static types
+    assert views_shared.kernel_view(raw.iloc[0:0]).empty
 
 
 def _capability_fails(monkeypatch) -> None:
@@ -149,13 +155,13 @@ def test_a_check_that_raises_marks_its_variant_unavailable_with_the_error(monkey
     for vid in ("sdpa-efficient", "sdpa-flash", "sdpa-cudnn", "kernels-flash-attn2"):
         assert reasons[vid] == why
     assert reasons["naive"] is None and reasons["sdpa-math"] is None  # their rules need no GPU
-    labels = {vid: label for label, vid in views.variant_choices("cuda", "bfloat16")}
+    labels = {vid: label for label, vid in views_profile.variant_choices("cuda", "bfloat16")}
     assert labels["sdpa-cudnn"].endswith(f"unavailable: {why}")
-    lesson = views.lesson_markdown("sdpa-cudnn", "cuda", "bfloat16")
+    lesson = views_profile.lesson_markdown("sdpa-cudnn", "cuda", "bfloat16")
     assert f"**Unavailable here:** {why}." in lesson
     multiselect = {vid: label for label, vid in views_compare.variant_choices("cuda", "bfloat16")}
     assert multiselect["sdpa-flash"] == f"sdpa-flash — unavailable: {why}"
-    assert views_compare.sweep_defaults("cuda", "bfloat16") == ["naive"]
+    assert views_sweep.sweep_defaults("cuda", "bfloat16") == ["naive"]
     assert views_compare.compare_defaults("cuda", "bfloat16") == [
         v for v in POST_VARIANTS if v in ("naive", "naive-inplace", "sdpa-math")
     ]
@@ -172,41 +178,41 @@ def test_on_zero_gpu_a_check_that_raises_leaves_the_variant_to_the_slot(monkeypa
     _capability_fails(monkeypatch)
     reasons = unavailable_reasons("cuda", "bfloat16")
     assert reasons["sdpa-cudnn"] is None and reasons["kernels-flash-attn2"] is None
-    assert views_compare.sweep_defaults("cuda", "bfloat16") == ["naive", "sdpa-flash", "sdpa-cudnn"]
+    assert views_sweep.sweep_defaults("cuda", "bfloat16") == ["naive", "sdpa-flash", "sdpa-cudnn"]
     assert views_compare.compare_defaults("cuda", "bfloat16") == list(POST_VARIANTS)
 
 
 def test_variant_choices_mark_unavailable_ones_with_the_reason():
-    choices = views.variant_choices("cpu", "float32")
+    choices = views_profile.variant_choices("cpu", "float32")
     assert [value for _, value in choices] == list(VARIANTS)
     labels = dict((v, label) for label, v in choices)
     assert labels["naive"] == VARIANTS["naive"].label
     assert "unavailable: SDPA cuDNN needs a CUDA GPU" in labels["sdpa-cudnn"]
-    lesson = views.lesson_markdown("sdpa-cudnn", "cpu", "float32")
+    lesson = views_profile.lesson_markdown("sdpa-cudnn", "cpu", "float32")
     assert VARIANTS["sdpa-cudnn"].lesson in lesson and "Unavailable here" in lesson
-    assert "Unavailable" not in views.lesson_markdown("naive", "cpu", "float32")
-    flash_on_cpu = views.lesson_markdown("sdpa-flash", "cpu", "float32")
+    assert "Unavailable" not in views_profile.lesson_markdown("naive", "cpu", "float32")
+    flash_on_cpu = views_profile.lesson_markdown("sdpa-flash", "cpu", "float32")
     assert "On a GPU: one fused FlashAttention-2" in flash_on_cpu
-    assert "On a GPU" not in views.lesson_markdown("sdpa-flash", "cuda", "bfloat16")
-    assert "Pick a variant" in views.lesson_markdown("nope", "cpu", "float32")
+    assert "On a GPU" not in views_profile.lesson_markdown("sdpa-flash", "cuda", "bfloat16")
+    assert "Pick a variant" in views_profile.lesson_markdown("nope", "cpu", "float32")
 
 
 def test_the_naive_lessons_say_what_full_attention_changes():
-    full = views.lesson_markdown("naive", "cuda", "bfloat16", causal=False)
+    full = views_profile.lesson_markdown("naive", "cuda", "bfloat16", causal=False)
     assert "Memcpy" in full and NO_MASK in full  # the lesson, and why it is moot here
-    assert NO_MASK not in views.lesson_markdown("naive", "cuda", "bfloat16", causal=True)
-    assert NO_MASK not in views.lesson_markdown("sdpa-flash", "cuda", "bfloat16", False)
+    assert NO_MASK not in views_profile.lesson_markdown("naive", "cuda", "bfloat16", causal=True)
+    assert NO_MASK not in views_profile.lesson_markdown("sdpa-flash", "cuda", "bfloat16", False)
 
 
 def test_banner_only_on_cpu():
-    text = views.banner_markdown("cpu")
+    text = views_profile.banner_markdown("cpu")
     assert "CPU run" in text and "GPU kernels" in text and "will not appear" in text
-    assert views.banner_markdown("cuda") == ""
+    assert views_profile.banner_markdown("cuda") == ""
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_defaults_are_valid_and_inside_the_sliders(device):
-    start = views.defaults(device)
+    start = views_shared.defaults(device)
     config = Workload.from_user(**start)
     ranges = page_ranges(device)
     for name, (low, high, step) in ranges.items():
@@ -233,7 +239,7 @@ def test_gpu_seconds_longer_for_compiled_and_hub_variants():
 
 
 def test_page_from_a_real_cpu_run(cpu_result):
-    page = views.page(cpu_result)
+    page = views_profile.page(cpu_result)
     assert bar_count(page.figure) == len(trace.load(cpu_result.trace_json).spans)
     assert page.files["gz"] == cpu_result.trace_gz and page.files["gz"].exists()
     assert "attn_fwd" in set(page.operators["Operator"])
@@ -245,7 +251,7 @@ def test_page_from_a_real_cpu_run(cpu_result):
 
 
 def test_run_dirs_keeps_the_newest_and_never_touches_other_dirs(tmp_path):
-    keeper = views.RunDirs(keep=2)
+    keeper = views_shared.RunDirs(keep=2)
     made = [Path(tempfile.mkdtemp(prefix="attnprof-")) for _ in range(3)]
     foreign = tmp_path / "attnprof-not-in-tmp"
     foreign.mkdir()
@@ -264,10 +270,12 @@ def test_page_device_matches_torch():
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_column_settings_match_the_tables(device):
-    assert len(views.operator_widths(device)) == len(views.operator_headers(device))
-    assert len(views.operator_datatypes(device)) == len(views.operator_headers(device))
-    headers = views.kernel_headers()
-    assert len(views.kernel_widths()) == len(headers) == len(views.kernel_datatypes())
+    assert len(views_profile.operator_widths(device)) == len(views_profile.operator_headers(device))
+    assert len(views_profile.operator_datatypes(device)) == len(
+        views_profile.operator_headers(device)
+    )
+    headers = views_shared.kernel_headers()
+    assert len(views_shared.kernel_widths()) == len(headers) == len(views_shared.kernel_datatypes())
 
 
 def test_occupancy_zero_reads_empty_as_cuptis_no_estimate():
@@ -278,7 +286,7 @@ def test_occupancy_zero_reads_empty_as_cuptis_no_estimate():
 
     windows, work = forward_work(trace.load(NAIVE))
     kernels = kernel_table(work, per=len(windows))
-    view = views.kernel_view(kernels).set_index("Kernel")
+    view = views_shared.kernel_view(kernels).set_index("Kernel")
     occupancy = view["Est. occupancy %"]
     assert (kernels["occupancy_pct"] == 0).any()  # the trace says 0 for the nvjet GEMMs...
     nvjet = [k for k in view.index if k.startswith("nvjet")]

@@ -2,6 +2,6 @@
 
 Each tab module holds its handlers (the API endpoints, named after the tab), its GPU function
 where it runs one, and a `build()` that lays the tab out and wires its listeners; what a tab
-shows is computed without gradio in profiling.views and views_compare. errors.py is the one
+shows is computed without gradio in its profiling.views_<tab> module. errors.py is the one
 place a backend error becomes a gr.Error.
 """

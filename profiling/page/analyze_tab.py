@@ -1,6 +1,6 @@
 """The Analyse tab: any torch.profiler trace a user uploads, read on the CPU and shown like a run.
 
-Upload → views_compare.gantt_window and analyze_page (bounded before a byte is parsed) →
+Upload → views_analyze.gantt_window and analyze_page (bounded before a byte is parsed) →
 components; names from the trace are shown as text everywhere.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import views, views_compare
+from profiling import columns, views_analyze, views_shared
 from profiling.page.controls import table
 from profiling.page.errors import guarded
 from profiling.page.listeners import TRACE_JOB, clear_on_failure, trace_job
@@ -34,8 +34,8 @@ def analyze(
         record_function spans, counted as key_averages counts them), kernel table, Gantt chart
         (plotly).
     """
-    window = guarded("analyze", views_compare.gantt_window, window_start_us, window_end_us)
-    shown = guarded("analyze", views_compare.analyze_page, trace, window)
+    window = guarded("analyze", views_analyze.gantt_window, window_start_us, window_end_us)
+    shown = guarded("analyze", views_analyze.analyze_page, trace, window)
     return shown.summary, shown.launch, shown.operators, shown.kernels, shown.figure
 
 
@@ -72,12 +72,12 @@ def _results() -> list[Any]:
     operators = table(
         "Operators and record_function spans (whole trace, counted as key_averages)",
         "an-operators",
-        headers=list(views_compare.ANALYZE_OPERATOR_COLUMNS.values()),
+        headers=list(columns.TRACE_OPERATOR_COLUMNS.values()),
         datatype=["str", *["number"] * 5], max_chars=90,
     )  # fmt: skip
     kernels = table(
-        "GPU kernels, names decoded", "an-kernels", headers=views.kernel_headers(),
-        datatype=views.kernel_datatypes(), column_widths=views.kernel_widths(),
+        "GPU kernels, names decoded", "an-kernels", headers=views_shared.kernel_headers(),
+        datatype=views_shared.kernel_datatypes(), column_widths=views_shared.kernel_widths(),
         max_chars=100,
     )  # fmt: skip
     return [summary, launch, operators, kernels, gantt]
@@ -88,9 +88,9 @@ def build() -> None:
     with gr.Tab("Analyse", id="analyze"):
         gr.Markdown(
             "Upload a Chrome trace from any torch.profiler run (`.json` or `.json.gz`, at most "
-            f"{views.TRACE_MAX_UPLOAD_BYTES // 1024**2} MiB, "
-            f"{views.TRACE_MAX_EXPANDED_BYTES // 1024**2} MiB once gunzipped): operator table, "
-            "kernel table, GPU idle & launch figures and a Gantt chart."
+            f"{views_shared.TRACE_MAX_UPLOAD_BYTES // 1024**2} MiB, "
+            f"{views_shared.TRACE_MAX_EXPANDED_BYTES // 1024**2} MiB once gunzipped): operator "
+            "table, kernel table, GPU idle & launch figures and a Gantt chart."
         )
         inputs = _inputs()
         button = gr.Button("Analyse", variant="primary", elem_id="analyze-button")

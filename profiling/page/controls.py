@@ -10,11 +10,11 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import views, views_compare
+from profiling import views_compare, views_shared
 from profiling.workload import page_ranges, resolve_device
 
 DEVICE = resolve_device()
-START = views.defaults(DEVICE)
+START = views_shared.defaults(DEVICE)
 RANGES = page_ranges(DEVICE)
 DTYPES = ["bfloat16", "float16", "float32"]
 SHAPE_ORDER = ["seq_len", "dtype", "batch", "heads", "head_dim", "causal"]  # the handlers' order

@@ -10,7 +10,7 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import views_compare
+from profiling import views_diff
 from profiling.page.controls import table
 from profiling.page.errors import guarded
 from profiling.page.listeners import QUIET, TRACE_JOB, clear_on_failure, trace_job
@@ -31,19 +31,19 @@ def diff(
         the headline and what each side was counted over, the kernel delta table, the operator
         delta table (per window: forward, step or whole trace; sorted by |Δ total µs|).
     """
-    shown = guarded("diff", views_compare.diff_upload_page, trace_a, trace_b, label_a, label_b)
+    shown = guarded("diff", views_diff.diff_upload_page, trace_a, trace_b, label_a, label_b)
     return shown.headline, shown.kernels, shown.operators
 
 
 def diff_runs(run_a: str, run_b: str, traces: dict[str, str] | None) -> tuple[Any, ...]:
     """Diff two runs of this session's last Compare (paths from server-side state only)."""
-    shown = guarded("diff_runs", views_compare.diff_runs_page, run_a, run_b, traces)
+    shown = guarded("diff_runs", views_diff.diff_runs_page, run_a, run_b, traces)
     return shown.headline, shown.kernels, shown.operators
 
 
 def fill_diff_picks(traces: dict[str, str] | None) -> tuple[Any, Any]:
     """After a Compare: its runs become the choices of the Diff tab's two dropdowns."""
-    names, first, second = views_compare.diff_picks(traces)
+    names, first, second = views_diff.diff_picks(traces)
     return gr.Dropdown(choices=names, value=first), gr.Dropdown(choices=names, value=second)
 
 
@@ -65,13 +65,13 @@ def _results() -> list[Any]:
     headline = gr.Markdown("", elem_id="diff-headline")
     kernel_delta = table(
         "Kernels: per name, per window", "kernel-delta",
-        datatype=views_compare.KERNEL_DIFF_TYPES,
-        column_widths=views_compare.KERNEL_DIFF_WIDTHS, max_chars=80,
+        datatype=views_diff.KERNEL_DIFF_TYPES,
+        column_widths=views_diff.KERNEL_DIFF_WIDTHS, max_chars=80,
     )  # fmt: skip
     operator_delta = table(
         "Operators (cpu_op spans): per name, per window", "operator-delta",
-        datatype=views_compare.OPERATOR_DIFF_TYPES,
-        column_widths=views_compare.OPERATOR_DIFF_WIDTHS, max_chars=80,
+        datatype=views_diff.OPERATOR_DIFF_TYPES,
+        column_widths=views_diff.OPERATOR_DIFF_WIDTHS, max_chars=80,
     )  # fmt: skip
     return [headline, kernel_delta, operator_delta]
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import gradio as gr
 
-from profiling import views
+from profiling import views_shared
 from profiling.jobs import JobCancelled
 from profiling.runner import RunError, VariantUnavailable
 from profiling.trace_events import TraceError
@@ -52,7 +52,7 @@ def translated(what: str) -> Iterator[None]:
         raise user_error(exc) from None
     except Exception:
         log.exception("%s failed", what)
-        raise gr.Error(views.GENERIC_ERROR, print_exception=False) from None
+        raise gr.Error(views_shared.GENERIC_ERROR, print_exception=False) from None
 
 
 def guarded(what: str, fn: Callable[..., R], *args: Any) -> R:

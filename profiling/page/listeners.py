@@ -14,21 +14,24 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import job_request, jobs, views, views_compare
+from profiling import job_request, jobs, views_compare, views_shared
 from profiling.page.controls import DEVICE
 
 QUIET: dict[str, Any] = {"api_visibility": "private", "queue": False}  # page-only follow-ups
 # One device job at a time, each click once. preprocess=False: Gradio answers a string in a
 # slider with a generic error, so raw values reach the backend, which says what is wrong.
 DEVICE_JOB: dict[str, Any] = dict(
-    concurrency_limit=1, concurrency_id=views.GPU_GROUP, trigger_mode="once", preprocess=False
+    concurrency_limit=1,
+    concurrency_id=views_shared.GPU_GROUP,
+    trigger_mode="once",
+    preprocess=False,
 )
 TRACE_JOB: dict[str, Any] = dict(
-    concurrency_limit=views_compare.TRACE_CONCURRENCY,
-    concurrency_id=views_compare.TRACE_GROUP,
+    concurrency_limit=views_shared.TRACE_CONCURRENCY,
+    concurrency_id=views_shared.TRACE_GROUP,
     trigger_mode="once",
 )
-JOB_DIRS = views.RunDirs()  # Compare/Sweep trace folders and zips: the newest few are kept
+JOB_DIRS = views_shared.RunDirs()  # Compare/Sweep trace folders and zips: the newest few are kept
 
 
 def trace_job(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,7 +1,7 @@
 """The Profile tab: one variant at one shape, profiled on the device, and what really ran.
 
 Raw inputs → workload.page_workload (fields, page ranges) → profile_on_gpu (the GPU function
-of a run) → plain results → profiling.views → components.
+of a run) → plain results → profiling.views_profile → components.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling import job_request, jobs, views
+from profiling import job_request, jobs, views_profile, views_shared
 from profiling.page.controls import DEVICE, START, shape_controls, table
 from profiling.page.errors import translated
 from profiling.page.listeners import (
@@ -25,7 +25,7 @@ from profiling.page.style import STRIP_CSS
 from profiling.runner import ProfileResult, run
 from profiling.workload import Workload, page_workload
 
-RUN_DIRS = views.RunDirs()
+RUN_DIRS = views_shared.RunDirs()
 
 
 def _gpu_seconds(workload: Workload, progress: Any = None) -> int:
@@ -73,7 +73,7 @@ def profile(
     with translated(f"profile for {workload}"):
         result = profile_on_gpu(workload, progress)
         RUN_DIRS.add(result.trace_json.parent)  # kept in the count even if its page fails
-        shown = views.page(result)
+        shown = views_profile.page(result)
     return (
         shown.strip,
         shown.summary,
@@ -89,28 +89,28 @@ def profile(
 
 def show_lesson(variant: str, dtype: str, causal: bool = True) -> str:
     """The chosen variant's lesson (and why it cannot run here)."""
-    return views.lesson_markdown(variant, DEVICE, dtype, causal)
+    return views_profile.lesson_markdown(variant, DEVICE, dtype, causal)
 
 
 def relabel_variants(variant: str, dtype: str, causal: bool = True) -> tuple[Any, str]:
     """Availability depends on the dtype: refresh the dropdown's labels and the lesson."""
     return (
-        gr.Dropdown(choices=views.variant_choices(DEVICE, dtype), value=variant),
-        views.lesson_markdown(variant, DEVICE, dtype, causal),
+        gr.Dropdown(choices=views_profile.variant_choices(DEVICE, dtype), value=variant),
+        views_profile.lesson_markdown(variant, DEVICE, dtype, causal),
     )
 
 
 def _variant_column() -> tuple[gr.Dropdown, gr.Markdown]:
     """The variant dropdown and, under it, the chosen variant's lesson."""
     variant = gr.Dropdown(
-        choices=views.variant_choices(DEVICE, START["dtype"]),
+        choices=views_profile.variant_choices(DEVICE, START["dtype"]),
         value=START["variant"],
         label="Variant",
         elem_id="variant",
         filterable=False,
     )
     lesson = gr.Markdown(
-        views.lesson_markdown(START["variant"], DEVICE, START["dtype"], START["causal"]),
+        views_profile.lesson_markdown(START["variant"], DEVICE, START["dtype"], START["causal"]),
         elem_id="lesson",
         container=True,
         min_height=90,
@@ -120,7 +120,7 @@ def _variant_column() -> tuple[gr.Dropdown, gr.Markdown]:
 
 def _results() -> list[Any]:
     """What a run shows, in the order of profile()'s outputs (laid out in the page's order)."""
-    strip = gr.HTML(views.placeholder_html(), elem_id="summary", css_template=STRIP_CSS)
+    strip = gr.HTML(views_profile.placeholder_html(), elem_id="summary", css_template=STRIP_CSS)
     with gr.Row():
         json_file = gr.DownloadButton("Trace .json", elem_id="download-json", size="md")
         gz_file = gr.DownloadButton("Trace .json.gz (Perfetto)", elem_id="download-gz", size="md")
@@ -128,17 +128,17 @@ def _results() -> list[Any]:
     gantt = gr.Plot(label="Timeline: CPU ops and GPU kernels", elem_id="gantt")
     operators = table(
         "Operators (torch.profiler key_averages)", "operators",
-        headers=views.operator_headers(DEVICE),
-        datatype=views.operator_datatypes(DEVICE),
-        column_widths=views.operator_widths(DEVICE),
+        headers=views_profile.operator_headers(DEVICE),
+        datatype=views_profile.operator_datatypes(DEVICE),
+        column_widths=views_profile.operator_widths(DEVICE),
         max_chars=90,  # key_averages lists kernels too; click a cell for the full name
     )  # fmt: skip
     kernel_note = gr.Markdown("", elem_id="kernel-note")
     kernels = table(
         "GPU kernels per forward, names decoded", "kernels",
-        headers=views.kernel_headers(),
-        datatype=views.kernel_datatypes(),
-        column_widths=views.kernel_widths(),
+        headers=views_shared.kernel_headers(),
+        datatype=views_shared.kernel_datatypes(),
+        column_widths=views_shared.kernel_widths(),
         max_chars=100,
         visible=DEVICE == "cuda",  # a CPU run has no kernels: the note above says so
     )  # fmt: skip
@@ -161,7 +161,7 @@ def build() -> None:
         jobs.on_device(profile), inputs=[variant, *shape.values()], outputs=outputs,
         api_name="profile", **DEVICE_JOB,
     )  # fmt: skip
-    clear_on_failure(profiled, outputs, first=views.failed_html())
+    clear_on_failure(profiled, outputs, first=views_profile.failed_html())
     lesson_inputs = [variant, shape["dtype"], shape["causal"]]
     for control in (variant, shape["causal"]):
         control.change(show_lesson, lesson_inputs, lesson, **QUIET)

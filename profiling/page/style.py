@@ -1,7 +1,7 @@
 """The page's look: one style sheet for the whole page, and the rules two components carry.
 
 Element ids name the components (`#gantt`, `#an-kernels`, ...); the `ap-` classes are the HTML
-that profiling.views writes (the summary strip, the GPU idle & launch block, summary rows).
+that the views write (the summary strip, the GPU idle & launch block, summary rows).
 """
 
 CSS = """

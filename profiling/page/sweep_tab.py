@@ -1,7 +1,7 @@
 """The Sweep tab: variants over sequence lengths, in one GPU job, as two log–log charts.
 
 Raw inputs → job_request.sweep_request → sweep_on_gpu → SweepResult →
-views_compare.sweep_page → components. Refused, unavailable and out-of-memory points are marked,
+views_sweep.sweep_page → components. Refused, unavailable and out-of-memory points are marked,
 never dropped.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling import job_request, jobs, views_compare
+from profiling import job_request, jobs, views_sweep
 from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
 from profiling.page.errors import guarded, translated
 from profiling.page.listeners import (
@@ -72,7 +72,7 @@ def sweep(
     show_waiting(progress)
     result = sweep_on_gpu(request, progress)
     keep_job_files(result)
-    shown = guarded("sweep views", views_compare.sweep_page, result, DEVICE)
+    shown = guarded("sweep views", views_sweep.sweep_page, result, DEVICE)
     zip_path = str(shown.zip_path) if shown.zip_path else None
     return shown.time, shown.memory, shown.table, zip_path
 
@@ -81,12 +81,12 @@ def _picks() -> tuple[gr.Dropdown, gr.CheckboxGroup]:
     """The variants and the sequence lengths, bounded by the points a sweep may hold."""
     variants = variant_picker(
         "sw-variants",
-        views_compare.sweep_defaults(DEVICE, START["dtype"]),
+        views_sweep.sweep_defaults(DEVICE, START["dtype"]),
         job_request.MAX_SWEEP_VARIANTS[DEVICE],
     )
     lengths = gr.CheckboxGroup(
         job_request.sweep_lengths(DEVICE),
-        value=views_compare.sweep_default_lengths(DEVICE),
+        value=views_sweep.sweep_default_lengths(DEVICE),
         label="Sequence lengths S",
         info=f"at most {job_request.MAX_SWEEP_POINTS[DEVICE]} points (variants × lengths)",
         elem_id="sw-lengths",
@@ -99,8 +99,8 @@ def _results() -> list[Any]:
     time_chart = gr.Plot(label="Time per forward vs S (log–log)", elem_id="sw-time")
     memory_chart = gr.Plot(label="Memory vs S (log–log)", elem_id="sw-memory")
     points = table(
-        "Points", "sw-table", headers=views_compare.sweep_columns(DEVICE),
-        datatype=views_compare.sweep_datatypes(DEVICE), max_chars=140,
+        "Points", "sw-table", headers=views_sweep.sweep_columns(DEVICE),
+        datatype=views_sweep.sweep_datatypes(DEVICE), max_chars=140,
     )  # fmt: skip
     zip_file = gr.DownloadButton("Every trace and the table (.zip)", elem_id="sw-zip", size="md")
     return [time_chart, memory_chart, points, zip_file]

@@ -1,0 +1,48 @@
+"""The columns of the tables a run and an uploaded trace are shown as: name → header.
+
+One definition each: the backend builds its frame with these names in this order, the views
+show them under these headers, the CLI picks them by name. Plain constants (no torch), so the
+trace analysis that uses them stays importable without torch.
+"""
+
+from __future__ import annotations
+
+# torch.profiler's key_averages, one row per operator (profiling.runner.operator_table).
+OPERATOR_COLUMNS = {
+    "operator": "Operator",
+    "calls": "Calls",
+    "cpu_self_us": "CPU self µs",
+    "cpu_total_us": "CPU total µs",
+    "cpu_avg_us": "CPU avg µs",
+    "device_self_us": "GPU self µs",
+    "device_total_us": "GPU total µs",
+    "device_avg_us": "GPU avg µs",
+}
+# One row per GPU kernel, memcpy or memset name (profiling.kernels.kernel_table). The decoding
+# comes right after the name: reading names is the lesson.
+KERNEL_COLUMNS = {
+    "kernel": "Kernel",
+    "category": "Category",
+    "decoded": "What the name says",
+    "count": "Calls / fwd",
+    "total_us": "µs / fwd",
+    "pct_gpu": "% GPU time",
+    "mean_us": "Mean µs",
+    "min_us": "Min µs",
+    "max_us": "Max µs",
+    "registers_per_thread": "Registers / thread",
+    "shared_memory": "Shared mem (B)",
+    "grid": "Grid",
+    "block": "Block",
+    "occupancy_pct": "Est. occupancy %",
+    "name": "Full name",
+}
+# cpu_op and record_function spans per name, read from any trace (profiling.analyze).
+TRACE_OPERATOR_COLUMNS = {
+    "operator": "Operator",
+    "calls": "Calls",
+    "total_us": "Total µs",
+    "self_us": "Self µs",
+    "mean_us": "Mean µs",
+    "pct_self": "% of self time",
+}

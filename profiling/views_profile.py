@@ -1,0 +1,243 @@
+"""What the Profile tab shows, computed from a ProfileResult: the variant's lesson, the banner,
+the summary strip, the operator and kernel tables, the Gantt.
+
+Pure functions (no gradio), so the page, the API and the tests see the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from attention import VARIANTS
+from profiling.columns import OPERATOR_COLUMNS
+from profiling.gantt import FigureSpec
+from profiling.launch import LaunchStats
+from profiling.summary import Summary, summary_rows
+from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
+from profiling.workload import unavailable_reasons
+
+
+def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
+    """(label, id) pairs for the dropdown; unavailable variants say so and why."""
+    reasons = unavailable_reasons(device, dtype)
+    out = []
+    for vid, v in VARIANTS.items():
+        why = reasons.get(vid)
+        out.append((f"{v.label} — unavailable: {why}" if why else v.label, vid))
+    return out
+
+
+def lesson_markdown(variant: str, device: str, dtype: str, causal: bool = True) -> str:
+    """The chosen variant's one-line lesson, and the reason when it cannot run here. Where the
+    lesson is about the mask (the naive variants), full attention says what changes without it."""
+    v = VARIANTS.get(variant)
+    if v is None:
+        return "Pick a variant to see what its trace teaches."
+    lesson = f"On a GPU: {v.lesson}" if device != "cuda" else v.lesson[:1].upper() + v.lesson[1:]
+    text = f"**{v.label}** · `{v.id}`\n\n{lesson}."
+    if v.lesson_without_mask and not causal:
+        text += f"\n\n{v.lesson_without_mask}."
+    why = unavailable_reasons(device, dtype).get(variant)
+    if why:
+        text += f"\n\n⛔ **Unavailable here:** {why}."
+    return text
+
+
+def banner_markdown(device: str) -> str:
+    """The CPU-run warning (empty on a GPU)."""
+    if device == "cuda":
+        return ""
+    return (
+        "⚠️ **CPU run** — this machine has no GPU, so the profile holds CPU operators only: "
+        "**GPU kernels, memcpy/memset and the kernel table will not appear**, and the shape "
+        "defaults to a small one that profiles in about a second. On the Space's GPU the "
+        "defaults are the post's shape (B8 H16 S1024 D64 bfloat16)."
+    )
+
+
+# -- summary strip ----------------------------------------------------------------------------
+STRIP: tuple[tuple[str, str], ...] = (  # (label on the card, key in summary_rows)
+    ("kernels / forward", "kernels / forward"),
+    ("GPU µs / forward", "GPU µs / forward"),
+    ("CPU µs / forward", "CPU µs / forward"),
+    ("peak memory", "peak memory"),
+    ("TFLOP/s", "TFLOP/s"),
+    ("rel. error vs float64", "rel. error vs float64"),
+    ("ran", "ran"),
+    ("device", "device"),
+)
+EXTRA = ("shape", "bound", "dominant kernel", "memcpy / memset per forward")
+LONG_VALUE = 10  # characters: a longer card value (torch.compile, a GPU's name) is set smaller
+
+
+def _split_note(text: str) -> tuple[str, str]:
+    """`0.54 (CPU time of …)` → (`0.54`, `CPU time of …`)."""
+    if text.endswith(")") and " (" in text:
+        value, note = text.split(" (", 1)
+        return value, note[:-1]
+    return text, ""
+
+
+def summary_cards(summary: Summary) -> list[tuple[str, str, str]]:
+    """(label, value, note) for the strip, from summary_rows so CLI and page agree."""
+    rows = dict(summary_rows(summary))
+    cards = []
+    for label, key in STRIP:
+        value, note = _split_note(rows.get(key, "n/a"))
+        if key == "device":
+            value, _, rest = value.rpartition(" · ")
+            value, note = (value, rest) if value else (rest, "")
+        cards.append((label, value, note))
+    return cards
+
+
+def _value_class(value: str) -> str:
+    return "ap-value ap-long" if len(str(value)) > LONG_VALUE else "ap-value"
+
+
+def _card_html(label: str, value: str, note: str) -> str:
+    """One card: the label, the value and the note's first clause (all of it on hover)."""
+    hover = f"{label}: {value}" + (f" — {note}" if note else "")
+    shown_note = f'<div class="ap-note">{escaped(note.split(";")[0])}</div>' if note else ""
+    return (
+        f'<div class="ap-card" title="{escaped(hover)}">'
+        f'<div class="ap-label">{escaped(label)}</div>'
+        f'<div class="{_value_class(value)}">{escaped(value)}</div>{shown_note}</div>'
+    )
+
+
+def summary_html(summary: Summary) -> str:
+    """The strip as HTML; every piece of text is escaped."""
+    cards = "".join(_card_html(*card) for card in summary_cards(summary))
+    rows = dict(summary_rows(summary))
+    extra = " · ".join(f"<b>{escaped(k)}</b> {escaped(rows[k])}" for k in EXTRA if k in rows)
+    notes = "".join(f'<div class="ap-extra">note: {escaped(n)}</div>' for n in summary.notes)
+    return f'<div class="ap-strip">{cards}</div><div class="ap-extra">{extra}</div>{notes}'
+
+
+def placeholder_html() -> str:
+    return (
+        '<div class="ap-strip ap-empty">Pick a variant and a shape, then click '
+        "<b>Profile</b>: the figures per forward appear here.</div>"
+    )
+
+
+def failed_html() -> str:
+    """The strip after a failed run: the earlier results are cleared, not left beside an error."""
+    return (
+        '<div class="ap-strip ap-empty">The last run failed: its message says why. Earlier '
+        "results were cleared so they cannot be read as this run's.</div>"
+    )
+
+
+# -- the summary for API callers ---------------------------------------------------------------
+LAUNCH_FIGURES = (
+    "scope", "has_gpu", "busy_pct", "idle_pct", "window_us", "busy_us", "idle_us", "gaps",
+    "largest_gap_us", "launches", "cpu_launch_mean_us", "cpu_launch_us_per_forward",
+    "launch_delay_mean_us", "launch_to_start_mean_us",
+)  # fmt: skip
+
+
+def summary_json(summary: Summary) -> dict[str, Any]:
+    """The summary for API callers: the dataclass with NaN/inf turned into null."""
+    return _finite(summary.as_dict())
+
+
+def launch_json(stats: LaunchStats) -> dict[str, Any]:
+    """The launch/idle headline figures for API callers (null where there is no GPU work)."""
+    return _finite({k: getattr(stats, k) for k in LAUNCH_FIGURES})
+
+
+def _finite(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
+
+
+# -- the operator table (torch.profiler's key_averages) ----------------------------------------
+def operator_columns(device: str) -> list[str]:
+    """The operator table's source columns: GPU columns only where a GPU runs (fixed per page)."""
+    return [c for c in OPERATOR_COLUMNS if device == "cuda" or not c.startswith("device_")]
+
+
+def operator_headers(device: str) -> list[str]:
+    return [OPERATOR_COLUMNS[c] for c in operator_columns(device)]
+
+
+def operator_datatypes(device: str) -> list[str]:
+    return ["str" if c == "operator" else "number" for c in operator_columns(device)]
+
+
+def operator_widths(device: str) -> list[str]:
+    """Name column wide, numbers evenly: key_averages lists long kernel names too."""
+    numbers = len(operator_columns(device)) - 1
+    return ["40%"] + [f"{60 / numbers:.1f}%"] * numbers
+
+
+def operator_view(operators: pd.DataFrame, device: str) -> pd.DataFrame:
+    """key_averages with readable headers, rounded; GPU columns only when a GPU ran."""
+    columns = operator_columns(device)
+    digits = {c: DIGITS for c in columns if c.endswith("_us")}
+    return readable(operators, {c: OPERATOR_COLUMNS[c] for c in columns}, digits)
+
+
+def kernel_note(summary: Summary) -> str:
+    if summary.device != "cuda":
+        return "No GPU kernels: this was a CPU run. On a GPU this table lists every kernel."
+    return (
+        f"Per forward (averaged over {summary.forwards} forwards). "
+        "Est. occupancy % is CUPTI's estimate, empty where the trace gives 0 (no estimate). "
+        "Click a cell to read a long name in full."
+    )
+
+
+# -- the whole tab -------------------------------------------------------------------------------
+def run_title(summary: Summary) -> str:
+    c = summary.config
+    mask = "causal" if c["causal"] else "full"
+    return (
+        f"{summary.variant} · B{c['batch']} H{c['heads']} S{c['seq_len']} D{c['head_dim']} "
+        f"{c['dtype']} {mask} · {summary.ran} · {summary.device}"
+    )
+
+
+def run_figure(result: Any, title: str) -> FigureSpec:
+    """A run's Gantt, from the trace the run read (profiling.run_trace: no second read)."""
+    return result.trace.gantt(title)
+
+
+@dataclass
+class Page:
+    """Everything the Profile event shows, in the order of its outputs."""
+
+    strip: str  # the summary strip and, under it, the GPU idle & launch block
+    summary: dict[str, Any]  # summary_json plus "launch": launch_json
+    operators: pd.DataFrame
+    kernels: pd.DataFrame
+    kernel_note: str
+    figure: FigureSpec  # gr.Plot serialises it with .to_json()
+    files: dict[str, Path] = field(default_factory=dict)  # json, gz, txt
+
+
+def page(result: Any) -> Page:
+    """ProfileResult → what the page shows. The figure is built here, outside any GPU slot."""
+    s: Summary = result.summary
+    launch = result.trace.launch_stats()
+    return Page(
+        strip=summary_html(s) + launch_html(launch),
+        summary={**summary_json(s), "launch": launch_json(launch)},
+        operators=operator_view(result.operators, s.device),
+        kernels=kernel_view(result.kernels),
+        kernel_note=kernel_note(s),
+        figure=run_figure(result, run_title(s)),
+        files={"json": result.trace_json, "gz": result.trace_gz, "txt": result.table_txt},
+    )

@@ -1,0 +1,72 @@
+"""What the Sweep tab shows: time and memory against the sequence length (two log–log charts)
+and the table of points, refused and failed ones included.
+
+Pure functions (no gradio); a Sweep request is checked in profiling.job_request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from profiling.compare_figures import sweep_memory_figure, sweep_time_figure
+from profiling.sweep import SWEEP_COLUMNS, SweepResult, doubling
+from profiling.views_shared import significant, without_nan
+from profiling.workload import device_key, unavailable_reasons
+
+SWEEP_DEFAULT_VARIANTS = ("naive", "sdpa-flash", "sdpa-cudnn")
+SWEEP_DEFAULT_LENGTHS = {"cuda": doubling(256, 16384), "cpu": [256, 512, 1024]}
+
+
+def sweep_defaults(device: str, dtype: str) -> list[str]:
+    """naive, sdpa-flash and sdpa-cudnn, those that can run here."""
+    reasons = unavailable_reasons(device, dtype)
+    return [v for v in SWEEP_DEFAULT_VARIANTS if not reasons.get(v)]
+
+
+def sweep_default_lengths(device: str) -> list[int]:
+    return list(SWEEP_DEFAULT_LENGTHS[device_key(device)])
+
+
+SWEEP_GPU_ONLY = ("GPU µs/fwd", "peak MiB")  # empty on a CPU: left out there
+
+
+def sweep_columns(device: str) -> list[str]:
+    cpu = device_key(device) == "cpu"
+    return [c for c in SWEEP_COLUMNS if not (cpu and c in SWEEP_GPU_ONLY)]
+
+
+def sweep_datatypes(device: str) -> list[str]:
+    return [
+        "str" if c in ("variant", "status", "reason") else "number" for c in sweep_columns(device)
+    ]
+
+
+@dataclass
+class SweepPage:
+    time: go.Figure
+    memory: go.Figure
+    table: pd.DataFrame
+    zip_path: Path | None
+
+
+def sweep_view(table: pd.DataFrame, device: str) -> pd.DataFrame:
+    """The points as shown: the device's columns, numbers rounded, reasons in full."""
+    out = table.reindex(columns=sweep_columns(device)).copy()
+    for c in ("GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB"):
+        if c in out:
+            out[c] = pd.to_numeric(out[c], errors="coerce").round(1)
+    out["TFLOP/s"] = pd.to_numeric(out["TFLOP/s"], errors="coerce").map(lambda v: significant(v, 3))
+    out["reason"] = out["reason"].fillna("")
+    return without_nan(out.reset_index(drop=True))
+
+
+def sweep_page(result: SweepResult, device: str) -> SweepPage:
+    """SweepResult → the two log–log charts, the table and the zip; built outside the GPU slot."""
+    time_fig, memory_fig = sweep_time_figure(result), sweep_memory_figure(result)
+    for fig in (time_fig, memory_fig):
+        fig.update_layout(height=440)
+    return SweepPage(time_fig, memory_fig, sweep_view(result.table, device), result.zip_path)
