@@ -11,8 +11,15 @@ import pytest
 
 from profiling import trace
 from profiling.kernels import short_name
-from profiling.launch import launch_rows, launch_stats, merge_intervals
+from profiling.launch import (
+    DEVICE_COLUMNS,
+    GAP_COLUMNS,
+    launch_rows,
+    launch_stats,
+    merge_intervals,
+)
 from profiling.launch_tables import LAUNCH_COLUMNS, PER_KERNEL_COLUMNS, per_kernel_table
+from profiling.trace_events import EPS_US
 from tests.conftest import FIXTURES, H200, from_document
 
 
@@ -45,6 +52,10 @@ def test_busy_is_the_union_of_work_over_the_first_to_last_window():
     assert stats.gap_table["dur_us"].sum() == pytest.approx(stats.idle_us)
     memory = work[work["category"] != "kernel"]["dur_us"].sum()
     assert stats.busy_us - stats.compute_us == pytest.approx(memory, abs=1e-6)
+    assert stats.devices["memory_us"].iloc[0] == pytest.approx(memory, abs=1e-6)
+    # CPU launch time per forward: all launch spans' time over the 3 forwards
+    per_forward = stats.per_launch["cpu_launch_us"].sum() / 3
+    assert stats.cpu_launch_us_per_forward == pytest.approx(per_forward)
 
 
 def test_launch_delay_matches_the_spans_it_comes_from():
@@ -110,6 +121,9 @@ def test_streams_merge_touching_intervals_join_and_devices_stay_apart():
     assert dev.loc["0", "window_us"] == 40 and dev.loc["0", "busy_us"] == 30
     assert dev.loc["0", "gaps"] == 1 and dev.loc["0", "largest_gap_us"] == 10
     assert dev.loc["1", "busy_us"] == 2 and dev.loc["1", "gaps"] == 0
+    assert dev.loc["1", "largest_gap_us"] == 0  # no gap: zero, not a made-up one
+    assert list(stats.gap_table.columns) == GAP_COLUMNS
+    assert stats.gap_table.iloc[0][["start_us", "end_us", "dur_us"]].tolist() == [30, 40, 10]
     assert stats.device == "0" and stats.busy_pct == pytest.approx(75)
     assert stats.gap_table.iloc[0]["next"] == "k4"
     k4 = stats.per_launch.set_index("kernel").loc["k4"]
@@ -120,8 +134,9 @@ def test_cpu_only_trace_has_no_gpu_figures():
     events = [_x("ProfilerStep#1", "user_annotation", 0, 10, tid=1), _x("aten::mm", "cpu_op", 1, 5)]
     stats = launch_stats(from_document(_doc(events)))
     assert not stats.has_gpu and stats.busy_pct is None and stats.launches == 0
-    assert stats.per_kernel.empty and stats.devices.empty
-    assert "CPU-only" in launch_rows(stats)[0][1]
+    assert stats.per_kernel.empty and stats.devices.empty and stats.gaps == 0
+    assert list(stats.devices.columns) == DEVICE_COLUMNS
+    assert launch_rows(stats) == [("GPU busy", "n/a: no GPU events (a CPU-only trace)")]
 
 
 def test_merge_intervals_against_brute_force():
@@ -146,6 +161,16 @@ def test_merge_intervals_merges_gaps_that_are_float_rounding():
     assert ms.tolist() == [0.0, 5.0] and me.tolist() == [3.0, 6.0] and opener.tolist() == [0, 3]
     ms, _, _ = merge_intervals(np.array([0.0, 1.0 + 0.01]), np.array([1.0, 2.0]))
     assert len(ms) == 2  # 10 ns is a real gap
+    ms, _, _ = merge_intervals(np.array([0.0, 1.0 + EPS_US]), np.array([1.0, 2.0]))
+    assert len(ms) == 1  # a new group needs *more* than EPS_US after the last end
+
+
+def test_merge_intervals_opener_is_the_first_input_among_equal_starts():
+    """The gap table names the work that ends each gap: among items starting together, the
+    first one given (a stable sort; 40 items, enough for an unstable sort to pick another)."""
+    starts = np.repeat([10.0, 0.0], 20)
+    _, _, opener = merge_intervals(starts, starts + 1)
+    assert opener.tolist() == [20, 0]
 
 
 def test_merge_intervals_is_vectorised_for_a_million_events():
