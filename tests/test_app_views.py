@@ -474,18 +474,19 @@ def test_gzip_bombs_are_refused_quickly(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("data", "message"),
+    ("name", "data", "message"),
     [
-        (b"hello", "not valid JSON"),
-        (b'{"schemaVersion": 1}', "no `traceEvents` list"),
-        (json.dumps({"traceEvents": "nope"}).encode(), "no `traceEvents` list"),
-        (b"", "the file is empty"),
-        (gzip.compress(b"not json"), "not valid JSON"),
-        (NAIVE.read_bytes()[:2000], "gzip stream is corrupt"),
+        ("upload.json", b"hello", "not valid JSON"),
+        ("upload.json.gz", b"hello", "named .gz but is not gzip data"),
+        ("upload.json", b'{"schemaVersion": 1}', "no `traceEvents` list"),
+        ("upload.json", json.dumps({"traceEvents": "nope"}).encode(), "no `traceEvents` list"),
+        ("upload.json.gz", b"", "the file is empty"),
+        ("upload.json.gz", gzip.compress(b"not json"), "not valid JSON"),
+        ("upload.json.gz", NAIVE.read_bytes()[:2000], "gzip stream is corrupt"),
     ],
 )
-def test_analyze_broken_uploads(tmp_path, data, message):
-    error = message_of(analyze_tab.analyze, write(tmp_path, "upload.json.gz", data))
+def test_analyze_broken_uploads(tmp_path, name, data, message):
+    error = message_of(analyze_tab.analyze, write(tmp_path, name, data))
     assert message in error.message and error.title == "Unreadable trace"
 
 
