@@ -17,8 +17,14 @@ from profiling.launch import (
     launch_rows,
     launch_stats,
     merge_intervals,
+    scoped_work,
 )
-from profiling.launch_tables import LAUNCH_COLUMNS, PER_KERNEL_COLUMNS, per_kernel_table
+from profiling.launch_tables import (
+    LAUNCH_COLUMNS,
+    PER_KERNEL_COLUMNS,
+    launch_table,
+    per_kernel_table,
+)
 from profiling.trace_events import EPS_US
 from tests.conftest import FIXTURES, H200, from_document
 
@@ -136,7 +142,40 @@ def test_cpu_only_trace_has_no_gpu_figures():
     assert not stats.has_gpu and stats.busy_pct is None and stats.launches == 0
     assert stats.per_kernel.empty and stats.devices.empty and stats.gaps == 0
     assert list(stats.devices.columns) == DEVICE_COLUMNS
+    assert list(stats.per_launch.columns) == LAUNCH_COLUMNS
+    assert list(stats.per_kernel.columns) == PER_KERNEL_COLUMNS
+    assert list(per_kernel_table(stats.per_launch).columns) == PER_KERNEL_COLUMNS
     assert launch_rows(stats) == [("GPU busy", "n/a: no GPU events (a CPU-only trace)")]
+
+
+def test_launch_table_is_launch_stats_per_launch():
+    tr = trace.load(H200["naive"])
+    work, _ = scoped_work(tr)
+    pd.testing.assert_frame_equal(launch_table(tr, work), launch_stats(tr).per_launch)
+    assert len(launch_table(tr, work.iloc[:5])) == 5  # the rows it is given, each linked
+
+
+def test_a_launch_in_the_first_row_is_linked():
+    """Row 0 of the spans table is a valid link (the earliest span is often the launch)."""
+    events = [
+        _x("cudaLaunchKernel", "cuda_runtime", 0, 1, pid=1, tid=1, correlation=1),
+        _x("k", "kernel", 5, 2, correlation=1),
+    ]
+    stats = launch_stats(from_document(_doc(events)))
+    assert stats.launches == 1 and stats.per_launch["cpu_launch_us"].tolist() == [1]
+
+
+def test_launches_that_start_together_keep_their_work_order():
+    """30 threads launch at two instants: each instant's launches keep their kernels' order (a
+    stable sort; enough ties for an unstable one to reorder them)."""
+    events = []
+    for i in range(30):
+        events.append(_x("cudaLaunchKernel", "cuda_runtime", 1 + i % 2, 1, pid=1, tid=100 + i,
+                         correlation=i))  # fmt: skip
+        events.append(_x(f"k{i:02}", "kernel", 10 + 3 * i, 2, correlation=i))
+    stats = launch_stats(from_document(_doc(events)))
+    first, then = [f"k{i:02}" for i in range(0, 30, 2)], [f"k{i:02}" for i in range(1, 30, 2)]
+    assert stats.per_launch["kernel"].tolist() == first + then
 
 
 def test_merge_intervals_against_brute_force():
