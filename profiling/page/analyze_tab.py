@@ -11,7 +11,7 @@ from typing import Any
 import gradio as gr
 
 from profiling import columns, views_analyze, views_shared
-from profiling.page.controls import table
+from profiling.page.controls import kernel_table, table
 from profiling.page.errors import guarded
 from profiling.page.listeners import TRACE_JOB, clear_on_failure, trace_job
 from profiling.page.style import ROWS_CSS
@@ -73,13 +73,10 @@ def _results() -> list[Any]:
         "Operators and record_function spans (whole trace, counted as key_averages)",
         "an-operators",
         headers=list(columns.TRACE_OPERATOR_COLUMNS.values()),
-        datatype=["str", *["number"] * 5], max_chars=90,
-    )  # fmt: skip
-    kernels = table(
-        "GPU kernels, names decoded", "an-kernels", headers=views_shared.kernel_headers(),
-        datatype=views_shared.kernel_datatypes(), column_widths=views_shared.kernel_widths(),
-        max_chars=100,
-    )  # fmt: skip
+        datatype=["str", *["number"] * 5],
+        max_chars=90,
+    )
+    kernels = kernel_table("GPU kernels, names decoded", "an-kernels")
     return [summary, launch, operators, kernels, gantt]
 
 

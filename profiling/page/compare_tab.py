@@ -7,6 +7,7 @@ Diff tab.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import gradio as gr
@@ -16,15 +17,14 @@ from profiling import job_request, jobs, views_compare
 from profiling.compare import CompareResult
 from profiling.compare import compare_workloads as run_compare
 from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
-from profiling.page.errors import guarded, translated
+from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
     clear_on_failure,
     job_seconds,
-    keep_job_files,
     progress_callback,
     relabel_on_dtype,
-    show_waiting,
+    run_device_job,
 )
 
 MAX_VARIANTS = job_request.MAX_COMPARE_VARIANTS[DEVICE]
@@ -65,14 +65,10 @@ def compare(
         the "at a glance" table, a note naming the datasheet peak used, GPU-vs-CPU bar chart,
         stacked mini-Gantts, a zip of every trace and table.
     """
-    request = guarded(
-        "compare_request", job_request.compare_request, variants, seq_len, dtype, batch, heads,
-        head_dim, causal, DEVICE,
-    )  # fmt: skip
-    show_waiting(progress)
-    result = compare_on_gpu(request, progress)
-    keep_job_files(result)
-    shown = guarded("compare views", views_compare.compare_page, result, DEVICE)
+    shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal)
+    validate = partial(job_request.compare_request, variants, seq_len, **shape, device=DEVICE)
+    view = views_compare.compare_page
+    shown = run_device_job("compare", validate, compare_on_gpu, view, progress)
     zip_path = str(shown.zip_path) if shown.zip_path else None
     return shown.glance, shown.note, shown.bars, shown.gantts, zip_path, shown.traces
 
@@ -81,11 +77,14 @@ def _results() -> list[Any]:
     """What a Compare shows, in the order of compare()'s outputs (laid out in the page's)."""
     note = gr.Markdown("", elem_id="cmp-note")
     glance = table(
-        "At a glance (per forward)", "glance",
+        "At a glance (per forward)",
+        "glance",
         headers=views_compare.glance_columns(DEVICE),
         datatype=views_compare.glance_datatypes(DEVICE),
-        column_widths=views_compare.glance_widths(DEVICE), max_chars=120, max_height=640,
-    )  # fmt: skip
+        column_widths=views_compare.glance_widths(DEVICE),
+        max_chars=120,
+        max_height=640,
+    )
     zip_file = gr.DownloadButton(
         "Every trace and table (.zip)", elem_id="cmp-zip", size="md", value=None
     )
@@ -93,9 +92,11 @@ def _results() -> list[Any]:
     gantts = gr.Plot(label="Timelines on one time axis", elem_id="cmp-gantts")
     with gr.Accordion("Datasheet peaks (what “% of peak” divides by)", open=False):
         table(
-            "NVIDIA datasheet dense peaks, TFLOP/s", "peaks", value=views_compare.peaks_view(),
+            "NVIDIA datasheet dense peaks, TFLOP/s",
+            "peaks",
+            value=views_compare.peaks_view(),
             max_chars=140,
-        )  # fmt: skip
+        )
     return [glance, note, bars, gantts, zip_file]
 
 
@@ -123,9 +124,12 @@ def build() -> tuple[Any, gr.State]:
         outputs = _results()
         runs = gr.State({})
     compared = button.click(
-        jobs.on_device(compare), inputs=[variants, *shape.values()], outputs=[*outputs, runs],
-        api_name="compare", **DEVICE_JOB,
-    )  # fmt: skip
+        jobs.on_device(compare),
+        inputs=[variants, *shape.values()],
+        outputs=[*outputs, runs],
+        api_name="compare",
+        **DEVICE_JOB,
+    )
     clear_on_failure(compared, outputs)
     relabel_on_dtype(variants, shape["dtype"])
     return compared, runs

@@ -24,9 +24,15 @@ def slider(name: str, label: str, info: str | None = None, prefix: str = "") -> 
     """A shape slider over the page's range for `name`, starting at the page's default."""
     low, high, step = RANGES[name]
     return gr.Slider(
-        low, high, value=START[name], step=step, label=label, info=info,
-        elem_id=prefix + name, buttons=["reset"],
-    )  # fmt: skip
+        low,
+        high,
+        value=START[name],
+        step=step,
+        label=label,
+        info=info,
+        elem_id=prefix + name,
+        buttons=["reset"],
+    )
 
 
 def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
@@ -52,10 +58,26 @@ def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
 def table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:
     """A read-only table that wraps, scrolls past 420 px, and can be searched and copied."""
     defaults: dict[str, Any] = dict(
-        interactive=False, wrap=True, max_height=420, show_search="search",
+        interactive=False,
+        wrap=True,
+        max_height=420,
+        show_search="search",
         buttons=["copy", "fullscreen"],
-    )  # fmt: skip
+    )
     return gr.Dataframe(label=label, elem_id=elem_id, **{**defaults, **options})
+
+
+def kernel_table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:
+    """The kernel table as Profile and Analyse show it: the decoding beside each name."""
+    return table(
+        label,
+        elem_id,
+        headers=views_shared.kernel_headers(),
+        datatype=views_shared.kernel_datatypes(),
+        column_widths=views_shared.kernel_widths(),
+        max_chars=100,
+        **options,
+    )
 
 
 def variant_picker(

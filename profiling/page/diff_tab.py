@@ -15,6 +15,14 @@ from profiling.page.controls import table
 from profiling.page.errors import guarded
 from profiling.page.listeners import QUIET, TRACE_JOB, clear_on_failure, trace_job
 
+# (label, elem_id, datatypes, column widths) of the kernel and the operator delta tables
+DELTA_TABLES = (
+    ("Kernels: per name, per window", "kernel-delta", views_diff.KERNEL_DIFF_TYPES,
+     views_diff.KERNEL_DIFF_WIDTHS),
+    ("Operators (cpu_op spans): per name, per window", "operator-delta",
+     views_diff.OPERATOR_DIFF_TYPES, views_diff.OPERATOR_DIFF_WIDTHS),
+)  # fmt: skip
+
 
 def diff(
     trace_a: str | None, trace_b: str | None, label_a: str = "", label_b: str = ""
@@ -63,17 +71,11 @@ def _uploads() -> tuple[list[Any], gr.Button]:
 def _results() -> list[Any]:
     """The headline and the two delta tables, in the order of diff()'s outputs."""
     headline = gr.Markdown("", elem_id="diff-headline")
-    kernel_delta = table(
-        "Kernels: per name, per window", "kernel-delta",
-        datatype=views_diff.KERNEL_DIFF_TYPES,
-        column_widths=views_diff.KERNEL_DIFF_WIDTHS, max_chars=80,
-    )  # fmt: skip
-    operator_delta = table(
-        "Operators (cpu_op spans): per name, per window", "operator-delta",
-        datatype=views_diff.OPERATOR_DIFF_TYPES,
-        column_widths=views_diff.OPERATOR_DIFF_WIDTHS, max_chars=80,
-    )  # fmt: skip
-    return [headline, kernel_delta, operator_delta]
+    deltas = [
+        table(label, elem_id, datatype=types, column_widths=widths, max_chars=80)
+        for label, elem_id, types, widths in DELTA_TABLES
+    ]
+    return [headline, *deltas]
 
 
 def build(compared: Any, compare_runs: gr.State) -> None:
@@ -101,7 +103,10 @@ def build(compared: Any, compare_runs: gr.State) -> None:
     )
     clear_on_failure(uploaded, outputs)
     picked = runs_button.click(
-        trace_job(diff_runs), inputs=[pick_a, pick_b, compare_runs], outputs=outputs,
-        api_visibility="private", **TRACE_JOB,
-    )  # fmt: skip
+        trace_job(diff_runs),
+        inputs=[pick_a, pick_b, compare_runs],
+        outputs=outputs,
+        api_visibility="private",
+        **TRACE_JOB,
+    )
     clear_on_failure(picked, outputs)

@@ -16,6 +16,7 @@ import gradio as gr
 
 from profiling import job_request, jobs, views_compare, views_shared
 from profiling.page.controls import DEVICE
+from profiling.page.errors import guarded
 
 QUIET: dict[str, Any] = {"api_visibility": "private", "queue": False}  # page-only follow-ups
 # One device job at a time, each click once. preprocess=False: Gradio answers a string in a
@@ -68,6 +69,21 @@ def show_waiting(progress: Any) -> None:
 def job_seconds(request: job_request.JobRequest, progress: Any = None) -> int:
     """@spaces.GPU duration of a Compare or Sweep, worked out when it was validated."""
     return request.gpu_seconds
+
+
+def run_device_job(
+    what: str,
+    validate: Callable[[], job_request.JobRequest],
+    on_gpu: Callable[[job_request.JobRequest, Any], Any],
+    view: Callable[[Any, str], Any],
+    progress: Any,
+) -> Any:
+    """A Compare or Sweep: validated, run by its GPU function, its folders kept, then shown."""
+    request = guarded(f"{what}_request", validate)
+    show_waiting(progress)
+    result = on_gpu(request, progress)
+    keep_job_files(result)
+    return guarded(f"{what} views", view, result, DEVICE)
 
 
 def keep_job_files(result: Any) -> None:

@@ -12,7 +12,7 @@ import gradio as gr
 import spaces
 
 from profiling import job_request, jobs, views_profile, views_shared
-from profiling.page.controls import DEVICE, START, shape_controls, table
+from profiling.page.controls import DEVICE, START, kernel_table, shape_controls, table
 from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
@@ -65,10 +65,8 @@ def profile(
         Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt.
     """
     with translated("profile's checks"):
-        workload = page_workload(
-            DEVICE, variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
-            head_dim=head_dim, causal=causal,
-        )  # fmt: skip
+        raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads)
+        workload = page_workload(DEVICE, **raw, head_dim=head_dim, causal=causal)
     show_waiting(progress)
     with translated(f"profile for {workload}"):
         result = profile_on_gpu(workload, progress)
@@ -127,21 +125,19 @@ def _results() -> list[Any]:
         txt_file = gr.DownloadButton("Operator table .txt", elem_id="download-txt", size="md")
     gantt = gr.Plot(label="Timeline: CPU ops and GPU kernels", elem_id="gantt")
     operators = table(
-        "Operators (torch.profiler key_averages)", "operators",
+        "Operators (torch.profiler key_averages)",
+        "operators",
         headers=views_profile.operator_headers(DEVICE),
         datatype=views_profile.operator_datatypes(DEVICE),
         column_widths=views_profile.operator_widths(DEVICE),
         max_chars=90,  # key_averages lists kernels too; click a cell for the full name
-    )  # fmt: skip
+    )
     kernel_note = gr.Markdown("", elem_id="kernel-note")
-    kernels = table(
-        "GPU kernels per forward, names decoded", "kernels",
-        headers=views_shared.kernel_headers(),
-        datatype=views_shared.kernel_datatypes(),
-        column_widths=views_shared.kernel_widths(),
-        max_chars=100,
+    kernels = kernel_table(
+        "GPU kernels per forward, names decoded",
+        "kernels",
         visible=DEVICE == "cuda",  # a CPU run has no kernels: the note above says so
-    )  # fmt: skip
+    )
     with gr.Accordion("Summary as JSON", open=False):
         summary = gr.JSON(label="summary", elem_id="summary-json")
     return [strip, summary, operators, kernels, kernel_note, gantt, json_file, gz_file, txt_file]
@@ -158,9 +154,12 @@ def build() -> None:
         run_button = gr.Button("Profile", variant="primary", elem_id="profile-button")
         outputs = _results()
     profiled = run_button.click(
-        jobs.on_device(profile), inputs=[variant, *shape.values()], outputs=outputs,
-        api_name="profile", **DEVICE_JOB,
-    )  # fmt: skip
+        jobs.on_device(profile),
+        inputs=[variant, *shape.values()],
+        outputs=outputs,
+        api_name="profile",
+        **DEVICE_JOB,
+    )
     clear_on_failure(profiled, outputs, first=views_profile.failed_html())
     lesson_inputs = [variant, shape["dtype"], shape["causal"]]
     for control in (variant, shape["causal"]):

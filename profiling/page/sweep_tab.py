@@ -7,6 +7,7 @@ never dropped.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import gradio as gr
@@ -14,15 +15,14 @@ import spaces
 
 from profiling import job_request, jobs, views_sweep
 from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
-from profiling.page.errors import guarded, translated
+from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
     clear_on_failure,
     job_seconds,
-    keep_job_files,
     progress_callback,
     relabel_on_dtype,
-    show_waiting,
+    run_device_job,
 )
 from profiling.sweep import SweepResult
 from profiling.sweep import sweep_workloads as run_sweep
@@ -65,14 +65,10 @@ def sweep(
         log–log chart of time per forward vs S, log–log chart of memory vs S, the table of
         points (with status and reason), a zip with one trace per point.
     """
-    request = guarded(
-        "sweep_request", job_request.sweep_request, variants, seq_lens, dtype, batch, heads,
-        head_dim, causal, DEVICE,
-    )  # fmt: skip
-    show_waiting(progress)
-    result = sweep_on_gpu(request, progress)
-    keep_job_files(result)
-    shown = guarded("sweep views", views_sweep.sweep_page, result, DEVICE)
+    shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal)
+    validate = partial(job_request.sweep_request, variants, seq_lens, **shape, device=DEVICE)
+    view = views_sweep.sweep_page
+    shown = run_device_job("sweep", validate, sweep_on_gpu, view, progress)
     zip_path = str(shown.zip_path) if shown.zip_path else None
     return shown.time, shown.memory, shown.table, zip_path
 
@@ -99,9 +95,12 @@ def _results() -> list[Any]:
     time_chart = gr.Plot(label="Time per forward vs S (log–log)", elem_id="sw-time")
     memory_chart = gr.Plot(label="Memory vs S (log–log)", elem_id="sw-memory")
     points = table(
-        "Points", "sw-table", headers=views_sweep.sweep_columns(DEVICE),
-        datatype=views_sweep.sweep_datatypes(DEVICE), max_chars=140,
-    )  # fmt: skip
+        "Points",
+        "sw-table",
+        headers=views_sweep.sweep_columns(DEVICE),
+        datatype=views_sweep.sweep_datatypes(DEVICE),
+        max_chars=140,
+    )
     zip_file = gr.DownloadButton("Every trace and the table (.zip)", elem_id="sw-zip", size="md")
     return [time_chart, memory_chart, points, zip_file]
 
@@ -122,8 +121,11 @@ def build() -> None:
         button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
         outputs = _results()
     swept = button.click(
-        jobs.on_device(sweep), inputs=[variants, lengths, *shape.values()], outputs=outputs,
-        api_name="sweep", **DEVICE_JOB,
-    )  # fmt: skip
+        jobs.on_device(sweep),
+        inputs=[variants, lengths, *shape.values()],
+        outputs=outputs,
+        api_name="sweep",
+        **DEVICE_JOB,
+    )
     clear_on_failure(swept, outputs)
     relabel_on_dtype(variants, shape["dtype"])
