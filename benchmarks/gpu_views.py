@@ -30,8 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from attention import VARIANTS  # noqa: E402
-from profiling.compare import compare, markdown  # noqa: E402
+from profiling.compare import compare  # noqa: E402
 from profiling.sweep import doubling, points_json, sweep  # noqa: E402
+from profiling.text_tables import markdown  # noqa: E402
 
 SWEEP_VARIANTS = ("naive", "sdpa-flash", "sdpa-cudnn")
 

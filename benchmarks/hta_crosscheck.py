@@ -37,8 +37,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from profiling.compare import markdown, text_table  # noqa: E402
 from profiling.launch import launch_stats  # noqa: E402
+from profiling.text_tables import markdown, text_table  # noqa: E402
 from profiling.trace import load  # noqa: E402
 
 FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("*.json.gz"))

@@ -423,8 +423,8 @@ def _lengths(text: str) -> list[int]:
 
 
 def _table(table, markdown: bool) -> str:
-    from profiling.compare import markdown as to_markdown
-    from profiling.compare import text_table
+    from profiling.text_tables import markdown as to_markdown
+    from profiling.text_tables import text_table
 
     if table.empty and not markdown:
         return "(empty)"

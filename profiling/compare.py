@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-import re
-import shutil
 import tempfile
-import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,10 +21,12 @@ import pandas as pd
 import torch
 
 from attention import VARIANTS
-from profiling.jobs import JobCancelled
+from profiling.job_files import cancelled, write_zip
 from profiling.launch import LaunchStats
+from profiling.peaks import Peak, peak_entry, peak_tflops, peaks_table
 from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
 from profiling.summary import Summary
+from profiling.text_tables import markdown
 from profiling.vocabulary import FORWARD
 from profiling.workload import (
     DTYPES,
@@ -44,75 +43,6 @@ log = logging.getLogger(__name__)
 
 # The post's six, in its order: the variants always in Compare's default list.
 POST_VARIANTS = tuple(v.id for v in VARIANTS.values() if v.compare_default == "always")
-
-# -- datasheet peaks ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Peak:
-    """Dense (no sparsity) peak TFLOP/s of one GPU model, as NVIDIA's datasheet states it."""
-
-    device: str
-    tflops: dict[str, float]  # dtype → dense TFLOP/s; a dtype left out has no tensor-core peak
-    source: str
-
-
-# Name patterns as torch.cuda.get_device_name() spells them ("NVIDIA H200", "NVIDIA H100 80GB
-# HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "Tesla T4"), first match wins. float32 is the
-# FP32 (non-tensor-core) peak: PyTorch's default matmul precision does not use TF32. Dense =
-# half of the datasheet's "with sparsity" tensor figure. Left out on purpose: A10G (AWS's part;
-# NVIDIA publishes no datasheet for it), H100 NVL and H200 NVL (lower clocks, other figures).
-PEAKS: list[tuple[re.Pattern[str], Peak]] = [
-    (re.compile(r"\bH200\b(?!.*\bNVL\b)"),
-     Peak("H200 SXM", {"bfloat16": 989.4, "float16": 989.4, "float32": 67.0},
-          "NVIDIA H200 datasheet (BF16/FP16 1,979 with sparsity → 989.4 dense; FP32 67)")),
-    (re.compile(r"\bH100\b.*\bPCIe\b", re.I),
-     Peak("H100 PCIe", {"bfloat16": 756.0, "float16": 756.0, "float32": 51.0},
-          "NVIDIA H100 datasheet, PCIe (BF16/FP16 1,513 with sparsity → 756 dense; FP32 51)")),
-    (re.compile(r"\bH100\b(?!.*\bNVL\b).*(\bSXM|\bHBM3\b)"),
-     Peak("H100 SXM", {"bfloat16": 989.4, "float16": 989.4, "float32": 67.0},
-          "NVIDIA H100 datasheet, SXM (BF16/FP16 1,979 with sparsity → 989.4 dense; FP32 67)")),
-    (re.compile(r"\bA100\b"),
-     Peak("A100", {"bfloat16": 312.0, "float16": 312.0, "float32": 19.5},
-          "NVIDIA A100 datasheet (BF16/FP16 tensor 312 dense; FP32 19.5)")),
-    (re.compile(r"\bL40S\b"),
-     Peak("L40S", {"bfloat16": 362.05, "float16": 362.05, "float32": 91.6},
-          "NVIDIA L40S datasheet (BF16/FP16 tensor 362.05 dense; FP32 91.6)")),
-    (re.compile(r"\bL4\b"),
-     Peak("L4", {"bfloat16": 121.0, "float16": 121.0, "float32": 30.3},
-          "NVIDIA L4 datasheet (BF16/FP16 242 with sparsity → 121 dense; FP32 30.3)")),
-    (re.compile(r"\bA10\b"),
-     Peak("A10", {"bfloat16": 125.0, "float16": 125.0, "float32": 31.2},
-          "NVIDIA A10 datasheet (BF16/FP16 tensor 125 dense; FP32 31.2)")),
-    (re.compile(r"\bT4\b"),
-     Peak("T4", {"float16": 65.0, "float32": 8.1},
-          "NVIDIA T4 datasheet (FP16 tensor 65; FP32 8.1; no bf16 tensor cores)")),
-]  # fmt: skip
-
-
-def peak_entry(device_name: str) -> Peak | None:
-    """The datasheet row for a device name, or None when the model is not in the table."""
-    for pattern, peak in PEAKS:
-        if pattern.search(device_name or ""):
-            return peak
-    return None
-
-
-def peak_tflops(device_name: str, dtype: str) -> float | None:
-    """Datasheet dense peak for (device, dtype); None when unknown (then no "% of peak")."""
-    peak = peak_entry(device_name)
-    return peak.tflops.get(dtype) if peak else None
-
-
-def peaks_table() -> pd.DataFrame:
-    """The datasheet table as the page shows it (so the source is on screen, not hidden)."""
-    rows = [
-        {"device": p.device, **{f"{k} TFLOP/s": v for k, v in p.tflops.items()}, "source": p.source}
-        for _, p in PEAKS
-    ]
-    cols = ["device", "bfloat16 TFLOP/s", "float16 TFLOP/s", "float32 TFLOP/s", "source"]
-    return pd.DataFrame(rows).reindex(columns=cols)
-
 
 # -- results ------------------------------------------------------------------------------------
 
@@ -245,15 +175,6 @@ def compare_workloads(
     return result
 
 
-def cancelled(stop: Callable[[], bool] | None, out: Path, made: bool) -> None:
-    """Between two runs of a job: end it if its client cancelled it, removing the folder it
-    made (the runs so far and their traces are nobody's now)."""
-    if stop is not None and stop():
-        if made:
-            shutil.rmtree(out, ignore_errors=True)
-        raise JobCancelled(f"cancelled; {out.name} removed" if made else "cancelled")
-
-
 def profile_one(workload: Workload, out_dir: Path, progress: Progress) -> VariantRun:
     """Run one variant and keep what the views need; errors become a status and a reason."""
     label = workload.spec.label
@@ -382,51 +303,6 @@ def compare_zip(result: CompareResult) -> Path:
     return write_zip(entries, f"compare_{tag}.zip")
 
 
-def write_zip(entries: Iterable[tuple[str, Path | str | bytes]], name: str) -> Path:
-    """Write (name in zip, file or text) pairs into a zip in a fresh temp folder; its path."""
-    path = Path(tempfile.mkdtemp(prefix="attnprof-zip-")) / name
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for arcname, content in entries:
-            if isinstance(content, Path):
-                stored = content.suffix == ".gz"  # already compressed
-                zf.write(content, arcname, zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED)
-            else:
-                zf.writestr(arcname, content)
-    return path
-
-
-def format_cell(v: Any, digits: int = 3) -> str:
-    """One number as the tables print it: 3 significant digits, scientific when tiny or huge."""
-    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    if isinstance(v, float):
-        if v != 0 and (abs(v) < 10 ** -(digits - 1) or abs(v) >= 1e7):
-            return f"{v:.{digits - 1}e}"
-        return f"{v:,.{digits}g}" if abs(v) < 1000 else f"{v:,.0f}"
-    return str(v)
-
-
-def text_table(table: pd.DataFrame, max_width: int = 60) -> str:
-    """Aligned plain text for a terminal: numbers formatted, long text cut."""
-    shown = table.map(lambda v: _cut(format_cell(v), max_width))
-    return shown.to_string(index=False)
-
-
-def markdown(table: pd.DataFrame, digits: int = 3) -> str:
-    """A GitHub-flavoured Markdown table (pandas' to_markdown needs tabulate; this does not)."""
-
-    def escaped(text: str) -> str:  # a bare | or newline would end the cell or the row
-        return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
-
-    def cell(v: Any) -> str:
-        return escaped(format_cell(v, digits))
-
-    head = "| " + " | ".join(escaped(str(c)) for c in table.columns) + " |"
-    rule = "|" + "|".join("---" for _ in table.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
-    return "\n".join([head, rule, *body]) + "\n"
-
-
 # -- helpers -------------------------------------------------------------------------------------
 
 
@@ -435,10 +311,6 @@ def _scaled(report: Progress, i: int, n: int, name: str) -> Progress:
         report((i + min(max(fraction, 0.0), 1.0)) / n, f"{name} ({i + 1}/{n}): {text}")
 
     return step
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _device_name(device: str) -> str:

@@ -17,9 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from profiling.compare import cancelled, markdown, write_zip
+from profiling.job_files import cancelled, write_zip
 from profiling.memory_estimate import check_memory, estimate_bytes
 from profiling.runner import RunError, VariantUnavailable, run
+from profiling.text_tables import markdown
 from profiling.workload import (
     LIMITS,
     ConfigError,

@@ -15,14 +15,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from attention import VARIANTS, on_zero_gpu
-from profiling.compare import (
-    GLANCE_COLUMNS,
-    POST_VARIANTS,
-    CompareResult,
-    default_variants,
-    peaks_table,
-)
+from profiling.compare import GLANCE_COLUMNS, POST_VARIANTS, CompareResult, default_variants
 from profiling.compare_figures import gpu_cpu_bars, mini_gantts
+from profiling.peaks import peaks_table
 from profiling.views_shared import significant, without_nan
 from profiling.workload import device_key, unavailable_reasons
 

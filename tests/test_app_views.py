@@ -33,12 +33,12 @@ from profiling.compare import (
     CompareResult,
     VariantRun,
     glance_table,
-    peak_entry,
     timeline,
 )
 from profiling.gantt import FigureSpec, bar_count
 from profiling.launch import launch_stats
 from profiling.page import analyze_tab, compare_tab, diff_tab, profile_tab, sweep_tab
+from profiling.peaks import peak_entry
 from profiling.summary import CAUSAL_CONVENTION, Summary, attention_flops, per_forward
 from profiling.trace import load
 from profiling.workload import Workload

@@ -19,15 +19,14 @@ from profiling.compare import (
     compare,
     default_variants,
     glance_table,
-    markdown,
-    peak_tflops,
-    peaks_table,
     timeline,
 )
 from profiling.compare_figures import gpu_cpu_bars, mini_gantts
 from profiling.launch import launch_stats
 from profiling.memory_estimate import estimate_bytes
+from profiling.peaks import peak_tflops, peaks_table
 from profiling.summary import CAUSAL_CONVENTION, Summary, attention_flops, per_forward
+from profiling.text_tables import markdown
 from profiling.workload import ConfigError, Workload
 from tests.conftest import FIXTURES
 

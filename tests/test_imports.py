@@ -39,6 +39,9 @@ TORCH_FREE = [
     "profiling.gantt",
     "profiling.diff",
     "profiling.analyze",
+    "profiling.peaks",
+    "profiling.text_tables",
+    "profiling.job_files",
 ]
 
 # A finder placed first on sys.meta_path makes any `import torch` (or torch.x) raise, as on a

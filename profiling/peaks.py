@@ -1,0 +1,82 @@
+"""Datasheet peak TFLOP/s per GPU model: what Compare's "% of peak" is measured against.
+
+Plain data (no torch): the page shows the table itself, so the source of every figure is on
+screen.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Peak:
+    """Dense (no sparsity) peak TFLOP/s of one GPU model, as NVIDIA's datasheet states it."""
+
+    device: str
+    tflops: dict[str, float]  # dtype → dense TFLOP/s; a dtype left out has no tensor-core peak
+    source: str
+
+
+# Name patterns as torch.cuda.get_device_name() spells them ("NVIDIA H200", "NVIDIA H100 80GB
+# HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "Tesla T4"), first match wins. float32 is the
+# FP32 (non-tensor-core) peak: PyTorch's default matmul precision does not use TF32. Dense =
+# half of the datasheet's "with sparsity" tensor figure. Left out on purpose: A10G (AWS's part;
+# NVIDIA publishes no datasheet for it), H100 NVL and H200 NVL (lower clocks, other figures).
+PEAKS: list[tuple[re.Pattern[str], Peak]] = [
+    (re.compile(r"\bH200\b(?!.*\bNVL\b)"),
+     Peak("H200 SXM", {"bfloat16": 989.4, "float16": 989.4, "float32": 67.0},
+          "NVIDIA H200 datasheet (BF16/FP16 1,979 with sparsity → 989.4 dense; FP32 67)")),
+    (re.compile(r"\bH100\b.*\bPCIe\b", re.I),
+     Peak("H100 PCIe", {"bfloat16": 756.0, "float16": 756.0, "float32": 51.0},
+          "NVIDIA H100 datasheet, PCIe (BF16/FP16 1,513 with sparsity → 756 dense; FP32 51)")),
+    (re.compile(r"\bH100\b(?!.*\bNVL\b).*(\bSXM|\bHBM3\b)"),
+     Peak("H100 SXM", {"bfloat16": 989.4, "float16": 989.4, "float32": 67.0},
+          "NVIDIA H100 datasheet, SXM (BF16/FP16 1,979 with sparsity → 989.4 dense; FP32 67)")),
+    (re.compile(r"\bA100\b"),
+     Peak("A100", {"bfloat16": 312.0, "float16": 312.0, "float32": 19.5},
+          "NVIDIA A100 datasheet (BF16/FP16 tensor 312 dense; FP32 19.5)")),
+    (re.compile(r"\bL40S\b"),
+     Peak("L40S", {"bfloat16": 362.05, "float16": 362.05, "float32": 91.6},
+          "NVIDIA L40S datasheet (BF16/FP16 tensor 362.05 dense; FP32 91.6)")),
+    (re.compile(r"\bL4\b"),
+     Peak("L4", {"bfloat16": 121.0, "float16": 121.0, "float32": 30.3},
+          "NVIDIA L4 datasheet (BF16/FP16 242 with sparsity → 121 dense; FP32 30.3)")),
+    (re.compile(r"\bA10\b"),
+     Peak("A10", {"bfloat16": 125.0, "float16": 125.0, "float32": 31.2},
+          "NVIDIA A10 datasheet (BF16/FP16 tensor 125 dense; FP32 31.2)")),
+    (re.compile(r"\bT4\b"),
+     Peak("T4", {"float16": 65.0, "float32": 8.1},
+          "NVIDIA T4 datasheet (FP16 tensor 65; FP32 8.1; no bf16 tensor cores)")),
+]  # fmt: skip
+
+
+def peak_entry(device_name: str) -> Peak | None:
+    """The datasheet row for a device name, or None when the model is not in the table."""
+    for pattern, peak in PEAKS:
+        if pattern.search(device_name or ""):
+            return peak
+    return None
+
+
+def peak_tflops(device_name: str, dtype: str) -> float | None:
+    """Datasheet dense peak for (device, dtype); None when unknown (then no "% of peak")."""
+    peak = peak_entry(device_name)
+    return peak.tflops.get(dtype) if peak else None
+
+
+def peaks_table() -> pd.DataFrame:
+    """The datasheet table as the page shows it (so the source is on screen, not hidden)."""
+    rows = [
+        {
+            "device": peak.device,
+            **{f"{dtype} TFLOP/s": tflops for dtype, tflops in peak.tflops.items()},
+            "source": peak.source,
+        }
+        for _, peak in PEAKS
+    ]
+    columns = ["device", "bfloat16 TFLOP/s", "float16 TFLOP/s", "float32 TFLOP/s", "source"]
+    return pd.DataFrame(rows).reindex(columns=columns)

@@ -1,0 +1,49 @@
+"""Tables as text: aligned for a terminal, or GitHub-flavoured Markdown for docs and zips.
+
+Numbers print with three significant digits (scientific when tiny or huge), the same in the
+CLI, the Compare and Sweep zips and the benchmarks' reports.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+
+def format_cell(value: Any, digits: int = 3) -> str:
+    """One number as the tables print it: 3 significant digits, scientific when tiny or huge."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        if value != 0 and (abs(value) < 10 ** -(digits - 1) or abs(value) >= 1e7):
+            return f"{value:.{digits - 1}e}"
+        return f"{value:,.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def text_table(table: pd.DataFrame, max_width: int = 60) -> str:
+    """Aligned plain text for a terminal: numbers formatted, long text cut."""
+    shown = table.map(lambda value: cut(format_cell(value), max_width))
+    return shown.to_string(index=False)
+
+
+def markdown(table: pd.DataFrame, digits: int = 3) -> str:
+    """A GitHub-flavoured Markdown table (pandas' to_markdown needs tabulate; this does not)."""
+
+    def escaped(text: str) -> str:  # a bare | or newline would end the cell or the row
+        return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+    def cell(value: Any) -> str:
+        return escaped(format_cell(value, digits))
+
+    head = "| " + " | ".join(escaped(str(column)) for column in table.columns) + " |"
+    rule = "|" + "|".join("---" for _ in table.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([head, rule, *body]) + "\n"
+
+
+def cut(text: str, width: int) -> str:
+    """`text`, ending in … when it is longer than `width` characters."""
+    return text if len(text) <= width else text[: width - 1] + "…"
