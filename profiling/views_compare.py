@@ -120,11 +120,12 @@ def peak_note(result: CompareResult) -> str:
 def compare_note(result: CompareResult) -> str:
     """Markdown over the table: device and shape, the peak used, the TFLOP/s basis, and each
     variant that did not run with its reason (the table's last column repeats it)."""
-    s = result.shape
-    mask = "causal" if s.get("causal") else "full"
+    shape = result.shape
+    mask = "causal" if shape.get("causal") else "full"
     head = (
         f"**{len(result.ran)} of {len(result.runs)} variants ran** on {result.device_name} at "
-        f"B{s['batch']} H{s['heads']} S{s['seq_len']} D{s['head_dim']} {s['dtype']} {mask}."
+        f"B{shape['batch']} H{shape['heads']} S{shape['seq_len']} D{shape['head_dim']} "
+        f"{shape['dtype']} {mask}."
     )
     peak, _, rest = peak_note(result).partition(": ")
     items = [f"**{peak}:** {rest}" + (f" ({result.peak.source})" if result.peak else "")]

@@ -26,22 +26,23 @@ def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
     """(label, id) pairs for the dropdown; unavailable variants say so and why."""
     reasons = unavailable_reasons(device, dtype)
     out = []
-    for vid, v in VARIANTS.items():
-        why = reasons.get(vid)
-        out.append((f"{v.label} — unavailable: {why}" if why else v.label, vid))
+    for variant_id, spec in VARIANTS.items():
+        why = reasons.get(variant_id)
+        out.append((f"{spec.label} — unavailable: {why}" if why else spec.label, variant_id))
     return out
 
 
 def lesson_markdown(variant: str, device: str, dtype: str, causal: bool = True) -> str:
     """The chosen variant's one-line lesson, and the reason when it cannot run here. Where the
     lesson is about the mask (the naive variants), full attention says what changes without it."""
-    v = VARIANTS.get(variant)
-    if v is None:
+    spec = VARIANTS.get(variant)
+    if spec is None:
         return "Pick a variant to see what its trace teaches."
-    lesson = f"On a GPU: {v.lesson}" if device != "cuda" else v.lesson[:1].upper() + v.lesson[1:]
-    text = f"**{v.label}** · `{v.id}`\n\n{lesson}."
-    if v.lesson_without_mask and not causal:
-        text += f"\n\n{v.lesson_without_mask}."
+    told = spec.lesson
+    lesson = f"On a GPU: {told}" if device != "cuda" else told[:1].upper() + told[1:]
+    text = f"**{spec.label}** · `{spec.id}`\n\n{lesson}."
+    if spec.lesson_without_mask and not causal:
+        text += f"\n\n{spec.lesson_without_mask}."
     why = unavailable_reasons(device, dtype).get(variant)
     if why:
         text += f"\n\n⛔ **Unavailable here:** {why}."
@@ -202,11 +203,11 @@ def kernel_note(summary: Summary) -> str:
 
 # -- the whole tab -------------------------------------------------------------------------------
 def run_title(summary: Summary) -> str:
-    c = summary.config
-    mask = "causal" if c["causal"] else "full"
+    config = summary.config
+    mask = "causal" if config["causal"] else "full"
+    shape = f"B{config['batch']} H{config['heads']} S{config['seq_len']} D{config['head_dim']}"
     return (
-        f"{summary.variant} · B{c['batch']} H{c['heads']} S{c['seq_len']} D{c['head_dim']} "
-        f"{c['dtype']} {mask} · {summary.ran} · {summary.device}"
+        f"{summary.variant} · {shape} {config['dtype']} {mask} · {summary.ran} · {summary.device}"
     )
 
 
@@ -230,14 +231,14 @@ class Page:
 
 def page(result: Any) -> Page:
     """ProfileResult → what the page shows. The figure is built here, outside any GPU slot."""
-    s: Summary = result.summary
+    summary: Summary = result.summary
     launch = result.trace.launch_stats()
     return Page(
-        strip=summary_html(s) + launch_html(launch),
-        summary={**summary_json(s), "launch": launch_json(launch)},
-        operators=operator_view(result.operators, s.device),
+        strip=summary_html(summary) + launch_html(launch),
+        summary={**summary_json(summary), "launch": launch_json(launch)},
+        operators=operator_view(result.operators, summary.device),
         kernels=kernel_view(result.kernels),
-        kernel_note=kernel_note(s),
-        figure=run_figure(result, run_title(s)),
+        kernel_note=kernel_note(summary),
+        figure=run_figure(result, run_title(summary)),
         files={"json": result.trace_json, "gz": result.trace_gz, "txt": result.table_txt},
     )
