@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -292,3 +294,27 @@ def test_occupancy_zero_reads_empty_as_cuptis_no_estimate():
     nvjet = [k for k in view.index if k.startswith("nvjet")]
     assert nvjet and occupancy[nvjet].isna().all()  # ...the page shows no estimate
     assert occupancy.max() == 100.0  # real estimates stay
+
+
+VIEW_MODULES = ("views_shared", "views_profile", "views_compare", "views_diff", "views_sweep",
+                "views_analyze", "uploads", "columns")  # fmt: skip
+
+
+def test_the_views_are_pure_and_the_page_package_holds_gradio():
+    """Each tab's view imports without gradio (issue 18, point 5): the page, the API and the
+    tests compute the same numbers, and only profiling/page/ wires components."""
+    imports = "; ".join(f"import profiling.{name}" for name in VIEW_MODULES)
+    loaded = "sorted(m for m in ('gradio', 'spaces') if m in sys.modules)"
+    code = f"import sys; {imports}; print({loaded})"
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        cwd=root,
+    )
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+    page = Path(__file__).resolve().parents[1] / "profiling" / "page"
+    assert all("import gradio" in path.read_text() for path in page.glob("*_tab.py"))
