@@ -169,7 +169,7 @@ def test_the_out_check_leaves_no_folder_when_the_shape_is_refused(tmp_path, caps
 def test_keep_zip_removes_its_temp_folder_even_when_the_move_fails(tmp_path, monkeypatch):
     import shutil
 
-    from profiling.__main__ import _keep_zip
+    from profiling.cli_views import keep_zip
 
     made = tmp_path / "attnprof-zip-x" / "compare.zip"
     made.parent.mkdir()
@@ -180,7 +180,7 @@ def test_keep_zip_removes_its_temp_folder_even_when_the_move_fails(tmp_path, mon
 
     monkeypatch.setattr(shutil, "move", refuse)
     with pytest.raises(OSError):
-        _keep_zip(made, tmp_path / "out")
+        keep_zip(made, tmp_path / "out")
     assert not made.parent.exists()
 
 
