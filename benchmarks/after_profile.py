@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from profiling import runner
+from profiling import reference_check, run_export, runner
 from profiling import trace as trace_model
 from profiling.gantt import gantt_spec
 from profiling.kernels import kernel_table
@@ -96,14 +96,14 @@ def main() -> None:
 
     def reference_ms() -> float:
         began = time.perf_counter()
-        finish = runner._relative_error(tensors, config, variant.layout, device, spare)
+        finish = reference_check.relative_error(tensors, config, variant.layout, device, spare)
         took = (time.perf_counter() - began) * 1e3
         finish()
         return took
 
     def session():
         prof = runner._profile(config, built, variant, tensors, device, lambda f, t: None)
-        paths = runner._export(prof, config, device, out)
+        paths = run_export.export(prof, config, device, out)
         paths.gz_written.result()
         return paths
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from benchmarks.overhead import TINY, bare
-from profiling import run_trace, runner
+from profiling import reference_check, run_export, run_trace, runner
 from profiling.memory_estimate import check_memory
 from profiling.workload import Workload, resolve_device
 
@@ -52,10 +52,10 @@ def stages(config: Workload, device: str, out: Path) -> dict[str, float]:
     lap("inputs + build")
     prof = runner._profile(config, built, variant, tensors, device, lambda f, t: None)
     lap("warm-up + profile")
-    paths = runner._export(prof, config, device, out)
+    paths = run_export.export(prof, config, device, out)
     lap("export json + txt (gz on its thread)")
     segments = _segments(device)
-    reference = runner._relative_error(tensors, config, variant.layout, device, spare)
+    reference = reference_check.relative_error(tensors, config, variant.layout, device, spare)
     lap("reference: queue")
     times["reference: new segments"] = _segments(device) - segments
     clock[0] = time.perf_counter()  # the allocator read above is not the parse's
@@ -63,7 +63,7 @@ def stages(config: Workload, device: str, out: Path) -> dict[str, float]:
     lap("trace read: figures + kernel table")
     if trace.reader != run_trace.RECORDS:
         raise SystemExit(f"{config.variant}: the run's trace took the vectorised path")
-    runner.operator_table(prof, device)
+    run_export.operator_table(prof, device)
     lap("operator table")
     reference()
     lap("reference: wait")
@@ -73,7 +73,7 @@ def stages(config: Workload, device: str, out: Path) -> dict[str, float]:
     lap("launch statistics (the page's)")
     trace.gantt("x").to_json()
     lap("Gantt + JSON")
-    again = runner._relative_error(tensors, config, variant.layout, device, spare)
+    again = reference_check.relative_error(tensors, config, variant.layout, device, spare)
     lap("(reference again: queue)")
     again()
     lap("(reference again: wait)")

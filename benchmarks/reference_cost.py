@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from profiling import runner
+from profiling import reference_check
 from profiling.memory_estimate import check_memory
 from profiling.workload import Workload, resolve_device
 
@@ -57,7 +57,7 @@ def main() -> None:
     print("| reference chunk | launch (CPU) ms | queued → result ms |")
     print("|---|---|---|")
     for label, room in (("256 MiB (smallest)", 0), ("sized by spare memory (the run's)", spare)):
-        check = lambda room=room: runner._relative_error(t, config, "bhsd", device, room)  # noqa: E731
+        check = lambda room=room: reference_check.relative_error(t, config, "bhsd", device, room)  # noqa: E731
         queue, done = timed(check)
         print(f"| {label} | {queue:.2f} | {done:.2f} |")
     # The same check on a strided subset of the (batch, head) pairs: what it would report and cost.
@@ -66,7 +66,7 @@ def main() -> None:
     print("|---|---|---|---|")
     for step in (1, 2, 4, 8, 16):
         sub = {k: x.reshape(pairs, s, d)[::step].unsqueeze(0) for k, x in t.items()}
-        check = lambda sub=sub: runner._relative_error(sub, config, "bhsd", device, spare)  # noqa: E731
+        check = lambda sub=sub: reference_check.relative_error(sub, config, "bhsd", device, spare)  # noqa: E731
         err = check()()[0]
         queue, done = timed(check)
         kept = len(sub["q"][0])

@@ -7,7 +7,7 @@ trace analysis that uses them stays importable without torch.
 
 from __future__ import annotations
 
-# torch.profiler's key_averages, one row per operator (profiling.runner.operator_table).
+# torch.profiler's key_averages, one row per operator (profiling.run_export.operator_table).
 OPERATOR_COLUMNS = {
     "operator": "Operator",
     "calls": "Calls",

@@ -13,8 +13,8 @@ import torch
 
 from profiling.workload import LIMITS, ConfigError, Workload
 
-# float64 scores per chunk of the reference check (runner._relative_error): 256 MiB to 1 GiB.
-# It takes the smallest unless the memory check left spare bytes for a larger one.
+# float64 scores per chunk of the reference check (reference_check.relative_error): 256 MiB to
+# 1 GiB. It takes the smallest unless the memory check left spare bytes for a larger one.
 REFERENCE_CHUNK = (32 * 1024**2, 128 * 1024**2)
 LIBRARY_WORKSPACE = 64 * 1024**2  # cuBLAS/cuDNN workspaces a run may allocate and keep
 # Small tensors (the reference's running sums, scalars, a kernel's lse) each take at least the

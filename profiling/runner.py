@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import gzip
 import logging
-import math
-import os
 import shutil
 import tempfile
 import threading
@@ -25,25 +22,24 @@ from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from attention import Built, Problem, VariantUnavailable
 from profiling import run_trace
-from profiling.columns import OPERATOR_COLUMNS
-from profiling.memory_estimate import REFERENCE_CHUNK, check_memory, reference_chunk
+from profiling.memory_estimate import check_memory
+from profiling.reference_check import relative_error
+from profiling.run_export import export, operator_table
 from profiling.run_trace import RunTrace
-from profiling.summary import Summary, attention_flops, flops_convention
+from profiling.summary import Summary, flops_convention
 from profiling.vocabulary import FORWARD
-from profiling.workload import WAIT, WARMUP, ConfigError, Workload, resolve_device
+from profiling.workload import WAIT, WARMUP, ConfigError, Workload, error_text, resolve_device
 
 Progress = Callable[[float, str], None]
 log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 SEED = 0
-REFERENCE_FLOPS = {"cuda": 2e12, "cpu": 4e9}  # float64 work we allow the reference, per device
 
 
 class RunError(RuntimeError):
@@ -131,12 +127,12 @@ def _attempt(
     prof = _profile(workload, built, variant, tensors, device, report)
     peak = torch.cuda.max_memory_allocated() / 1024**2 if device == "cuda" else None
     report(0.7, "exporting the trace")
-    paths = _export(prof, workload, device, out)
+    paths = export(prof, workload, device, out)
     try:
         report(0.8, "reference check in float64, parsing the trace")
         # The reference's GPU work is queued first and read last, so it runs while the CPU
         # parses.
-        reference = _relative_error(tensors, workload, variant.layout, device, spare)
+        reference = relative_error(tensors, workload, variant.layout, device, spare)
         result = _result(workload, built, prof, paths, peak, reference, device)
     finally:
         futures.wait([paths.gz_written])  # no writer left behind in a folder about to go
@@ -149,17 +145,21 @@ def _attempt(
 
 def _inputs(workload: Workload, device: str, layout: str) -> dict[str, torch.Tensor]:
     """Fixed-seed q, k, v in the variant's layout, as the post's scripts create them."""
-    gen = torch.Generator(device=device).manual_seed(SEED)
+    generator = torch.Generator(device=device).manual_seed(SEED)
     if layout == "bhsd":
         shape = (workload.batch, workload.heads, workload.seq_len, workload.head_dim)
     else:
         shape = (workload.batch, workload.seq_len, workload.heads, workload.head_dim)
-    make = lambda: torch.randn(shape, generator=gen, device=device, dtype=workload.torch_dtype)  # noqa: E731
-    return {"q": make(), "k": make(), "v": make()}
+    dtype = workload.torch_dtype
+    return {
+        name: torch.randn(shape, generator=generator, device=device, dtype=dtype)
+        for name in ("q", "k", "v")
+    }
 
 
-def _profile(workload, built: Built, variant, t: dict, device: str, report: Progress):
-    q, k, v = t["q"], t["k"], t["v"]
+def _profile(workload, built: Built, variant, tensors: dict, device: str, report: Progress):
+    """The warm-up calls, then the post's profiler schedule; the output stays in `tensors`."""
+    q, k, v = tensors["q"], tensors["k"], tensors["v"]
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
@@ -169,7 +169,7 @@ def _profile(workload, built: Built, variant, t: dict, device: str, report: Prog
             warnings.simplefilter("always")
             try:
                 for _ in range(variant.warmup_calls):
-                    t["out"] = built.forward(q, k, v)
+                    tensors["out"] = built.forward(q, k, v)
                 sync()
             except RuntimeError as exc:
                 if isinstance(exc, torch.OutOfMemoryError) or not variant.declines(exc):
@@ -192,169 +192,35 @@ def _profile(workload, built: Built, variant, t: dict, device: str, report: Prog
         ) as prof:
             for _ in range(workload.total_steps):
                 with record_function(FORWARD):
-                    t["out"] = built.forward(q, k, v)
+                    tensors["out"] = built.forward(q, k, v)
                 prof.step()
             sync()
     return prof
 
 
-@dataclass
-class Exported:
-    """A run's files; the .json.gz is still being written until `gz_written` is done."""
-
-    json: Path
-    gz: Path
-    txt: Path
-    gz_written: futures.Future
-
-
-def _gzip_pool() -> futures.ThreadPoolExecutor:
-    return futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="attnprof-gzip")
-
-
-_GZIP = _gzip_pool()
-
-
-def _new_gzip_pool_after_fork() -> None:
-    """A forked child inherits the pool but not its thread: its jobs would never run."""
-    global _GZIP
-    _GZIP = _gzip_pool()
-
-
-os.register_at_fork(after_in_child=_new_gzip_pool_after_fork)
-
-
-def _export(prof, workload: Workload, device: str, out: Path) -> Exported:
-    """The trace as .json, the key_averages table as .txt, and the .json.gz: zlib releases
-    the GIL while it compresses, so the .gz is written while the run builds its tables."""
-    tag = workload.tag(device)
-    json_path, gz_path, txt_path = (out / f"{tag}{ext}" for ext in (".json", ".json.gz", ".txt"))
-    prof.export_chrome_trace(str(json_path))
-    gz_written = _GZIP.submit(_gzip, json_path, gz_path)
-    sort_by = "cuda_time_total" if device == "cuda" else "cpu_time_total"
-    try:
-        txt_path.write_text(_averages(prof).table(sort_by=sort_by, row_limit=15))
-    except BaseException:
-        futures.wait([gz_written])
-        raise
-    return Exported(json_path, gz_path, txt_path, gz_written)
-
-
-def _gzip(src_path: Path, dst_path: Path) -> None:
-    """The trace as .json.gz, the form the post's scripts keep."""
-    with open(src_path, "rb") as src, gzip.open(dst_path, "wb", compresslevel=6) as dst:
-        shutil.copyfileobj(src, dst)
-
-
-def _averages(prof):
-    """key_averages once per run (the .txt and the operator table both read it; ~8 ms each)."""
-    if getattr(prof, "_attnprof_averages", None) is None:
-        prof._attnprof_averages = prof.key_averages()
-    return prof._attnprof_averages
-
-
-def operator_table(prof, device: str) -> pd.DataFrame:
-    """key_averages as a table: the numbers of the post's .txt, sortable.
-
-    Built column-wise and sorted with numpy before the one DataFrame is made (pandas' sort,
-    reset and round on a 30-row frame cost ~1 ms a run)."""
-    events = list(_averages(prof))
-    if not events:
-        return pd.DataFrame()
-    calls = np.array([e.count for e in events], dtype=np.int64)
-    per = np.maximum(calls, 1)
-    cpu_self = np.array([e.self_cpu_time_total for e in events], dtype=float)
-    cpu_total = np.array([e.cpu_time_total for e in events], dtype=float)
-    dev_self = np.array([getattr(e, "self_device_time_total", 0.0) for e in events], dtype=float)
-    dev_total = np.array([getattr(e, "device_time_total", 0.0) for e in events], dtype=float)
-    order = np.argsort(-(dev_total if device == "cuda" else cpu_total), kind="stable")
-    columns = [
-        np.array([e.key for e in events], dtype=object), calls, cpu_self, cpu_total,
-        cpu_total / per, dev_self, dev_total, dev_total / per,
-    ]  # fmt: skip
-    return pd.DataFrame(
-        {
-            name: (col[order] if col.dtype == object else np.round(col[order], 3))
-            for name, col in zip(OPERATOR_COLUMNS, columns, strict=True)
-        }
-    )
-
-
-def _relative_error(
-    t: dict, workload: Workload, layout: str, device: str, spare: int = 0
-) -> Callable[[], tuple[float, str]]:
-    """‖out − ref‖ / ‖ref‖ against float64 attention, in chunks that never hold the S² matrix.
-
-    Batched over (batch, head) pairs with sums kept on the device: one sync, not one per chunk
-    (that loop cost 46 ms at the post's shape on the H200). A chunk grows with the `spare`
-    bytes the memory check left over, up to 1 GiB of scores: each chunk costs ~12 launches
-    whatever its size, and at the post's shape four 256 MiB chunks were ~2 ms of a 25 ms run.
-    The work is queued here and the returned function reads the result, so the caller can
-    parse the trace in between.
-    """
-    out, q, k, v = t["out"], t["q"], t["k"], t["v"]
-    if layout == "bshd":
-        out, q, k, v = (x.transpose(1, 2) for x in (out, q, k, v))
-    b, h, s, d = q.shape
-    pairs = b * h
-    keep = max(1, min(pairs, int(REFERENCE_FLOPS[device] // (4.0 * s * s * d))))
-    out, q, k, v = (x.reshape(pairs, s, d)[:keep] for x in (out, q, k, v))
-    # float64 scores per chunk; the chunk also holds their softmax and float64 copies of its
-    # q, k, v and out, under 3x the scores' bytes in all
-    budget = int(min(REFERENCE_CHUNK[1], max(REFERENCE_CHUNK[0], spare // (3 * 8))))
-    rows, group = reference_chunk(s, keep, budget)  # the memory estimate counts the same chunk
-    sums: torch.Tensor | None = None  # ‖out − ref‖², ‖ref‖² (no zeros to start: one launch)
-    for lo in range(0, s, rows):
-        hi = min(s, lo + rows)
-        if workload.causal:  # additive mask for these query rows: -inf where key > query
-            bias = torch.full((hi - lo, s), float("-inf"), dtype=torch.float64, device=q.device)
-            bias = bias.triu_(lo + 1)
-        else:
-            bias = torch.zeros((hi - lo, s), dtype=torch.float64, device=q.device)
-        for p0 in range(0, keep, group):
-            o, qq = (x[p0 : p0 + group, lo:hi].to(torch.float64) for x in (out, q))
-            kk, vv = (x[p0 : p0 + group].to(torch.float64) for x in (k, v))
-            scores = torch.baddbmm(bias, qq, kk.transpose(1, 2), alpha=d**-0.5)  # (G, rows, S)
-            r = torch.bmm(torch.softmax(scores, dim=-1), vv)
-            diff, r = (o - r).reshape(-1), r.reshape(-1)
-            part = torch.stack([torch.dot(diff, diff), torch.dot(r, r)])
-            sums = part if sums is None else sums + part
-    note = (
-        "all heads"
-        if keep == pairs
-        else f"{keep} of {pairs} (batch, head) pairs, to bound the cost"
-    )
-    assert sums is not None  # at least one chunk: s, keep ≥ 1
-
-    def finish() -> tuple[float, str]:  # the ratio on the host: four fewer launches
-        err, ref = sums.tolist()
-        return (math.sqrt(err / ref) if ref > 0 else float("nan")), note  # no ‖ref‖: undefined
-
-    return finish
-
-
-def _result(config, built: Built, prof, paths, peak, reference, device) -> ProfileResult:
+def _result(workload, built: Built, prof, paths, peak, reference, device) -> ProfileResult:
+    """The run's figures: its trace read once, key_averages, the reference's error."""
     trace = run_trace.read(paths.json)
     stats = trace.stats
-    flops = attention_flops(
-        config.batch, config.heads, config.seq_len, config.head_dim, config.causal
-    )
+    flops = workload.flops
     if device == "cuda" and stats.gpu_us:
         tflops = flops / (stats.gpu_us * 1e-6) / 1e12
-        basis = f"GPU time; {flops_convention(config.causal)}"
+        basis = f"GPU time; {flops_convention(workload.causal)}"
     else:
         tflops = flops / (stats.cpu_us * 1e-6) / 1e12 if stats.cpu_us > 0 else None
-        basis = f"CPU time of attn_fwd (no GPU); {flops_convention(config.causal)}"
-    ran = config.spec.ran(built, stats.backend)  # declared, or read from the trace
+        basis = f"CPU time of attn_fwd (no GPU); {flops_convention(workload.causal)}"
+    ran = workload.spec.ran(built, stats.backend)  # declared, or read from the trace
     operators = operator_table(prof, device)
     rel_err, rel_note = reference()
     notes = [n for n in (built.note,) if n]
-    if stats.forwards != config.steps:
-        notes.append(f"expected {config.steps} attn_fwd spans in the trace, found {stats.forwards}")
+    if stats.forwards != workload.steps:
+        notes.append(
+            f"expected {workload.steps} attn_fwd spans in the trace, found {stats.forwards}"
+        )
     summary = Summary(
-        variant=config.variant,
-        label=config.spec.label,
-        config=config.as_dict(),
+        variant=workload.variant,
+        label=workload.spec.label,
+        config=workload.as_dict(),
         device=device,
         device_name=torch.cuda.get_device_name() if device == "cuda" else _cpu_name(),
         torch_version=torch.__version__,
@@ -378,7 +244,7 @@ def _result(config, built: Built, prof, paths, peak, reference, device) -> Profi
         notes=notes,
     )
     return ProfileResult(
-        config=config,
+        config=workload,
         summary=summary,
         operators=operators,
         kernels=trace.kernels,
@@ -397,10 +263,9 @@ def _unavailable_text(variant: str, exc: VariantUnavailable) -> str:
 
 def _failure_text(exc: Exception) -> str:
     """The error's class and first line (ours, RunError, is already worded for the user)."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     if isinstance(exc, RunError):
-        return first
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return error_text(exc)
 
 
 def _release(device: str, collect: bool) -> None:

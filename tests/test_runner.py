@@ -290,7 +290,7 @@ def test_a_failure_frees_the_inputs_even_while_the_log_keeps_its_traceback(monke
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_chunked_reference_matches_a_direct_one(monkeypatch, causal):
-    from profiling import runner
+    from profiling import reference_check
     from tests.conftest import reference_attention, rel_err
 
     q, k, v = (torch.randn(2, 3, 100, 16) for _ in range(3))
@@ -299,10 +299,11 @@ def test_chunked_reference_matches_a_direct_one(monkeypatch, causal):
     t = {"out": out, "q": q, "k": k, "v": v}
     config = small("naive", causal=causal)
     direct = rel_err(out, reference_attention(q, k, v, causal))
-    value, note = runner._relative_error(t, config, "bhsd", "cpu")()
+    value, note = reference_check.relative_error(t, config, "bhsd", "cpu")()
     assert value == pytest.approx(direct, rel=1e-9) and note == "all heads"
-    monkeypatch.setitem(runner.REFERENCE_FLOPS, "cpu", 4.0 * 100 * 100 * 16 * 2)  # two pairs
-    value, note = runner._relative_error(t, config, "bhsd", "cpu")()
+    two_pairs = 4.0 * 100 * 100 * 16 * 2
+    monkeypatch.setitem(reference_check.REFERENCE_FLOPS, "cpu", two_pairs)
+    value, note = reference_check.relative_error(t, config, "bhsd", "cpu")()
     assert note.startswith("2 of 6") and value == pytest.approx(direct, rel=0.5)
 
 
@@ -311,36 +312,40 @@ def test_chunked_reference_matches_a_direct_one(monkeypatch, causal):
 def test_reference_in_any_chunking_matches_a_direct_one(monkeypatch, causal, chunk, spare):
     """Groups of pairs, query rows split into chunks (the causal mask's offset per chunk), and
     the chunk capped whatever memory is spare: the same value as one direct computation."""
-    from profiling import runner
+    from profiling import reference_check
     from tests.conftest import reference_attention, rel_err
 
     q, k, v = (torch.randn(2, 3, 100, 16, dtype=torch.float64) for _ in range(3))
     out = reference_attention(q, k, v, causal) + 1e-3 * torch.randn(2, 3, 100, 16)
     t = {"out": out, "q": q, "k": k, "v": v}
     direct = rel_err(out, reference_attention(q, k, v, causal))
-    monkeypatch.setattr(runner, "REFERENCE_CHUNK", (chunk, chunk))
-    value, note = runner._relative_error(t, small("naive", causal=causal), "bhsd", "cpu", spare)()
+    monkeypatch.setattr(reference_check, "REFERENCE_CHUNK", (chunk, chunk))
+    value, note = reference_check.relative_error(
+        t, small("naive", causal=causal), "bhsd", "cpu", spare
+    )()
     assert value == pytest.approx(direct, rel=1e-9) and note == "all heads"
     # bshd layout (the kernels variants): the same tensors transposed give the same value
     t = {name: x.transpose(1, 2) for name, x in t.items()}
-    value, _ = runner._relative_error(t, small("naive", causal=causal), "bshd", "cpu", spare)()
+    value, _ = reference_check.relative_error(
+        t, small("naive", causal=causal), "bshd", "cpu", spare
+    )()
     assert value == pytest.approx(direct, rel=1e-9)
 
 
 def test_reference_chunks_grow_with_spare_memory(monkeypatch):
     """One chunk when the memory check left room for it, small ones when it did not."""
-    from profiling import runner
+    from profiling import reference_check
 
     q, k, v = (torch.randn(2, 3, 100, 16) for _ in range(3))
     t = {"out": q.clone(), "q": q, "k": k, "v": v}
     calls = []
     baddbmm = torch.baddbmm
     monkeypatch.setattr(torch, "baddbmm", lambda *a, **kw: calls.append(1) or baddbmm(*a, **kw))
-    monkeypatch.setattr(runner, "REFERENCE_CHUNK", (1000, 6 * 100 * 100))
-    runner._relative_error(t, small("naive"), "bhsd", "cpu", spare=0)()
+    monkeypatch.setattr(reference_check, "REFERENCE_CHUNK", (1000, 6 * 100 * 100))
+    reference_check.relative_error(t, small("naive"), "bhsd", "cpu", spare=0)()
     assert len(calls) == 60  # 10 query rows per chunk, one pair per chunk
     calls.clear()
-    runner._relative_error(t, small("naive"), "bhsd", "cpu", spare=3 * 8 * 6 * 100 * 100)()
+    reference_check.relative_error(t, small("naive"), "bhsd", "cpu", spare=3 * 8 * 6 * 100 * 100)()
     assert len(calls) == 1
 
 
@@ -369,13 +374,13 @@ def test_a_failed_gz_write_is_a_failed_run_and_leaves_no_folder(monkeypatch, tmp
     would inline, and the runner's folder still goes."""
     import tempfile
 
-    from profiling import runner
+    from profiling import run_export
 
     def full(src, dst):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(runner, "_gzip", full)
+    monkeypatch.setattr(run_export, "gzip_file", full)
     with pytest.raises(RunError, match="gz failed: No space left on device"):
         run(small("naive"))
     assert not list(tmp_path.glob("attnprof-*"))
@@ -385,9 +390,9 @@ def test_the_gz_writer_works_in_a_forked_child(tmp_path):
     """A fork inherits the pool but not its thread; the child gets a pool of its own."""
     import multiprocessing
 
-    from profiling import runner
+    from profiling import run_export
 
-    runner._GZIP.submit(int).result()  # the parent's pool has its thread
+    run_export.GZIP_POOL.submit(int).result()  # the parent's pool has its thread
     child = multiprocessing.get_context("fork").Process(target=_write_gz_in_child, args=(tmp_path,))
     child.start()
     child.join(30)
@@ -395,10 +400,12 @@ def test_the_gz_writer_works_in_a_forked_child(tmp_path):
 
 
 def _write_gz_in_child(folder) -> None:
-    from profiling import runner
+    from profiling import run_export
 
     (folder / "t.json").write_text("{}")
-    runner._GZIP.submit(runner._gzip, folder / "t.json", folder / "t.json.gz").result(timeout=10)
+    run_export.GZIP_POOL.submit(
+        run_export.gzip_file, folder / "t.json", folder / "t.json.gz"
+    ).result(timeout=10)
 
 
 # -- the memory estimate counts the reference check ---------------------------------------------
@@ -474,9 +481,9 @@ def test_reference_bytes_are_what_the_reference_allocates(
 
     from torch.profiler import ProfilerActivity, profile
 
-    from profiling import memory_estimate, runner
+    from profiling import memory_estimate, reference_check
 
-    monkeypatch.setattr(runner, "REFERENCE_CHUNK", (chunk, chunk))
+    monkeypatch.setattr(reference_check, "REFERENCE_CHUNK", (chunk, chunk))
     monkeypatch.setattr(memory_estimate, "REFERENCE_CHUNK", (chunk, chunk))
     b, h, s, d = shape
     dims = (b, h, s, d) if layout == "bhsd" else (b, s, h, d)
@@ -484,7 +491,7 @@ def test_reference_bytes_are_what_the_reference_allocates(
     variant = "naive" if layout == "bhsd" else "kernels-local-triton"
     config = small(variant, batch=b, heads=h, seq_len=s, head_dim=d, dtype="bfloat16")
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        runner._relative_error(t, config, layout, "cpu")()
+        reference_check.relative_error(t, config, layout, "cpu")()
     path = tmp_path / "memory.json"
     prof.export_chrome_trace(str(path))
     events = json.loads(path.read_text())["traceEvents"]

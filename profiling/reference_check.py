@@ -1,0 +1,82 @@
+"""How far a variant's output is from attention computed in float64: the run's "rel. err".
+
+The reference never holds the S² score matrix: it works in chunks of query rows and groups
+of (batch, head) pairs, sized by the memory the memory check left spare (the memory estimate
+counts the same chunk, profiling.memory_estimate.reference_chunk).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from profiling.memory_estimate import REFERENCE_CHUNK, reference_chunk
+from profiling.workload import Workload
+
+REFERENCE_FLOPS = {"cuda": 2e12, "cpu": 4e9}  # float64 work we allow the reference, per device
+
+
+def relative_error(
+    tensors: dict[str, torch.Tensor], workload: Workload, layout: str, device: str, spare: int = 0
+) -> Callable[[], tuple[float, str]]:
+    """‖out − ref‖ / ‖ref‖ against float64 attention, in chunks that never hold the S² matrix.
+
+    Batched over (batch, head) pairs with sums kept on the device: one sync, not one per
+    chunk. A chunk grows with the `spare` bytes the memory check left over, up to 1 GiB of
+    scores: each chunk costs about a dozen launches whatever its size (docs/performance.md).
+    The work is queued here and the returned function reads the result, so the caller can
+    parse the trace in between.
+    """
+    out, q, k, v = (tensors[name] for name in ("out", "q", "k", "v"))
+    if layout == "bshd":
+        out, q, k, v = (x.transpose(1, 2) for x in (out, q, k, v))
+    batch, heads, seq_len, head_dim = q.shape
+    pairs = batch * heads
+    keep = max(1, min(pairs, int(REFERENCE_FLOPS[device] // (4.0 * seq_len * seq_len * head_dim))))
+    out, q, k, v = (x.reshape(pairs, seq_len, head_dim)[:keep] for x in (out, q, k, v))
+    # float64 scores per chunk; the chunk also holds their softmax and float64 copies of its
+    # q, k, v and out, under 3x the scores' bytes in all
+    budget = int(min(REFERENCE_CHUNK[1], max(REFERENCE_CHUNK[0], spare // (3 * 8))))
+    rows, group = reference_chunk(seq_len, keep, budget)  # the memory estimate counts this chunk
+    # The loop's names keep the last chunk's tensors alive into the next one, as
+    # memory_estimate.reference_bytes counts them: keep them in one scope.
+    sums: torch.Tensor | None = None  # ‖out − ref‖², ‖ref‖² (no zeros to start: one launch)
+    for first_row in range(0, seq_len, rows):
+        last_row = min(seq_len, first_row + rows)
+        bias = _mask(first_row, last_row, seq_len, workload.causal, q.device)
+        for first_pair in range(0, keep, group):
+            pair_rows = slice(first_pair, first_pair + group)
+            out_rows, q_rows = (
+                x[pair_rows, first_row:last_row].to(torch.float64) for x in (out, q)
+            )
+            k_pairs, v_pairs = (x[pair_rows].to(torch.float64) for x in (k, v))
+            scores = torch.baddbmm(bias, q_rows, k_pairs.transpose(1, 2), alpha=head_dim**-0.5)
+            result = torch.bmm(torch.softmax(scores, dim=-1), v_pairs)  # (G, rows, D)
+            difference, result = (out_rows - result).reshape(-1), result.reshape(-1)
+            part = torch.stack([torch.dot(difference, difference), torch.dot(result, result)])
+            sums = part if sums is None else sums + part
+    note = (
+        "all heads"
+        if keep == pairs
+        else f"{keep} of {pairs} (batch, head) pairs, to bound the cost"
+    )
+    assert sums is not None  # at least one chunk: seq_len, keep ≥ 1
+
+    def finish() -> tuple[float, str]:  # the ratio on the host: four fewer launches
+        error, reference = sums.tolist()
+        ratio = math.sqrt(error / reference) if reference > 0 else float("nan")  # no ‖ref‖
+        return ratio, note
+
+    return finish
+
+
+def _mask(first_row: int, last_row: int, seq_len: int, causal: bool, device) -> torch.Tensor:
+    """The additive float64 mask for these query rows: -inf where key > query when causal."""
+    shape = (last_row - first_row, seq_len)
+    if causal:
+        return torch.full(shape, float("-inf"), dtype=torch.float64, device=device).triu_(
+            first_row + 1
+        )
+    return torch.zeros(shape, dtype=torch.float64, device=device)
