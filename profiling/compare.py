@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 
 from attention import VARIANTS
+from profiling.availability import error_text
 from profiling.job_files import cancelled, write_zip
 from profiling.launch import LaunchStats
 from profiling.peaks import Peak, peak_entry, peak_tflops, peaks_table
@@ -189,7 +190,7 @@ def profile_one(workload: Workload, out_dir: Path, progress: Progress) -> Varian
     except Exception as exc:  # raised before the run began (the runner turns its own into
         # RunError): a failure, logged, that must not lose the other variants
         log.exception("%s failed", workload)
-        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        reason = error_text(exc)
         return VariantRun(workload.variant, label, "failed", reason)
     return from_profile(result)
 

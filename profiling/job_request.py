@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from profiling.availability import unavailable_reasons
 from profiling.sweep import doubling
 from profiling.workload import (
     CPU_MAX_FLOPS,
@@ -26,7 +27,6 @@ from profiling.workload import (
     page_ranges,
     shape_from_user,
     show,
-    unavailable_reasons,
     within_cpu_budget,
 )
 

@@ -28,13 +28,14 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from attention import Built, Problem, VariantUnavailable
 from profiling import run_trace
+from profiling.availability import error_text
 from profiling.memory_estimate import check_memory
 from profiling.reference_check import relative_error
 from profiling.run_export import export, operator_table
 from profiling.run_trace import RunTrace
 from profiling.summary import Summary, flops_convention
 from profiling.vocabulary import FORWARD
-from profiling.workload import WAIT, WARMUP, ConfigError, Workload, error_text, resolve_device
+from profiling.workload import WAIT, WARMUP, ConfigError, Workload, resolve_device
 
 Progress = Callable[[float, str], None]
 log = logging.getLogger(__name__)

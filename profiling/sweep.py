@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from profiling.availability import error_text
 from profiling.job_files import cancelled, write_zip
 from profiling.memory_estimate import check_memory, estimate_bytes
 from profiling.runner import RunError, VariantUnavailable, run
@@ -26,6 +27,7 @@ from profiling.workload import (
     ConfigError,
     Workload,
     known_variants,
+    passes,
     resolve_device,
     shape_from_user,
     shape_tag,
@@ -99,7 +101,7 @@ def default_seq_lens(
     out: list[int] = []
     for s in doubling(start, stop):
         points = [Workload(variant=v, **{**common, "seq_len": s}) for v in variants]
-        if any(_fits(point, device) for point in points):
+        if any(passes(check_memory, point, device) for point in points):
             out.append(s)
         else:
             break
@@ -229,7 +231,7 @@ def _profile_point(
     except Exception as exc:  # raised before the run began (the runner turns its own into
         # RunError): a failure, logged, that must not lose the other points
         log.exception("%s failed", workload)
-        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        reason = error_text(exc)
         return SweepPoint(name, s, "failed", reason, estimate_mib=est), None
     result.trace_json.unlink(missing_ok=True)
     sm = result.summary
@@ -293,11 +295,3 @@ def points_json(result: SweepResult) -> list[dict[str, Any]]:
 
 def _name(path: Path | None) -> str | None:
     return path.name if path else None
-
-
-def _fits(workload: Workload, device: str) -> bool:
-    try:
-        check_memory(workload, device)
-    except ConfigError:
-        return False
-    return True

@@ -15,11 +15,12 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from attention import VARIANTS, on_zero_gpu
+from profiling.availability import unavailable_reasons
 from profiling.compare import GLANCE_COLUMNS, POST_VARIANTS, CompareResult, default_variants
 from profiling.compare_figures import gpu_cpu_bars, mini_gantts
 from profiling.peaks import peaks_table
 from profiling.views_shared import significant, without_nan
-from profiling.workload import device_key, unavailable_reasons
+from profiling.workload import device_key
 
 log = logging.getLogger(__name__)
 DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -40,8 +41,8 @@ def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
 
 def compare_defaults(device: str, dtype: str) -> list[str]:
     """The post's six plus the Hub variants that can run. When that cannot be checked: on
-    ZeroGPU (CUDA emulated outside the slot, workload._reason) the six, which the job checks again
-    inside; elsewhere those of the six whose own check says they can run."""
+    ZeroGPU (CUDA emulated outside the slot, availability.checked_reason) the six, which the
+    job checks again inside; elsewhere those of the six whose own check says they can run."""
     try:
         return default_variants(device, dtype)
     except Exception:

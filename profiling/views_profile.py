@@ -14,12 +14,12 @@ from typing import Any
 import pandas as pd
 
 from attention import VARIANTS
+from profiling.availability import unavailable_reasons
 from profiling.columns import OPERATOR_COLUMNS
 from profiling.gantt import FigureSpec
 from profiling.launch import LaunchStats
 from profiling.summary import Summary, summary_rows
 from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
-from profiling.workload import unavailable_reasons
 
 
 def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:

@@ -12,10 +12,11 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
+from profiling.availability import unavailable_reasons
 from profiling.compare_figures import sweep_memory_figure, sweep_time_figure
 from profiling.sweep import SWEEP_COLUMNS, SweepResult, doubling
 from profiling.views_shared import significant, without_nan
-from profiling.workload import device_key, unavailable_reasons
+from profiling.workload import device_key
 
 SWEEP_DEFAULT_VARIANTS = ("naive", "sdpa-flash", "sdpa-cudnn")
 SWEEP_DEFAULT_LENGTHS = {"cuda": doubling(256, 16384), "cpu": [256, 512, 1024]}

@@ -16,19 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 import math
 import reprlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
 
-from attention import VARIANTS, Problem, Variant, on_zero_gpu
+from attention import VARIANTS, Problem, Variant
 from profiling.summary import attention_flops
-
-log = logging.getLogger(__name__)
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -74,6 +71,15 @@ CPU_MAX_FLOPS = 2e10  # per forward, on CPU only: a CPU Space must stay responsi
 
 class ConfigError(ValueError):
     """A request that cannot run as asked; the message says what to change."""
+
+
+def passes(check: Callable[..., None], *args: Any) -> bool:
+    """Whether `check(*args)` accepts them, i.e. raises no ConfigError."""
+    try:
+        check(*args)
+    except ConfigError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -341,11 +347,7 @@ def check_cpu_budget(workload: Workload, device: str) -> None:
 
 
 def within_cpu_budget(workload: Workload, device: str) -> bool:
-    try:
-        check_cpu_budget(workload, device)
-    except ConfigError:
-        return False
-    return True
+    return passes(check_cpu_budget, workload, device)
 
 
 def page_workload(device: str, **raw: Any) -> Workload:
@@ -357,7 +359,7 @@ def page_workload(device: str, **raw: Any) -> Workload:
     return workload
 
 
-# -- the device and what can run on it ----------------------------------------------------
+# -- the device -------------------------------------------------------------------------
 def resolve_device(requested: str = "auto") -> str:
     """`auto` → cuda when a GPU is visible. On ZeroGPU CUDA reads as available outside the GPU
     slot too, so the page is built for the GPU it will run on."""
@@ -366,31 +368,3 @@ def resolve_device(requested: str = "auto") -> str:
     if requested == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device 'cuda' was asked for but this machine has no CUDA GPU; use 'cpu'")
     return requested
-
-
-def unavailable_reasons(device: str, dtype: str) -> dict[str, str | None]:
-    """Variant id → why it cannot run here (None when it can, or on ZeroGPU outside the slot
-    when that cannot be known yet). Each variant is checked on its own: one failing check says
-    so for its variant only."""
-    torch_dtype = DTYPES.get(dtype, torch.float32)
-    return {vid: _reason(v, device, torch_dtype) for vid, v in VARIANTS.items()}
-
-
-def _reason(variant: Variant, device: str, dtype: torch.dtype) -> str | None:
-    """The variant's rule, failing closed: a check that raises marks it unavailable with the
-    error, except on ZeroGPU. There, outside the GPU slot, `spaces` emulates CUDA (a stand-in
-    for torch.cuda whose calls that reach the driver raise), so a device query can fail by
-    design; the variant is offered and the runner checks again inside the slot, on the GPU."""
-    try:
-        return variant.unavailable(device, dtype)
-    except Exception as exc:
-        if on_zero_gpu():
-            return None
-        log.warning("availability of %s could not be checked", variant.id, exc_info=True)
-        return f"availability could not be checked: {error_text(exc)}"
-
-
-def error_text(exc: Exception) -> str:
-    """An error's class and the first line of its message."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

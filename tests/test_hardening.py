@@ -40,10 +40,11 @@ from hypothesis import strategies as st
 import app
 from attention import VARIANTS, Problem, hub
 from profiling import files, job_request, views_diff, views_shared
+from profiling.availability import unavailable_reasons
 from profiling.gantt import bar_count
 from profiling.page import analyze_tab, compare_tab, diff_tab, errors, profile_tab, sweep_tab
 from profiling.views_diff import ALLOWED_LABEL, MAX_LABEL
-from profiling.workload import DTYPES, page_ranges, unavailable_reasons
+from profiling.workload import DTYPES, page_ranges
 from tests.conftest import FIXTURES, NAIVE
 
 ROOT = Path(__file__).resolve().parents[1]

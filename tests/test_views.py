@@ -13,6 +13,7 @@ import torch
 from attention import VARIANTS
 from attention.naive import NO_MASK
 from profiling import columns, job_request, trace, views_profile, views_shared, views_sweep
+from profiling.availability import unavailable_reasons
 from profiling.gantt import bar_count
 from profiling.kernels import kernel_table
 from profiling.runner import run
@@ -23,7 +24,6 @@ from profiling.workload import (
     check_cpu_budget,
     page_ranges,
     resolve_device,
-    unavailable_reasons,
 )
 from tests.conftest import FIXTURES
 

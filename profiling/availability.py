@@ -1,0 +1,45 @@
+"""Which variants can run here, and why not: each variant's own rule, asked once per variant.
+
+The Profile, Compare and Sweep pickers label a variant with its reason, and a Compare or Sweep
+request counts only the runnable ones against its budget. A rule that cannot be asked (its
+check raised) fails closed, except on ZeroGPU outside the GPU slot (see `checked_reason`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from attention import VARIANTS, Variant, on_zero_gpu
+from profiling.workload import DTYPES
+
+log = logging.getLogger(__name__)
+
+
+def unavailable_reasons(device: str, dtype: str) -> dict[str, str | None]:
+    """Variant id → why it cannot run here (None when it can, or on ZeroGPU outside the slot
+    when that cannot be known yet). Each variant is checked on its own: one failing check says
+    so for its variant only."""
+    torch_dtype = DTYPES.get(dtype, torch.float32)
+    return {vid: checked_reason(variant, device, torch_dtype) for vid, variant in VARIANTS.items()}
+
+
+def checked_reason(variant: Variant, device: str, dtype: torch.dtype) -> str | None:
+    """The variant's rule, failing closed: a check that raises marks it unavailable with the
+    error, except on ZeroGPU. There, outside the GPU slot, `spaces` emulates CUDA (a stand-in
+    for torch.cuda whose calls that reach the driver raise), so a device query can fail by
+    design; the variant is offered and the runner checks again inside the slot, on the GPU."""
+    try:
+        return variant.unavailable(device, dtype)
+    except Exception as exc:
+        if on_zero_gpu():
+            return None
+        log.warning("availability of %s could not be checked", variant.id, exc_info=True)
+        return f"availability could not be checked: {error_text(exc)}"
+
+
+def error_text(exc: Exception) -> str:
+    """An error's class and the first line of its message."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
