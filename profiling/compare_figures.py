@@ -7,9 +7,12 @@ GPU lanes plus the attn_fwd CPU spans, all on one shared time axis.
 
 from __future__ import annotations
 
+import html
 import math
+import textwrap
+from collections.abc import Iterable
+from typing import Any
 
-import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
@@ -119,79 +122,153 @@ def mini_gantts(result: CompareResult, row_height: int = 110) -> go.Figure:
 
 
 def sweep_time_figure(result: SweepResult) -> go.Figure:
-    """Log–log time per forward vs S; points that did not run drawn as labelled markers on top."""
+    """Log–log time per forward vs S. Points that did not run sit in a strip below the plot, on
+    an axis of their own, so no stand-in value can be read as a measured time."""
     column = "GPU µs/fwd" if result.time_basis == "GPU" else "CPU µs/fwd"
-    ok = result.table[(result.table["status"] == "ok") & result.table[column].notna()]
-    top = _top(ok[column])
-    fig = go.Figure()
+    fig = _sweep_canvas(result)
     for i, variant in enumerate(result.variants):
-        color = PALETTE[i % len(PALETTE)]
         mine = result.table[result.table["variant"] == variant]
         good = mine[(mine["status"] == "ok") & mine[column].notna()]
         fig.add_scatter(
             x=good["seq_len"], y=good[column], mode="lines+markers", name=variant,
-            legendgroup=variant, line={"color": color},
+            legendgroup=variant, line={"color": PALETTE[i % len(PALETTE)]},
             hovertemplate=f"{variant}<br>S=%{{x}}<br>%{{y:,.1f}} µs<extra></extra>",
+            row=1, col=1,
         )  # fmt: skip
-        # one row per variant above the data, so two variants' misses never hide each other
-        _add_misses(fig, mine[mine["status"] != "ok"], variant, color, y=top * 1.35**i)
+    _add_misses(fig, result)
     what = "GPU µs per forward" if result.time_basis == "GPU" else "CPU µs per forward"
     where = "" if result.time_basis == "GPU" else " (no GPU on this machine)"
-    fig.update_layout(
-        title=f"{what} vs sequence length{where} · {_shape(result.shape)}",
-        xaxis={"type": "log", "title": "sequence length S", "tickvals": result.seq_lens},
-        yaxis={"type": "log", "title": f"{what} (log)", **log_ticks(fig)},
-        margin={"t": 60, "l": 70, "r": 20, "b": 60},
-    )
+    _sweep_axes(fig, result, f"{what} (log)")
+    fig.update_layout(title=f"{what} vs sequence length{where} · {_shape(result.shape)}")
     return fig
 
 
 def sweep_memory_figure(result: SweepResult) -> go.Figure:
-    """Log–log memory vs S: measured peak (GPU) solid, the estimate dotted, refusals at the
-    estimate that refused them."""
-    t = result.table
-    fig = go.Figure()
+    """Log–log memory vs S: measured peak (GPU) solid, the estimate dotted (through refused
+    lengths too: it is what refused them); points that did not run in the strip below."""
+    fig = _sweep_canvas(result)
     for i, variant in enumerate(result.variants):
         color = PALETTE[i % len(PALETTE)]
-        mine = t[t["variant"] == variant]
+        mine = result.table[result.table["variant"] == variant]
         measured = mine[(mine["status"] == "ok") & mine["peak MiB"].notna()]
         if not measured.empty:
             fig.add_scatter(
                 x=measured["seq_len"], y=measured["peak MiB"], mode="lines+markers",
                 name=f"{variant} peak", legendgroup=variant, line={"color": color},
                 hovertemplate=f"{variant}<br>S=%{{x}}<br>peak %{{y:,.0f}} MiB<extra></extra>",
+                row=1, col=1,
             )  # fmt: skip
         fig.add_scatter(
             x=mine["seq_len"], y=mine["est. MiB"], mode="lines", name=f"{variant} estimate",
             legendgroup=variant, line={"color": color, "dash": "dot"},
             hovertemplate=f"{variant}<br>S=%{{x}}<br>estimate %{{y:,.0f}} MiB<extra></extra>",
+            row=1, col=1,
         )  # fmt: skip
-        _add_misses(fig, mine[mine["status"] != "ok"], variant, color, y=None)
+    _add_misses(fig, result)
     measured_note = "" if result.device == "cuda" else " (CPU: estimate only, no peak measured)"
-    fig.update_layout(
-        title=f"Memory vs sequence length · {_shape(result.shape)}{measured_note}",
-        xaxis={"type": "log", "title": "sequence length S", "tickvals": result.seq_lens},
-        yaxis={"type": "log", "title": "MiB (log)", **log_ticks(fig)},
-        margin={"t": 60, "l": 70, "r": 20, "b": 60},
-    )
+    _sweep_axes(fig, result, "MiB (log)")
+    fig.update_layout(title=f"Memory vs sequence length · {_shape(result.shape)}{measured_note}")
     return fig
 
 
-def log_ticks(fig: go.Figure) -> dict[str, list]:
-    """Ticks at 1, 2 and 5 of each decade the data spans, each labelled in full (20k, 50k):
-    plotly's own log ticks label the in-between ones with a bare digit, so "2" meant 2k or 20k."""
-    ys = [float(y) for t in fig.data for y in (t.y if t.y is not None else ())
-          if isinstance(y, int | float) and math.isfinite(y) and y > 0]  # fmt: skip
-    if not ys:
+SWEEP_PLOT_PX = 320  # the data's plot area; the strip of missed points adds its own height
+SWEEP_MARGIN = {"t": 60, "l": 70, "r": 20, "b": 60}
+STRIP_ROW_PX, STRIP_GAP_PX = 26, 56  # one row per variant that missed; gap holds its title
+STRIP_TITLE = "did not run (hover a marker for the reason)"
+
+
+def missed_variants(result: SweepResult) -> list[str]:
+    """The variants with at least one point that did not run, in the sweep's order."""
+    missed = set(result.table.loc[result.table["status"] != "ok", "variant"])
+    return [v for v in result.variants if v in missed]
+
+
+def _sweep_canvas(result: SweepResult) -> go.Figure:
+    """The data's log–log plot, and below it, when a point did not run, a strip with one row
+    per such variant: a marker there has no time or memory value to misread."""
+    missed = missed_variants(result)
+    margin = SWEEP_MARGIN["t"] + SWEEP_MARGIN["b"]
+    if not missed:
+        fig = make_subplots(rows=1, cols=1)
+        fig.update_layout(height=SWEEP_PLOT_PX + margin, margin=SWEEP_MARGIN)
+        return fig
+    strip = STRIP_ROW_PX * len(missed) + 16
+    inner = SWEEP_PLOT_PX + STRIP_GAP_PX + strip
+    fig = make_subplots(
+        rows=2, cols=1, shared_xaxes=True, row_heights=[SWEEP_PLOT_PX, strip],
+        vertical_spacing=STRIP_GAP_PX / inner, subplot_titles=("", STRIP_TITLE),
+    )  # fmt: skip
+    fig.update_annotations(font={"size": 12})
+    fig.update_yaxes(
+        type="category", categoryorder="array", categoryarray=missed,
+        range=[len(missed) - 0.5, -0.5], showgrid=False, row=2, col=1,
+    )  # fmt: skip
+    fig.update_layout(height=inner + margin, margin=SWEEP_MARGIN)
+    return fig
+
+
+def _sweep_axes(fig: go.Figure, result: SweepResult, y_title: str) -> None:
+    """Log axes with at least three labelled ticks each; the x title under the lowest row."""
+    fig.update_xaxes(type="log", **length_ticks(result.seq_lens))
+    rows = 2 if missed_variants(result) else 1
+    fig.update_xaxes(title_text="sequence length S", row=rows, col=1)
+    data = [t for t in fig.data if t.yaxis in (None, "y") and t.y is not None]
+    values = [y for t in data for y in t.y]
+    fig.update_yaxes(type="log", title_text=y_title, **log_ticks(values), row=1, col=1)
+
+
+def length_ticks(seq_lens: list[int]) -> dict[str, Any]:
+    """Every swept length as an x tick; with fewer than three, their halves and doubles are
+    added (and the range fixed to show them) so the log axis still reads as one."""
+    ticks = sorted({int(s) for s in seq_lens})
+    if not ticks:
         return {}
-    lo, hi = min(ys) / 1.4, max(ys) * 1.4
-    values = [
-        m * 10.0**k
-        for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
-        for m in (1, 2, 5)
-        if lo <= m * 10.0**k <= hi
-    ]
-    return {"tickvals": values, "ticktext": [_si(v) for v in values]} if len(values) >= 2 else {}
+    if len(ticks) == 1:
+        ticks = [ticks[0] / 2, ticks[0], ticks[0] * 2]
+    elif len(ticks) == 2:
+        ticks = [ticks[0] / 2, *ticks]
+    edge = 0.08  # decades beyond the outer ticks, room for their markers
+    return {
+        "tickvals": ticks,
+        "ticktext": [f"{t:g}" for t in ticks],
+        "range": [math.log10(ticks[0]) - edge, math.log10(ticks[-1]) + edge],
+    }
+
+
+TICK_MANTISSAS = ((1,), (1, 2, 5), (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9))  # coarse to fine
+MAX_TICKS = 10
+
+
+def log_ticks(values: Iterable[Any]) -> dict[str, Any]:
+    """Round ticks for a log axis over `values`, at least three, each labelled in full (20k,
+    50k): plotly's own label the in-between ones with a bare digit ("2" for 2k or 20k), and a
+    narrow range got a single tick. The range is fixed so every tick is on screen."""
+    finite = [float(v) for v in values if _positive(v)]
+    if not finite:
+        return {}
+    low, high = min(finite) / 1.4, max(finite) * 1.4
+    if high / low < 4:  # narrow: widen about the middle, so three round values fit
+        middle = math.sqrt(low * high)
+        low, high = middle / 2, middle * 2
+    candidates = [_ticks_between(low, high, m) for m in TICK_MANTISSAS]
+    usable = [ticks for ticks in candidates if len(ticks) >= 3]
+    # the finest set that stays readable, else the coarsest that still has three
+    ticks = next((t for t in reversed(usable) if len(t) <= MAX_TICKS), usable[0])
+    return {
+        "tickvals": ticks,
+        "ticktext": [_si(v) for v in ticks],
+        "range": [math.log10(low), math.log10(high)],
+    }
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
+def _ticks_between(low: float, high: float, mantissas: tuple[float, ...]) -> list[float]:
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    values = [float(f"{m * 10.0**k:.6g}") for k in decades for m in mantissas]
+    return [v for v in values if low <= v <= high]
 
 
 def _si(value: float) -> str:
@@ -201,31 +278,28 @@ def _si(value: float) -> str:
     return f"{value:g}"
 
 
-def _add_misses(
-    fig: go.Figure, misses: pd.DataFrame, variant: str, color: str, y: float | None
-) -> None:
-    """Points that did not run, one marker trace per status, labelled with the status."""
-    for status, group in misses.groupby("status", sort=False):
-        ys = group["est. MiB"] if y is None else [y] * len(group)
-        fig.add_scatter(
-            x=group["seq_len"],
-            y=ys,
-            mode="markers+text",
-            name=f"{variant} {status}",
-            legendgroup=variant,
-            marker={"symbol": STATUS_SYMBOLS.get(str(status), "x"), "size": 12, "color": color,
-                    "line": {"width": 2, "color": color}},
-            text=[str(status)] * len(group),
-            textposition="top center",
-            customdata=group[["reason"]].to_numpy(),
-            hovertemplate=f"{variant} S=%{{x}}: {status}<br>%{{customdata[0]}}<extra></extra>",
-        )  # fmt: skip
+def _add_misses(fig: go.Figure, result: SweepResult) -> None:
+    """Points that did not run, in the strip: one row per variant, one marker trace per
+    status (its symbol), the reason in the hover. No text on the plot, so none can overlap."""
+    for i, variant in enumerate(result.variants):
+        color = PALETTE[i % len(PALETTE)]
+        mine = result.table[(result.table["variant"] == variant) & (result.table["status"] != "ok")]
+        for status, group in mine.groupby("status", sort=False):
+            reasons = [[_hover_lines(str(r))] for r in group["reason"].fillna("")]
+            fig.add_scatter(
+                x=group["seq_len"], y=[variant] * len(group), mode="markers",
+                name=f"{variant} {status}", legendgroup=variant,
+                marker={"symbol": STATUS_SYMBOLS.get(str(status), "x"), "size": 12,
+                        "color": color, "line": {"width": 2, "color": color}},
+                text=[str(status)] * len(group), customdata=reasons,
+                hovertemplate=f"{variant} S=%{{x}}: %{{text}}<br>%{{customdata[0]}}<extra></extra>",
+                row=2, col=1,
+            )  # fmt: skip
 
 
-def _top(values: pd.Series) -> float:
-    """A y just above the highest point on a log axis (where missed points are drawn)."""
-    finite = values[values > 0]
-    return float(10 ** (math.log10(finite.max()) + 0.3)) if not finite.empty else 1.0
+def _hover_lines(reason: str, width: int = 70) -> str:
+    """A reason as hover text: escaped, and broken into lines (a hover box does not wrap)."""
+    return "<br>".join(textwrap.wrap(html.escape(reason), width)) or "no reason recorded"
 
 
 def _run_title(r) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import zipfile
 
@@ -10,7 +11,13 @@ import pytest
 
 import profiling.memory_estimate as memory_module
 import profiling.sweep as sweep_module
-from profiling.compare_figures import sweep_memory_figure, sweep_time_figure
+from profiling.compare_figures import (
+    MAX_TICKS,
+    length_ticks,
+    log_ticks,
+    sweep_memory_figure,
+    sweep_time_figure,
+)
 from profiling.memory_estimate import estimate_bytes
 from profiling.runner import RunError
 from profiling.sweep import SWEEP_COLUMNS, default_seq_lens, doubling, points_json, sweep
@@ -95,13 +102,81 @@ def test_figures_mark_points_that_did_not_run(refused_sweep):
     assert "CPU" in fig.layout.yaxis.title.text  # CPU run: says which time it plots
     refused = next(t for t in fig.data if t.name == "naive refused")
     assert refused.marker.symbol == "x" and list(refused.text) == ["refused"]
-    ran = [y for t in fig.data if t.mode == "lines+markers" for y in t.y]
-    assert refused.y[0] > max(ran)  # drawn above every measured point, not left out
+    # in the strip below the data, on the naive row: drawn, not left out
+    assert refused.yaxis == "y2" and list(refused.x) == [128] and list(refused.y) == ["naive"]
+    assert "reduce seq_len" in refused.customdata[0][0]  # the reason, in the hover
     mem = sweep_memory_figure(result)
-    at_estimate = next(t for t in mem.data if t.name == "naive refused")
-    assert at_estimate.y[0] == pytest.approx(_estimate("naive", 128) / 1024**2)
+    estimate = next(t for t in mem.data if t.name == "naive estimate")
+    assert estimate.y[-1] == pytest.approx(_estimate("naive", 128) / 1024**2)  # what refused it
     assert "estimate only" in mem.layout.title.text
     assert any(t.name == "sdpa-cudnn unavailable" for t in fig.data)
+
+
+@pytest.mark.parametrize("figure", [sweep_time_figure, sweep_memory_figure])
+def test_points_that_did_not_run_have_no_value_on_the_data_axis(refused_sweep, figure):
+    """Issue 19: refused points were drawn at made-up times (1–2 M µs) that read as data, their
+    "refused" labels on top of each other. Now each sits once in the strip below, by variant
+    and length, with no text drawn: the status is its symbol and legend, the reason its hover."""
+    result, _ = refused_sweep
+    fig = figure(result)
+    ran_here = result.table["status"] == "ok"
+    ok, missed = result.table[ran_here], result.table[~ran_here]
+    ran = set(zip(ok["variant"], ok["seq_len"], strict=True))
+    for trace in fig.data:
+        assert "text" not in trace.mode  # no label drawn on the plot, so none can overlap
+        if trace.yaxis == "y" and not trace.name.endswith(" estimate"):
+            # a measured line holds only points that ran
+            assert {(trace.legendgroup, int(x)) for x in trace.x} <= ran, trace.name
+    assert fig.layout.yaxis2.type == "category" and fig.layout.yaxis.type == "log"
+    strip = [
+        (int(x), y, t.name)
+        for t in fig.data
+        if t.yaxis == "y2"
+        for x, y in zip(t.x, t.y, strict=True)
+    ]
+    assert len(strip) == len(set((x, y) for x, y, _ in strip))  # one marker per place
+    expected = {(int(r.seq_len), r.variant, f"{r.variant} {r.status}") for r in missed.itertuples()}
+    assert set(strip) == expected and len(strip) == len(missed)
+
+
+@pytest.mark.parametrize("figure", [sweep_time_figure, sweep_memory_figure])
+def test_every_log_axis_of_the_sweep_charts_has_three_labelled_ticks(refused_sweep, figure):
+    """The memory chart had a single y tick; two lengths gave two x ticks."""
+    result, _ = refused_sweep  # two lengths, and CPU estimates within a factor of about 2
+    fig = figure(result)
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        assert axis.type == "log" and len(axis.tickvals) >= 3
+        assert len(axis.ticktext) == len(axis.tickvals)
+        low, high = (10**end for end in axis.range)
+        assert all(low <= value <= high for value in axis.tickvals)  # every tick on screen
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[100, 120], [0.03], [9.01], [9.9, 10.1], [712.5, 713], [20_000, 2e6], [12, 3.4e7],
+     [3, 3e8], [1e3, 1e4], [5e5, 5e9]],
+)  # fmt: skip
+def test_log_ticks_are_round_in_range_and_at_least_three(values):
+    ticks = log_ticks(values)
+    shown, labels = ticks["tickvals"], ticks["ticktext"]
+    low, high = (10**end for end in ticks["range"])
+    assert 3 <= len(shown) <= MAX_TICKS and shown == sorted(shown)
+    assert low <= min(values) and max(values) <= high  # the data on screen, and every tick
+    assert all(low <= value <= high for value in shown)
+    assert len(set(labels)) == len(labels)  # 2k and 20k never both read "2"
+    for value, text in zip(shown, labels, strict=True):
+        scale = {"k": 1e3, "M": 1e6, "G": 1e9}.get(text[-1], 1)
+        assert float(text.rstrip("kMG")) * scale == pytest.approx(value)
+        assert len(f"{value / 10 ** math.floor(math.log10(value)):g}") <= 3  # round: 1.5, 2, 7
+
+
+def test_log_ticks_of_nothing_and_length_ticks():
+    assert log_ticks([]) == {} and log_ticks([0, -1, float("nan")]) == {}
+    assert length_ticks([256, 512, 1024, 4096])["tickvals"] == [256, 512, 1024, 4096]
+    assert length_ticks([4096, 256])["tickvals"] == [128, 256, 4096]
+    one = length_ticks([512])
+    assert one["tickvals"] == [256, 512, 1024] and one["ticktext"] == ["256", "512", "1024"]
+    assert one["range"][0] < math.log10(256) and math.log10(1024) < one["range"][1]
 
 
 def test_default_lengths_double_and_stop_where_nothing_fits(monkeypatch):
