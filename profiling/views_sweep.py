@@ -46,6 +46,20 @@ def sweep_datatypes(device: str) -> list[str]:
     ]
 
 
+# Widths that keep every header on one line per word ("seq_len" broke into "seq_l / en") and
+# give the reason, which wraps, the rest. A GPU's nine columns scroll sideways (pixels); a
+# CPU's seven fit the page (shares of it: no header breaks from a table about 800 px wide).
+SWEEP_WIDE = {"variant": 150, "seq_len": 90, "status": 110, "reason": 380}  # others 96
+SWEEP_CPU_SHARES = {"variant": 13, "seq_len": 10, "status": 11, "CPU µs/fwd": 11, "est. MiB": 9,
+                    "TFLOP/s": 9, "reason": 37}  # fmt: skip
+
+
+def sweep_widths(device: str) -> list[int | str]:
+    if device_key(device) == "cuda":
+        return [SWEEP_WIDE.get(c, 96) for c in sweep_columns("cuda")]
+    return [f"{SWEEP_CPU_SHARES[c]}%" for c in sweep_columns("cpu")]
+
+
 @dataclass
 class SweepPage:
     time: go.Figure
@@ -68,6 +82,4 @@ def sweep_view(table: pd.DataFrame, device: str) -> pd.DataFrame:
 def sweep_page(result: SweepResult, device: str) -> SweepPage:
     """SweepResult → the two log–log charts, the table and the zip; built outside the GPU slot."""
     time_fig, memory_fig = sweep_time_figure(result), sweep_memory_figure(result)
-    for fig in (time_fig, memory_fig):
-        fig.update_layout(height=440)
     return SweepPage(time_fig, memory_fig, sweep_view(result.table, device), result.zip_path)

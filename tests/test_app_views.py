@@ -372,15 +372,34 @@ def test_sweep_marks_points_over_the_cpu_budget_refused():
     names = {trace.name for trace in time_fig.data}
     assert {"naive", "naive refused", "sdpa-cudnn unavailable"} <= names
     assert time_fig.layout.xaxis.type == "log" and time_fig.layout.yaxis.type == "log"
-    # every y tick labelled in full: 2k and 20k never both read "2"
-    ticks = dict(zip(time_fig.layout.yaxis.tickvals, time_fig.layout.yaxis.ticktext, strict=True))
-    assert len(ticks) >= 2 and len(set(ticks.values())) == len(ticks)
-    for value, text in ticks.items():
-        scale = {"k": 1e3, "M": 1e6}.get(text[-1], 1)
-        assert float(text.rstrip("kM")) * scale == pytest.approx(value)
-    assert memory_fig.layout.yaxis.type == "log" and memory_fig.layout.height == 440
+    # every y tick labelled in full: 2k and 20k never both read "2"; three at least on each
+    for axis in (time_fig.layout.yaxis, memory_fig.layout.yaxis):
+        ticks = dict(zip(axis.tickvals, axis.ticktext, strict=True))
+        assert len(ticks) >= 3 and len(set(ticks.values())) == len(ticks)
+        for value, text in ticks.items():
+            scale = {"k": 1e3, "M": 1e6}.get(text[-1], 1)
+            assert float(text.rstrip("kM")) * scale == pytest.approx(value)
+    assert memory_fig.layout.yaxis.type == "log"
+    # the strip of the two variants that missed adds its height: the data keep theirs
+    assert memory_fig.layout.height == time_fig.layout.height > 440
+    assert list(time_fig.layout.yaxis2.categoryarray) == ["naive", "sdpa-cudnn"]
     with zipfile.ZipFile(zip_path) as zf:
         assert "sweep.csv" in zf.namelist()
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_sweep_table_widths_give_every_column_one(device):
+    """The Points table's widths (the browser test reads the headers and the reasons): one per
+    column, a CPU's shares filling the page, a GPU's pixels about one desktop page wide."""
+    widths = views_sweep.sweep_widths(device)
+    columns = views_sweep.sweep_columns(device)
+    assert len(widths) == len(columns)
+    if device == "cpu":
+        assert sum(float(w.rstrip("%")) for w in widths) == 100
+    else:
+        assert 1000 <= sum(widths) <= 1220
+    reason = widths[columns.index("reason")]
+    assert reason == max(widths, key=lambda w: float(str(w).rstrip("%")))  # the wrapping one
 
 
 @pytest.mark.parametrize(

@@ -99,7 +99,7 @@ def _results() -> list[Any]:
         "sw-table",
         headers=views_sweep.sweep_columns(DEVICE),
         datatype=views_sweep.sweep_datatypes(DEVICE),
-        max_chars=140,
+        column_widths=views_sweep.sweep_widths(DEVICE),  # the reason wraps, in full
     )
     zip_file = gr.DownloadButton("Every trace and the table (.zip)", elem_id="sw-zip", size="md")
     return [time_chart, memory_chart, points, zip_file]
