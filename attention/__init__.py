@@ -8,7 +8,7 @@ Nothing here knows about profiling: a variant is built for attention's own `Prob
 
 from __future__ import annotations
 
-from attention.registry import VARIANTS, availability
+from attention.registry import VARIANTS
 from attention.rules import built_for, on_zero_gpu
 from attention.variant import Built, Forward, Layout, Problem, Variant, VariantUnavailable
 
@@ -20,7 +20,6 @@ __all__ = [
     "Problem",
     "Variant",
     "VariantUnavailable",
-    "availability",
     "built_for",
     "on_zero_gpu",
 ]

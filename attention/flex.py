@@ -15,16 +15,17 @@ from attention.variant import Built, Problem, Variant
 
 
 def causal(
-    b: torch.Tensor, h: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
+    batch: torch.Tensor, head: torch.Tensor, q_idx: torch.Tensor, kv_idx: torch.Tensor
 ) -> torch.Tensor:
+    """FlexAttention's mask_mod: a query sees the keys at or before it, in every batch and head."""
     return q_idx >= kv_idx
 
 
 def build(problem: Problem) -> Built:
     torch._dynamo.reset()
-    n, device = problem.seq_len, problem.device
+    seq_len, device = problem.seq_len, problem.device
     block_mask = (
-        create_block_mask(causal, B=None, H=None, Q_LEN=n, KV_LEN=n, device=device)
+        create_block_mask(causal, B=None, H=None, Q_LEN=seq_len, KV_LEN=seq_len, device=device)
         if problem.causal
         else None
     )

@@ -5,8 +5,6 @@ Adding a variant: a module under attention/ with its `VARIANT`, one line here, i
 
 from __future__ import annotations
 
-import torch
-
 from attention import (
     compiled_naive,
     flex,
@@ -40,8 +38,3 @@ VARIANTS: dict[str, Variant] = {
         compiled_naive.VARIANT,
     ]
 }
-
-
-def availability(device: str, dtype: torch.dtype) -> dict[str, str | None]:
-    """id → reason it cannot run here (None when it can)."""
-    return {vid: v.unavailable(device, dtype) for vid, v in VARIANTS.items()}

@@ -22,7 +22,7 @@ import torch
 
 from attention import VARIANTS
 from profiling.availability import error_text
-from profiling.job_files import cancelled, write_zip
+from profiling.job_files import Progress, cancelled, run_progress, write_zip
 from profiling.launch import LaunchStats
 from profiling.peaks import Peak, peak_entry, peak_tflops, peaks_table
 from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
@@ -39,7 +39,6 @@ from profiling.workload import (
     shape_tag,
 )
 
-Progress = Callable[[float, str], None]
 log = logging.getLogger(__name__)
 
 # The post's six, in its order: the variants always in Compare's default list.
@@ -152,9 +151,9 @@ def compare_workloads(
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-compare-"))
     report = progress or (lambda fraction, text: None)
     runs: list[VariantRun] = []
-    for i, workload in enumerate(workloads):
+    for index, workload in enumerate(workloads):
         cancelled(stop, out, made=out_dir is None)
-        step = _scaled(report, i, len(workloads), workload.variant)
+        step = run_progress(report, index, len(workloads), workload.variant)
         step(0.0, "starting")
         runs.append(profile_one(workload, out / workload.variant, step))
     cancelled(stop, out, made=out_dir is None)  # cancelled during the last run: no zip, no page
@@ -228,36 +227,40 @@ def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd
     """The post's "at a glance" table, plus launch/idle figures; a row per variant asked for."""
     peak = peak_tflops(device_name, dtype)
     rows = []
-    for r in runs:
-        row: dict[str, Any] = {"variant": r.variant, "status": r.status, "reason": r.reason}
-        s, ls = r.summary, r.launch
-        if s is not None:
-            on_gpu = s.gpu_us_per_forward is not None
+    for variant_run in runs:
+        row: dict[str, Any] = {
+            "variant": variant_run.variant,
+            "status": variant_run.status,
+            "reason": variant_run.reason,
+        }
+        summary, launch = variant_run.summary, variant_run.launch
+        if summary is not None:
+            on_gpu = summary.gpu_us_per_forward is not None
             row.update(
                 {
-                    "kernels/fwd": s.kernels_per_forward if on_gpu else None,
-                    "GPU µs/fwd": s.gpu_us_per_forward,
-                    "CPU µs/fwd": s.cpu_us_per_forward,
-                    "bound": bound(s.cpu_us_per_forward, s.gpu_us_per_forward),
-                    "peak MiB": s.peak_mib,
-                    "TFLOP/s": s.tflops,
-                    "% of peak": 100 * s.tflops / peak
-                    if (peak and s.tflops is not None and on_gpu)
+                    "kernels/fwd": summary.kernels_per_forward if on_gpu else None,
+                    "GPU µs/fwd": summary.gpu_us_per_forward,
+                    "CPU µs/fwd": summary.cpu_us_per_forward,
+                    "bound": bound(summary.cpu_us_per_forward, summary.gpu_us_per_forward),
+                    "peak MiB": summary.peak_mib,
+                    "TFLOP/s": summary.tflops,
+                    "% of peak": 100 * summary.tflops / peak
+                    if (peak and summary.tflops is not None and on_gpu)
                     else None,
-                    "rel. err": s.rel_err,
-                    "ran": s.ran,
-                    "dominant kernel": s.dominant_kernel,
-                    "decoded": s.dominant_decoded,
-                    "reason": "; ".join(s.notes),
+                    "rel. err": summary.rel_err,
+                    "ran": summary.ran,
+                    "dominant kernel": summary.dominant_kernel,
+                    "decoded": summary.dominant_decoded,
+                    "reason": "; ".join(summary.notes),
                 }
             )
-        if ls is not None and ls.busy_pct is not None:
+        if launch is not None and launch.busy_pct is not None:
             row.update(
                 {
-                    "GPU busy %": ls.busy_pct,
-                    "idle gaps": ls.gaps,
-                    "launch delay µs": ls.launch_delay_mean_us,
-                    "CPU launch µs/fwd": ls.cpu_launch_us_per_forward,
+                    "GPU busy %": launch.busy_pct,
+                    "idle gaps": launch.gaps,
+                    "launch delay µs": launch.launch_delay_mean_us,
+                    "CPU launch µs/fwd": launch.cpu_launch_us_per_forward,
                 }
             )
         rows.append(row)
@@ -288,30 +291,24 @@ def compare_zip(result: CompareResult) -> Path:
         ("glance.md", markdown(result.glance)),
         ("peaks.csv", peaks_table().to_csv(index=False)),
     ]
-    for r in result.runs:
-        if not r.ok:
-            entries.append((f"{r.variant}/{r.status}.txt", r.reason + "\n"))
+    for variant_run in result.runs:
+        folder = variant_run.variant
+        if not variant_run.ok:
+            entries.append((f"{folder}/{variant_run.status}.txt", variant_run.reason + "\n"))
             continue
-        if r.trace_gz is not None and r.trace_gz.exists():
-            entries.append((f"{r.variant}/{r.trace_gz.name}", r.trace_gz))
-        if r.table_txt is not None and r.table_txt.exists():
-            entries.append((f"{r.variant}/{r.table_txt.name}", r.table_txt))
-        if r.kernels is not None:
-            entries.append((f"{r.variant}/kernels.csv", r.kernels.to_csv(index=False)))
-        if r.launch is not None:
-            entries.append((f"{r.variant}/launches.csv", r.launch.per_launch.to_csv(index=False)))
+        for path in (variant_run.trace_gz, variant_run.table_txt):
+            if path is not None and path.exists():
+                entries.append((f"{folder}/{path.name}", path))
+        if variant_run.kernels is not None:
+            entries.append((f"{folder}/kernels.csv", variant_run.kernels.to_csv(index=False)))
+        if variant_run.launch is not None:
+            launches = variant_run.launch.per_launch.to_csv(index=False)
+            entries.append((f"{folder}/launches.csv", launches))
     tag = shape_tag(result.shape, result.device)
     return write_zip(entries, f"compare_{tag}.zip")
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def _scaled(report: Progress, i: int, n: int, name: str) -> Progress:
-    def step(fraction: float, text: str) -> None:
-        report((i + min(max(fraction, 0.0), 1.0)) / n, f"{name} ({i + 1}/{n}): {text}")
-
-    return step
 
 
 def _device_name(device: str) -> str:

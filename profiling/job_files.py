@@ -11,6 +11,8 @@ from pathlib import Path
 
 from profiling.jobs import JobCancelled
 
+Progress = Callable[[float, str], None]
+
 
 def cancelled(stop: Callable[[], bool] | None, out: Path, made: bool) -> None:
     """Between two runs of a job: end it if its client cancelled it, removing the folder it
@@ -33,3 +35,14 @@ def write_zip(entries: Iterable[tuple[str, Path | str | bytes]], name: str) -> P
             else:
                 archive.writestr(name_in_zip, content)
     return path
+
+
+def run_progress(report: Progress, index: int, count: int, name: str) -> Progress:
+    """The progress of run `index` of `count` as a share of the whole job, its text prefixed
+    with `name` and the run's place ("naive (2/6): warm-up")."""
+
+    def step(fraction: float, text: str) -> None:
+        done = index + min(max(fraction, 0.0), 1.0)
+        report(done / count, f"{name} ({index + 1}/{count}): {text}")
+
+    return step

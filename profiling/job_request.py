@@ -42,8 +42,7 @@ CPU_MAX_JOB_FLOPS = 4 * CPU_MAX_FLOPS  # per forward, summed over a job's runs (
 GPU_SECONDS = 60
 GPU_SECONDS_SLOW = 150
 # ... of a Compare/Sweep: a base for start-up, plus per run a warm eager run, plus the slow
-# first run of each compiled/Hub variant. On the H200 all 12 variants (compiles included) took
-# 22 s and a 27-point sweep 8 s (docs/results-h200.md): generous, not tight.
+# first run of each compiled/Hub variant; generous against the H200's jobs (docs/performance.md).
 GPU_SECONDS_JOB = 30
 GPU_SECONDS_PER_RUN = 6
 GPU_SECONDS_JOB_MAX = 300  # ZeroGPU refuses durations beyond a few minutes
@@ -121,9 +120,14 @@ def seq_len_list(raw: Any, device: str) -> list[int]:
     return sorted(set(lens))
 
 
-def _page_shape(device: str, **raw: Any) -> dict[str, Any]:
-    """The shared shape, checked as a shape (Workload's rules), then the page's ranges."""
-    shape = shape_from_user(**raw)
+def _page_shape(
+    device: str, seq_len: Any, dtype: Any, batch: Any, heads: Any, head_dim: Any, causal: Any
+) -> dict[str, Any]:
+    """The shared shape (the requests' own parameters, in their order), checked as a shape
+    (Workload's rules), then the page's ranges."""
+    shape = shape_from_user(
+        seq_len=seq_len, dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal
+    )
     check_page_ranges(shape, device)
     return shape
 
@@ -142,15 +146,7 @@ def compare_request(
     whole job (the variants that can run here)."""
     device = device_key(device)
     names = variant_ids(variants, what="compare", limit=MAX_COMPARE_VARIANTS[device])
-    shape = _page_shape(
-        device,
-        seq_len=seq_len,
-        dtype=dtype,
-        batch=batch,
-        heads=heads,
-        head_dim=head_dim,
-        causal=causal,
-    )
+    shape = _page_shape(device, seq_len, dtype, batch, heads, head_dim, causal)
     workloads = [Workload(variant=name, **shape) for name in names]
     check_cpu_budget(workloads[0], device)  # one shape: one per-run check covers every variant
     runnable = _runnable(workloads, device)
@@ -182,17 +178,11 @@ def sweep_request(
             f"{len(names)} variants × {len(lens)} lengths = {points} points; a sweep on this "
             f"machine runs at most {MAX_SWEEP_POINTS[device]}: pick fewer"
         )
-    shape = _page_shape(
-        device,
-        seq_len=lens[0],
-        dtype=dtype,
-        batch=batch,
-        heads=heads,
-        head_dim=head_dim,
-        causal=causal,
-    )
+    shape = _page_shape(device, lens[0], dtype, batch, heads, head_dim, causal)
     shape.pop("seq_len")
-    workloads = [Workload(variant=n, seq_len=s, **shape) for n in names for s in lens]
+    workloads = [
+        Workload(variant=name, seq_len=length, **shape) for name in names for length in lens
+    ]
     admitted = [w for w in _runnable(workloads, device) if within_cpu_budget(w, device)]
     check_job_flops(admitted, device, "sweep")
     return JobRequest(workloads, lens, gpu_seconds=job_gpu_seconds(workloads))

@@ -135,9 +135,9 @@ def decode(name: str, *, own_run: bool = False) -> str:
     """
     phrases: list[str] = []
     for hint in _HINTS:
-        m = hint.pattern.search(name)
-        if m:
-            groups = [g for g in m.groups() if g] if m.groups() else []
+        match = hint.pattern.search(name)
+        if match:
+            groups = [g for g in match.groups() if g] if match.groups() else []
             text = hint.says.format(*groups) if groups else hint.says
             if own_run and hint.ours:
                 text = f"{text} ({hint.ours})" if text else hint.ours
@@ -166,8 +166,8 @@ def kernel_table(gpu: pd.DataFrame, per: int = 1, *, own_run: bool = False) -> p
     `gpu` is a slice of the spans table (kind == "gpu", annotations excluded); `per` divides
     counts and totals (e.g. the number of forwards) so the table reads "per forward";
     `own_run` (this app made the trace) adds this app's context to the decoding (see decode).
-    Aggregated with numpy over interned name codes and built as one frame at the end: the
-    pandas groupby version cost ~30 ms per run for a handful of kernels.
+    Aggregated with numpy over interned name codes and built as one frame at the end: a pandas
+    groupby costs more than the whole table on a run's handful of kernels (docs/performance.md).
     """
     annotation = is_in(gpu["cat"], "gpu_user_annotation")
     work = gpu[~annotation] if annotation.any() else gpu  # a run's slice has none: no copy
@@ -194,18 +194,21 @@ def kernel_frame(
     `own_run` has no default: each path's caller says whether this app made the trace."""
     if not len(codes):
         return pd.DataFrame(columns=list(KERNEL_COLUMNS))
-    k = len(names)
-    count = np.bincount(codes, minlength=k).astype(float)
-    total = np.bincount(codes, weights=dur, minlength=k)
-    low = np.full(k, np.inf)
-    high = np.full(k, -np.inf)
+    distinct = len(names)
+    count = np.bincount(codes, minlength=distinct).astype(float)
+    total = np.bincount(codes, weights=dur, minlength=distinct)
+    low = np.full(distinct, np.inf)
+    high = np.full(distinct, -np.inf)
     np.minimum.at(low, codes, dur)
     np.maximum.at(high, codes, dur)
-    first = np.full(k, -1, dtype=np.int64)
+    first = np.full(distinct, -1, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]  # first occurrence of each name
     found = [span_args(args[i]) for i in first.tolist()]
     grand = total.sum()
-    get = lambda key: [a.get(key) if isinstance(a, dict) else None for a in found]  # noqa: E731
+
+    def first_args(key: str) -> list[Any]:  # `key` of each name's first span's args, or None
+        return [entry.get(key) if isinstance(entry, dict) else None for entry in found]
+
     columns = {
         "kernel": [short_name(n) for n in names],
         "category": [classify(n) for n in names],
@@ -214,12 +217,12 @@ def kernel_frame(
         "mean_us": total / count,
         "min_us": low,
         "max_us": high,
-        "pct_gpu": 100 * total / grand if grand > 0 else np.zeros(k),
-        "registers_per_thread": get("registers per thread"),
-        "shared_memory": get("shared memory"),
-        "grid": [_dims(v) for v in get("grid")],
-        "block": [_dims(v) for v in get("block")],
-        "occupancy_pct": get("est. achieved occupancy %"),
+        "pct_gpu": 100 * total / grand if grand > 0 else np.zeros(distinct),
+        "registers_per_thread": first_args("registers per thread"),
+        "shared_memory": first_args("shared memory"),
+        "grid": [_dims(v) for v in first_args("grid")],
+        "block": [_dims(v) for v in first_args("block")],
+        "occupancy_pct": first_args("est. achieved occupancy %"),
         "decoded": [decode(n, own_run=own_run) for n in names],
         "name": list(names),
     }
@@ -228,8 +231,8 @@ def kernel_frame(
     ordered = ((key, columns[key]) for key in KERNEL_COLUMNS)  # the columns' one order
     return pd.DataFrame(
         {
-            key: col[order] if isinstance(col, np.ndarray) else [col[i] for i in rows]
-            for key, col in ordered
+            key: column[order] if isinstance(column, np.ndarray) else [column[i] for i in rows]
+            for key, column in ordered
         }
     )
 
@@ -245,7 +248,7 @@ def _name_codes(names: pd.Series) -> tuple[np.ndarray, list[str]]:
     return codes, list(uniques)
 
 
-def _dims(v: object) -> str | None:
-    if isinstance(v, list):
-        return "×".join(str(x) for x in v)
+def _dims(value: object) -> str | None:
+    if isinstance(value, list):
+        return "×".join(str(size) for size in value)
     return None

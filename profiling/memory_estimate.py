@@ -33,12 +33,13 @@ def estimate_bytes(workload: Workload) -> int:
     [batch, seq, heads, dim] variant a copy of the four tensors in [batch, heads, seq, dim].
     """
     variant = workload.spec
-    elem = workload.torch_dtype.itemsize
-    b, h, s, d = workload.batch, workload.heads, workload.seq_len, workload.head_dim
-    io = 4 * b * h * s * d * elem  # q, k, v, out
-    score_elem = 4 if variant.upcasts else elem
-    scores = variant.score_matrices * b * h * s * s * score_elem
-    mask = s * s if variant.score_matrices else 0
+    element_bytes = workload.torch_dtype.itemsize
+    batch, heads = workload.batch, workload.heads
+    seq_len, head_dim = workload.seq_len, workload.head_dim
+    io = 4 * batch * heads * seq_len * head_dim * element_bytes  # q, k, v, out
+    score_bytes = 4 if variant.upcasts else element_bytes
+    scores = variant.score_matrices * batch * heads * seq_len * seq_len * score_bytes
+    mask = seq_len * seq_len if variant.score_matrices else 0
     workspace = LIBRARY_WORKSPACE + SMALL_TENSORS
     profiled = io + scores + mask + workspace + io // 4  # io // 4: lse, allocator slack
     copies = io if variant.layout == "bshd" else 0
@@ -62,10 +63,11 @@ def reference_bytes(workload: Workload) -> int:
     or k and v (4·G·S·D) are copied while the last ones live. Counted for every pair: a FLOP
     cap may check fewer, never more.
     """
-    s, d, pairs = workload.seq_len, workload.head_dim, workload.batch * workload.heads
-    rows, group = reference_chunk(s, pairs, REFERENCE_CHUNK[0])
-    scores, keys, queries = group * rows * s, group * s * d, group * rows * d
-    previous = 0 if (rows, group) == (s, pairs) else 2 * queries
+    seq_len, head_dim, pairs = workload.seq_len, workload.head_dim, workload.batch * workload.heads
+    rows, group = reference_chunk(seq_len, pairs, REFERENCE_CHUNK[0])
+    scores = group * rows * seq_len
+    keys, queries = group * seq_len * head_dim, group * rows * head_dim
+    previous = 0 if (rows, group) == (seq_len, pairs) else 2 * queries
     moments = [
         2 * scores + 2 * keys + 3 * queries + previous,
         scores + 2 * keys + 4 * queries + previous // 2,  # the last difference is replaced
@@ -75,7 +77,7 @@ def reference_bytes(workload: Workload) -> int:
             scores + 2 * keys + 4 * queries + previous,
             scores + 4 * keys + 2 * queries + previous,
         ]
-    return 8 * (rows * s + max(moments))
+    return 8 * (rows * seq_len + max(moments))
 
 
 def available_bytes(device: str) -> int:
@@ -94,8 +96,8 @@ def available_bytes(device: str) -> int:
 
 def _mem_available_cpu() -> int:
     try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
                 if line.startswith("MemAvailable:"):
                     return int(line.split()[1]) * 1024
     except OSError:
@@ -131,11 +133,11 @@ def largest_fitting_seq_len(workload: Workload, budget: int) -> int | None:
     if estimate_bytes(replace(workload, seq_len=low)) > budget:
         return None
     while high - low > 1:
-        mid = (low + high) // 2
-        if estimate_bytes(replace(workload, seq_len=mid)) <= budget:
-            low = mid
+        middle = (low + high) // 2
+        if estimate_bytes(replace(workload, seq_len=middle)) <= budget:
+            low = middle
         else:
-            high = mid
+            high = middle
     if low < 128:
         return low
     fit = low - low % 128

@@ -47,16 +47,16 @@ def _new_gzip_pool_after_fork() -> None:
 os.register_at_fork(after_in_child=_new_gzip_pool_after_fork)
 
 
-def export(prof, workload: Workload, device: str, out: Path) -> Exported:
+def export(profiler, workload: Workload, device: str, out: Path) -> Exported:
     """The trace as .json, the key_averages table as .txt, and the .json.gz: zlib releases
     the GIL while it compresses, so the .gz is written while the run builds its tables."""
     tag = workload.tag(device)
     json_path, gz_path, txt_path = (out / f"{tag}{ext}" for ext in (".json", ".json.gz", ".txt"))
-    prof.export_chrome_trace(str(json_path))
+    profiler.export_chrome_trace(str(json_path))
     gz_written = GZIP_POOL.submit(gzip_file, json_path, gz_path)
     sort_by = "cuda_time_total" if device == "cuda" else "cpu_time_total"
     try:
-        txt_path.write_text(averages(prof).table(sort_by=sort_by, row_limit=15))
+        txt_path.write_text(averages(profiler).table(sort_by=sort_by, row_limit=15))
     except BaseException:
         futures.wait([gz_written])
         raise
@@ -69,19 +69,19 @@ def gzip_file(source: Path, destination: Path) -> None:
         shutil.copyfileobj(plain, packed)
 
 
-def averages(prof):
+def averages(profiler):
     """key_averages once per run: the .txt and the operator table both read it."""
-    if getattr(prof, "_attnprof_averages", None) is None:
-        prof._attnprof_averages = prof.key_averages()
-    return prof._attnprof_averages
+    if getattr(profiler, "_attnprof_averages", None) is None:
+        profiler._attnprof_averages = profiler.key_averages()
+    return profiler._attnprof_averages
 
 
-def operator_table(prof, device: str) -> pd.DataFrame:
+def operator_table(profiler, device: str) -> pd.DataFrame:
     """key_averages as a table: the numbers of the post's .txt, sortable.
 
     Built column-wise and sorted with numpy before the one DataFrame is made: pandas' sort,
     reset and round cost more than the table itself (docs/performance.md)."""
-    events = list(averages(prof))
+    events = list(averages(profiler))
     if not events:
         return pd.DataFrame()
     calls = np.array([event.count for event in events], dtype=np.int64)

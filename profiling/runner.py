@@ -125,16 +125,16 @@ def _attempt(
     tensors = _inputs(workload, device, variant.layout)
     built = variant.build(problem)  # raises VariantUnavailable where a known rule refuses
     report(0.15, f"warm-up ({variant.warmup_calls} calls)")
-    prof = _profile(workload, built, variant, tensors, device, report)
+    profiler = _profile(workload, built, variant, tensors, device, report)
     peak = torch.cuda.max_memory_allocated() / 1024**2 if device == "cuda" else None
     report(0.7, "exporting the trace")
-    paths = export(prof, workload, device, out)
+    paths = export(profiler, workload, device, out)
     try:
         report(0.8, "reference check in float64, parsing the trace")
         # The reference's GPU work is queued first and read last, so it runs while the CPU
         # parses.
         reference = relative_error(tensors, workload, variant.layout, device, spare)
-        result = _result(workload, built, prof, paths, peak, reference, device)
+        result = _result(workload, built, profiler, paths, peak, reference, device)
     finally:
         futures.wait([paths.gz_written])  # no writer left behind in a folder about to go
     try:
@@ -190,16 +190,16 @@ def _profile(workload, built: Built, variant, tensors: dict, device: str, report
             record_shapes=False,
             profile_memory=False,
             with_stack=False,
-        ) as prof:
+        ) as profiler:
             for _ in range(workload.total_steps):
                 with record_function(FORWARD):
                     tensors["out"] = built.forward(q, k, v)
-                prof.step()
+                profiler.step()
             sync()
-    return prof
+    return profiler
 
 
-def _result(workload, built: Built, prof, paths, peak, reference, device) -> ProfileResult:
+def _result(workload, built: Built, profiler, paths, peak, reference, device) -> ProfileResult:
     """The run's figures: its trace read once, key_averages, the reference's error."""
     trace = run_trace.read(paths.json)
     stats = trace.stats
@@ -211,7 +211,7 @@ def _result(workload, built: Built, prof, paths, peak, reference, device) -> Pro
         tflops = flops / (stats.cpu_us * 1e-6) / 1e12 if stats.cpu_us > 0 else None
         basis = f"CPU time of attn_fwd (no GPU); {flops_convention(workload.causal)}"
     ran = workload.spec.ran(built, stats.backend)  # declared, or read from the trace
-    operators = operator_table(prof, device)
+    operators = operator_table(profiler, device)
     rel_err, rel_note = reference()
     notes = [n for n in (built.note,) if n]
     if stats.forwards != workload.steps:

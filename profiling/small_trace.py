@@ -1,11 +1,11 @@
 """A run's own trace read with plain Python loops: the fast path behind issue #7's overhead.
 
 Why a second reader: a Profile run's trace holds ~100–600 events, and on tables that small
-every pandas or numpy call costs more than its work. The vectorised path (trace.load →
-forward_work → per_forward → kernel_table → gantt_spec), which a 10⁶-event upload needs, took
-3.9–4.7 ms in a tight loop on the H200 host where loops over plain records took 0.2–0.3 ms
-(benchmarks/plain_floor.py); for the fused kernels, whose whole bare script is 6–12 ms, that
-difference decides whether a run stays within 1.5× of the post's script.
+every pandas or numpy call costs more than its work: the vectorised path (trace.load →
+forward_work → per_forward → kernel_table → gantt_spec), which a 10⁶-event upload needs, is
+several times slower than loops over plain records there, a difference that decides whether a
+fused kernel's run stays within 1.5× of the post's script (docs/performance.md, "What plain
+Python loops could reach").
 
 So a run reads its trace here with the same rules (and the same helpers where a rule is a
 function: lane labels, kernel names, the kernel table's frame; profiling.gantt_records draws
@@ -32,7 +32,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from profiling import trace_events as tm
+from profiling import trace_events
 from profiling.gantt_detail import DETAIL_LIMIT
 from profiling.gantt_rows import MAX_ROWS
 from profiling.kernels import decode, kernel_frame, short_name
@@ -42,8 +42,8 @@ from profiling.vocabulary import BACKEND_OPS, FORWARD, GPU_WORK
 
 MAX_EVENTS = 20_000  # beyond this the vectorised path is the faster one anyway
 MAX_BYTES = 16 * 1024**2
-_GPU_CATS = frozenset(tm.GPU_CATS)
-_LAUNCH_CATS = frozenset(tm.LAUNCH_CATS)
+_GPU_CATS = frozenset(trace_events.GPU_CATS)
+_LAUNCH_CATS = frozenset(trace_events.LAUNCH_CATS)
 
 
 class Span:
@@ -71,26 +71,27 @@ class Span:
         "start",
         "step",
         "tid",
-    )  # fmt: skip
+    )
 
-    def __init__(self, e: Any) -> None:
-        self.cat = cat = e.cat.lower()
-        self.category = tm.CATEGORY.get(cat, cat or "other")
+    def __init__(self, event: Any) -> None:
+        self.cat = cat = event.cat.lower()
+        self.category = trace_events.CATEGORY.get(cat, cat or "other")
         self.gpu = cat in _GPU_CATS
         self.ann = cat == "gpu_user_annotation"
         self.launch = cat in _LAUNCH_CATS
-        self.name = e.name
-        self.own_step = -1 if self.gpu else tm.step_number(e.name)  # N of a ProfilerStep#N span
-        self.pid, self.tid = str(e.pid), str(e.tid)
-        self.start = float(e.ts)  # absolute until _build knows time zero
-        self.dur = e.dur
+        self.name = event.name
+        # N of a ProfilerStep#N span, -1 for any other
+        self.own_step = -1 if self.gpu else trace_events.step_number(event.name)
+        self.pid, self.tid = str(event.pid), str(event.tid)
+        self.start = float(event.ts)  # absolute until _build knows time zero
+        self.dur = event.dur
         self.end = 0.0
         self.correlation = -1
         self.args: Any = {}
         if self.gpu or self.launch:
-            self.correlation = tm.valid_id(e.args.correlation)
+            self.correlation = trace_events.valid_id(event.args.correlation)
             if self.gpu:
-                self.args = e.args
+                self.args = event.args
         self.index = self.lane = self.depth = 0
         self.parent = self.link = self.step = -1
         self.self_us = 0.0
@@ -108,14 +109,14 @@ class SmallTrace:
     @property
     def has_gpu(self) -> bool:
         """Any GPU span at all (a CPU run has none: its GPU figures are n/a, not 0)."""
-        return any(s.gpu for s in self.spans)
+        return any(span.gpu for span in self.spans)
 
 
 def read(path: str | Path) -> SmallTrace | None:
     """The trace at `path` as records, or None when it is not a run's small, tidy trace."""
     try:
-        data = tm.read_bytes(path, MAX_BYTES)
-    except tm.TraceError:
+        data = trace_events.read_bytes(path, MAX_BYTES)
+    except trace_events.TraceError:
         return None
     return parse(data)
 
@@ -125,9 +126,15 @@ def parse(data: bytes) -> SmallTrace | None:
     if len(data) > MAX_BYTES:
         return None
     try:
-        events = tm.typed_events(data)
-    except (tm.TraceError, msgspec.DecodeError, msgspec.ValidationError, KeyError, TypeError,
-            RecursionError):  # fmt: skip
+        events = trace_events.typed_events(data)
+    except (
+        trace_events.TraceError,
+        msgspec.DecodeError,
+        msgspec.ValidationError,
+        KeyError,
+        TypeError,
+        RecursionError,
+    ):
         return None
     if len(events) > MAX_EVENTS:
         return None
@@ -138,40 +145,46 @@ def _build(events: list[Any]) -> SmallTrace | None:
     """The model's _build for typed events, or None where the model would read them otherwise."""
     complete = []
     categories = set()
-    for e in events:
-        if e.ph != "X":
+    for event in events:
+        if event.ph != "X":
             continue
-        if e.cat == "Trace":  # the profiler's own bar: no span, but a category in the model
-            categories.add(tm.CATEGORY.get("trace", "trace"))
+        if event.cat == "Trace":  # the profiler's own bar: no span, but a category in the model
+            categories.add(trace_events.CATEGORY.get("trace", "trace"))
             continue
-        if e.ts is None or e.dur is None:
+        if event.ts is None or event.dur is None:
             return None  # the model counts these as skipped: leave them to it
-        if not (math.isfinite(e.ts) and math.isfinite(e.dur)) or e.dur < 0:
+        if not (math.isfinite(event.ts) and math.isfinite(event.dur)) or event.dur < 0:
             return None
-        if type(e.pid) is not int or type(e.tid) is not int or "\0" in e.name or "\0" in e.cat:
+        if (
+            type(event.pid) is not int
+            or type(event.tid) is not int
+            or "\0" in event.name
+            or "\0" in event.cat
+        ):
             return None  # the model reads numeric strings as ints and drops trailing NULs
-        complete.append(e)
+        complete.append(event)
     if not complete:
         return None
-    spans = [Span(e) for e in complete]
-    steps_ts = [s.start for s in spans if s.own_step >= 0]
+    spans = [Span(event) for event in complete]
+    steps_ts = [span.start for span in spans if span.own_step >= 0]
     # numpy's min, as the model's: of 0.0 and -0.0 it may keep either, Python's keeps the first
-    t0 = float(np.min(steps_ts if steps_ts else [s.start for s in spans]))
-    for s in spans:  # times from time zero, the end from the shifted start (as the model's)
-        s.start -= t0
-        s.end = s.start + s.dur
-    lanes = _lanes(spans, tm.lane_metadata([e for e in events if e.ph == "M"]))
-    spans.sort(key=lambda s: (s.lane, s.start, -s.dur))  # stable: as np.lexsort
-    for i, s in enumerate(spans):
-        s.index = i
+    time_zero = float(np.min(steps_ts if steps_ts else [span.start for span in spans]))
+    for span in spans:  # times from time zero, the end from the shifted start (as the model's)
+        span.start -= time_zero
+        span.end = span.start + span.dur
+    metadata = trace_events.lane_metadata([event for event in events if event.ph == "M"])
+    lanes = _lanes(spans, metadata)
+    spans.sort(key=lambda span: (span.lane, span.start, -span.dur))  # stable: as np.lexsort
+    for i, span in enumerate(spans):
+        span.index = i
     if not _nest(spans):
         return None
     if len(spans) > DETAIL_LIMIT or _row_count(spans, len(lanes)) > MAX_ROWS:
         return None  # the Gantt needs the level of detail or the row limit: the model's figure
     _link(spans)
     _step(spans)
-    categories.update(s.category for s in spans)
-    return SmallTrace(spans, lanes, sorted({s.name for s in spans}), sorted(categories))
+    categories.update(span.category for span in spans)
+    return SmallTrace(spans, lanes, sorted({span.name for span in spans}), sorted(categories))
 
 
 def by_start(spans: Iterable[Span]) -> list[Span]:
@@ -183,43 +196,44 @@ def _lanes(spans: list[Span], names: dict[tuple[str, str], str]) -> list[str]:
     """trace._lanes' labels and order; sets each span's lane number."""
     label: dict[tuple[str, str, bool, bool], str] = {}
     order = []
-    for s in spans:
-        key = (s.pid, s.tid, s.gpu, s.ann)
+    for span in spans:
+        key = (span.pid, span.tid, span.gpu, span.ann)
         if key not in label:
-            sort, label[key] = tm.lane_label(*key, names)
+            sort, label[key] = trace_events.lane_label(*key, names)
             order.append((*sort, label[key]))
     lanes = list(dict.fromkeys(text for *_, text in sorted(order)))
     position = {text: i for i, text in enumerate(lanes)}
-    for s in spans:
-        s.lane = position[label[(s.pid, s.tid, s.gpu, s.ann)]]
+    for span in spans:
+        span.lane = position[label[(span.pid, span.tid, span.gpu, span.ann)]]
     return lanes
 
 
 def _nest(spans: list[Span]) -> bool:
     """Depth, parent and self time as trace._depth_and_overlap and _parents count them; False
     where a span crosses another's end (the model flags and renests those: its job)."""
-    eps = tm.EPS_US
+    tolerance = trace_events.EPS_US
     for _, group in groupby(spans, key=attrgetter("lane")):
         lane = list(group)
-        ends = sorted(s.end for s in lane)
+        ends = sorted(span.end for span in lane)
         last_at: dict[int, int] = {}
         prev_max = -math.inf
-        for j, s in enumerate(lane):
-            if s.start < prev_max - eps and s.end > prev_max + eps:
+        for position, span in enumerate(lane):
+            if span.start < prev_max - tolerance and span.end > prev_max + tolerance:
                 return False
-            prev_max = max(prev_max, s.end)
-            ended = bisect_right(ends, s.start + eps) - (s.end <= s.start + eps)
-            s.depth = max(j - ended, 0)
-            s.parent = last_at.get(s.depth - 1, -1) if s.depth else -1
-            last_at[s.depth] = s.index
-    for s in spans:
-        if s.parent >= 0:
-            up = spans[s.parent]
-            if s.end > up.end + eps:
+            prev_max = max(prev_max, span.end)
+            zero_length = span.end <= span.start + tolerance  # then its own end is counted
+            ended = bisect_right(ends, span.start + tolerance) - zero_length
+            span.depth = max(position - ended, 0)
+            span.parent = last_at.get(span.depth - 1, -1) if span.depth else -1
+            last_at[span.depth] = span.index
+    for span in spans:
+        if span.parent >= 0:
+            parent_span = spans[span.parent]
+            if span.end > parent_span.end + tolerance:
                 return False
-            up.self_us += s.dur
-    for s in spans:  # dur minus the children's summed time, in row order as np.bincount adds
-        s.self_us = max(s.dur - s.self_us, 0.0)
+            parent_span.self_us += span.dur
+    for span in spans:  # dur minus the children's summed time, in row order as np.bincount adds
+        span.self_us = max(span.dur - span.self_us, 0.0)
     return True
 
 
@@ -227,137 +241,146 @@ def _link(spans: list[Span]) -> None:
     """GPU work ↔ its launch through the correlation id (first of each, as trace._links)."""
     first_launch: dict[int, int] = {}
     first_work: dict[int, int] = {}
-    for s in spans:
-        if s.correlation < 0:
+    for span in spans:
+        if span.correlation < 0:
             continue
-        if s.launch:
-            first_launch.setdefault(s.correlation, s.index)
-        elif s.gpu and not s.ann:
-            first_work.setdefault(s.correlation, s.index)
+        if span.launch:
+            first_launch.setdefault(span.correlation, span.index)
+        elif span.gpu and not span.ann:
+            first_work.setdefault(span.correlation, span.index)
     if not first_launch or not first_work:
         return
-    for s in spans:
-        if s.correlation < 0:
+    for span in spans:
+        if span.correlation < 0:
             continue
-        if s.launch:
-            s.link = first_work.get(s.correlation, -1)
-        elif s.gpu and not s.ann:
-            s.link = first_launch.get(s.correlation, -1)
+        if span.launch:
+            span.link = first_work.get(span.correlation, -1)
+        elif span.gpu and not span.ann:
+            span.link = first_launch.get(span.correlation, -1)
 
 
 def _step(spans: list[Span]) -> None:
     """ProfilerStep number per span (GPU work: its launch's), as trace._steps."""
-    steps = by_start(s for s in spans if s.own_step >= 0)
+    steps = by_start(span for span in spans if span.own_step >= 0)
     if not steps:
         return
-    starts = [s.start for s in steps]
-    for s in spans:
-        if s.gpu:
+    starts = [span.start for span in steps]
+    for span in spans:
+        if span.gpu:
             continue
-        i = bisect_right(starts, s.start) - 1
-        if i >= 0 and s.start <= steps[i].end:
-            s.step = steps[i].own_step
-    for s in spans:
-        if s.gpu and s.link >= 0:
-            s.step = spans[s.link].step
+        i = bisect_right(starts, span.start) - 1
+        if i >= 0 and span.start <= steps[i].end:
+            span.step = steps[i].own_step
+    for span in spans:
+        if span.gpu and span.link >= 0:
+            span.step = spans[span.link].step
 
 
 # -- per-forward figures and the kernel table (summary.forward_work / per_forward) ----------
-def forward_work(t: SmallTrace, name: str = FORWARD) -> tuple[list[Span], list[Span]]:
+def forward_work(trace: SmallTrace, name: str = FORWARD) -> tuple[list[Span], list[Span]]:
     """(the forward windows, the GPU work launched inside them), as summary.forward_work."""
-    spans = t.spans
-    windows = [s for s in spans if not s.gpu and s.name == name and s.category == "annotation"]
+    spans = trace.spans
+    windows = [
+        span
+        for span in spans
+        if not span.gpu and span.name == name and span.category == "annotation"
+    ]
     if not windows:
-        windows = [s for s in spans if s.own_step >= 0]
-    work = [s for s in spans if s.gpu and s.category in GPU_WORK]
+        windows = [span for span in spans if span.own_step >= 0]
+    work = [span for span in spans if span.gpu and span.category in GPU_WORK]
     if windows:
-        work = [s for s in work if s.link >= 0 and _inside(spans[s.link], windows)]
+        work = [span for span in work if span.link >= 0 and _inside(spans[span.link], windows)]
     return windows, work
 
 
 def _inside(launch: Span, windows: list[Span]) -> bool:
     """A ProfilerStep window holds every thread's launches, an attn_fwd window its own."""
-    t, thread = launch.start, (launch.pid, launch.tid)
+    launched_at, thread = launch.start, (launch.pid, launch.tid)
     return any(
-        w.start <= t <= w.end and (w.own_step >= 0 or (w.pid, w.tid) == thread) for w in windows
+        window.start <= launched_at <= window.end
+        and (window.own_step >= 0 or (window.pid, window.tid) == thread)
+        for window in windows
     )
 
 
 def per_forward(
-    t: SmallTrace, windows: list[Span], work: list[Span], *, own_run: bool = False
+    trace: SmallTrace, windows: list[Span], work: list[Span], *, own_run: bool = False
 ) -> ForwardStats:
     """summary.per_forward, through the same summary.forward_stats."""
-    has_gpu = t.has_gpu
+    has_gpu = trace.has_gpu
     dominant = ("", "")
     if work:
-        top = _top(t, [(s.name, s.dur) for s in work])
+        top = _top(trace, [(span.name, span.dur) for span in work])
         dominant = short_name(top), decode(top, own_run=own_run)
     elif not has_gpu:
-        ops = [(s.name, s.self_us) for s in t.spans if s.category == "cpu op"]
+        ops = [(span.name, span.self_us) for span in trace.spans if span.category == "cpu op"]
         if ops:
-            dominant = cpu_dominant(_top(t, ops))
+            dominant = cpu_dominant(_top(trace, ops))
     return forward_stats(
-        np.array([w.dur for w in windows], dtype=float),
-        np.array([s.dur for s in work], dtype=float),
-        [sum(s.category == c for s in work) for c in GPU_WORK],
-        has_gpu,
-        dominant,
-        _backend(t, windows),
+        window_us=np.array([window.dur for window in windows], dtype=float),
+        work_us=np.array([span.dur for span in work], dtype=float),
+        counts=[sum(span.category == category for span in work) for category in GPU_WORK],
+        has_gpu=has_gpu,
+        dominant=dominant,
+        backend=_backend(trace, windows),
     )
 
 
-def _top(t: SmallTrace, weighted: list[tuple[str, float]]) -> str:
+def _top(trace: SmallTrace, weighted: list[tuple[str, float]]) -> str:
     """summary._top: the largest summed weight, ties to the first name in sorted order."""
-    totals = dict.fromkeys(t.names, 0.0)
+    totals = dict.fromkeys(trace.names, 0.0)
     for name, weight in weighted:
         totals[name] += weight
-    return max(t.names, key=totals.__getitem__)
+    return max(trace.names, key=totals.__getitem__)
 
 
-def _backend(t: SmallTrace, windows: list[Span]) -> str | None:
-    ops = [s for s in t.spans if not s.gpu and s.name in BACKEND_OPS]
+def _backend(trace: SmallTrace, windows: list[Span]) -> str | None:
+    """summary.sdpa_backend: the SDPA backends whose aten op ran inside the windows."""
+    ops = [span for span in trace.spans if not span.gpu and span.name in BACKEND_OPS]
     if windows and ops:
-        lo, hi = min(w.start for w in windows), max(w.end for w in windows)
-        ops = [s for s in ops if lo <= s.start <= hi]
-    found = list(dict.fromkeys(BACKEND_OPS[s.name] for s in ops))
+        first, last = min(window.start for window in windows), max(window.end for window in windows)
+        ops = [span for span in ops if first <= span.start <= last]
+    found = list(dict.fromkeys(BACKEND_OPS[span.name] for span in ops))
     return " + ".join(found) if found else None
 
 
 def kernel_table(work: list[Span], per: int = 1, *, own_run: bool = False) -> pd.DataFrame:
     """kernels.kernel_table: codes in order of first appearance, then the shared frame builder."""
     codes: dict[str, int] = {}
-    for s in work:
-        codes.setdefault(s.name, len(codes))
+    for span in work:
+        codes.setdefault(span.name, len(codes))
     return kernel_frame(
-        np.array([codes[s.name] for s in work], dtype=np.int64),
+        np.array([codes[span.name] for span in work], dtype=np.int64),
         list(codes),
-        np.array([s.dur for s in work], dtype=float),
-        [s.args for s in work],
+        np.array([span.dur for span in work], dtype=float),
+        [span.args for span in work],
         per,
         own_run=own_run,
     )
 
 
 # -- the spans table's columns, for the launch statistics and Compare's timelines -----------
-def span_columns(t: SmallTrace) -> pd.DataFrame:
+def span_columns(trace: SmallTrace) -> pd.DataFrame:
     """The columns of the model's spans table that profiling.launch and compare.timeline read,
     from the records: the same values and dtypes (categoricals on the sorted distinct values,
     lanes in display order), so both readers' traces go through the same launch rules."""
-    spans = t.spans
+    spans = trace.spans
     return pd.DataFrame(
         {
-            "lane": from_codes(np.array([s.lane for s in spans]), t.lanes, ordered=True),
-            "kind": from_codes(np.array([s.gpu for s in spans], dtype=np.int8), ["cpu", "gpu"]),
-            "pid": _categorical([s.pid for s in spans]),
-            "tid": _categorical([s.tid for s in spans]),
-            "name": _categorical([s.name for s in spans], t.names),
-            "category": _categorical([s.category for s in spans], t.categories),
-            "start_us": np.array([s.start for s in spans], dtype=float),
-            "dur_us": np.array([s.dur for s in spans], dtype=float),
-            "end_us": np.array([s.end for s in spans], dtype=float),
-            "correlation": np.array([s.correlation for s in spans], dtype=np.int64),
-            "link": np.array([s.link for s in spans], dtype=np.int64),
-            "step": np.array([s.step for s in spans], dtype=np.int64),
+            "lane": from_codes(np.array([span.lane for span in spans]), trace.lanes, ordered=True),
+            "kind": from_codes(
+                np.array([span.gpu for span in spans], dtype=np.int8), ["cpu", "gpu"]
+            ),
+            "pid": _categorical([span.pid for span in spans]),
+            "tid": _categorical([span.tid for span in spans]),
+            "name": _categorical([span.name for span in spans], trace.names),
+            "category": _categorical([span.category for span in spans], trace.categories),
+            "start_us": np.array([span.start for span in spans], dtype=float),
+            "dur_us": np.array([span.dur for span in spans], dtype=float),
+            "end_us": np.array([span.end for span in spans], dtype=float),
+            "correlation": np.array([span.correlation for span in spans], dtype=np.int64),
+            "link": np.array([span.link for span in spans], dtype=np.int64),
+            "step": np.array([span.step for span in spans], dtype=np.int64),
         },
         copy=False,
     )
@@ -373,10 +396,10 @@ def _categorical(values: list[str], categories: list[str] | None = None) -> pd.C
 def deepest_levels(spans: list[Span], lanes: int) -> list[int]:
     """The deepest nesting level per lane (-1: a lane without spans): its Gantt rows."""
     deepest = [-1] * lanes
-    for s in spans:
-        deepest[s.lane] = max(deepest[s.lane], s.depth)
+    for span in spans:
+        deepest[span.lane] = max(deepest[span.lane], span.depth)
     return deepest
 
 
 def _row_count(spans: list[Span], lanes: int) -> int:
-    return sum(d + 1 for d in deepest_levels(spans, lanes))
+    return sum(levels + 1 for levels in deepest_levels(spans, lanes))

@@ -92,70 +92,69 @@ def gpu_work(trace: Trace) -> pd.DataFrame:
 
 def launched_within(trace: Trace, windows: pd.DataFrame) -> pd.DataFrame:
     """GPU work whose launch started inside one of `windows` (CPU spans on the same thread)."""
-    s = trace.spans
-    rows = launched_rows(s, work_rows(s), s.index.get_indexer(windows.index))
-    return s.iloc[rows]
+    spans = trace.spans
+    rows = launched_rows(spans, work_rows(spans), spans.index.get_indexer(windows.index))
+    return spans.iloc[rows]
 
 
-# Row selection works on positions and takes rows from the frame once at the end: selecting
-# rows of the 19-column spans table costs ~0.3 ms however few rows a run's trace has, and
-# the pandas version of this attribution (masks, a groupby) cost ~8 ms per run.
-def forward_rows(s: pd.DataFrame, name: str) -> np.ndarray:
-    mask = is_in(s["kind"], "cpu") & is_in(s["name"], name) & is_in(s["category"], "annotation")
-    return np.flatnonzero(mask)
+# Row selection works on positions and takes rows from the frame once at the end: taking rows
+# of the wide spans table has a fixed cost per call (docs/performance.md, "Why the code").
+def forward_rows(spans: pd.DataFrame, name: str) -> np.ndarray:
+    is_window = is_in(spans["kind"], "cpu") & is_in(spans["name"], name)
+    return np.flatnonzero(is_window & is_in(spans["category"], "annotation"))
 
 
-def work_rows(s: pd.DataFrame) -> np.ndarray:
-    return np.flatnonzero(is_in(s["kind"], "gpu") & is_in(s["category"], *GPU_WORK))
+def work_rows(spans: pd.DataFrame) -> np.ndarray:
+    return np.flatnonzero(is_in(spans["kind"], "gpu") & is_in(spans["category"], *GPU_WORK))
 
 
-def launched_rows(s: pd.DataFrame, work: np.ndarray, windows: np.ndarray) -> np.ndarray:
+def launched_rows(spans: pd.DataFrame, work: np.ndarray, windows: np.ndarray) -> np.ndarray:
     """Those of `work` (GPU rows) whose launch starts inside one of `windows`."""
-    link = s["link"].to_numpy()
+    link = spans["link"].to_numpy()
     work = work[link[work] >= 0]
     if not len(work) or not len(windows):
         return work[:0]
-    return work[starts_inside(s, link[work], windows)]
+    return work[starts_inside(spans, link[work], windows)]
 
 
-def starts_inside(s: pd.DataFrame, rows: np.ndarray, windows: np.ndarray) -> np.ndarray:
+def starts_inside(spans: pd.DataFrame, rows: np.ndarray, windows: np.ndarray) -> np.ndarray:
     """For each of `rows`, whether that span starts inside one of `windows` (CPU spans).
 
     An `attn_fwd` window holds what its own thread did; a ProfilerStep holds what every thread
     did while it lasted (a training step's backward runs on autograd's threads, a DataLoader's
     work on its own): one sorted search per thread, and one for the steps."""
-    start, end = s["start_us"].to_numpy(), s["end_us"].to_numpy()
-    t = start[rows]
-    steps = _named_steps(s, windows)
-    inside = _within(t, start[windows[steps]], end[windows[steps]])
+    start, end = spans["start_us"].to_numpy(), spans["end_us"].to_numpy()
+    row_start = start[rows]
+    steps = _named_steps(spans, windows)
+    inside = _within(row_start, start[windows[steps]], end[windows[steps]])
     local = windows[~steps]
     if len(local):
-        thread = _thread_codes(s)
-        row_thread, w_thread = thread[rows], thread[local]
-        for code in np.unique(w_thread):
-            mine = local[w_thread == code]
-            inside |= (row_thread == code) & _within(t, start[mine], end[mine])
+        thread = _thread_codes(spans)
+        row_thread, window_thread = thread[rows], thread[local]
+        for code in np.unique(window_thread):
+            mine = local[window_thread == code]
+            inside |= (row_thread == code) & _within(row_start, start[mine], end[mine])
     return inside
 
 
-def _named_steps(s: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+def _named_steps(spans: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """Per row of `rows` (CPU spans), whether its name is a ProfilerStep's; reads only those
     rows' names (pandas' accessors cost more than the test on a run's few windows)."""
-    names = s["name"].array
+    names = spans["name"].array
     if isinstance(names, pd.Categorical):
         values, codes = names.categories, names.codes[rows]
         return np.array([c >= 0 and step_number(values[c]) >= 0 for c in codes], dtype=bool)
     return np.array([step_number(n) >= 0 for n in np.asarray(names)[rows]], dtype=bool)
 
 
-def _within(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Whether each time in `t` falls in one of the [start, end] intervals."""
+def _within(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Whether each of `times` falls in one of the [start, end] intervals."""
     if not len(starts):
-        return np.zeros(len(t), dtype=bool)
+        return np.zeros(len(times), dtype=bool)
     order = np.argsort(starts, kind="stable")
     starts, ends = starts[order], np.maximum.accumulate(ends[order])
-    i = np.searchsorted(starts, t, side="right") - 1
-    return (i >= 0) & (t <= ends[np.clip(i, 0, None)])
+    last_started = np.searchsorted(starts, times, side="right") - 1
+    return (last_started >= 0) & (times <= ends[np.clip(last_started, 0, None)])
 
 
 def _thread_codes(spans: pd.DataFrame) -> np.ndarray:
@@ -170,28 +169,28 @@ def _thread_codes(spans: pd.DataFrame) -> np.ndarray:
 
 def sdpa_backend(trace: Trace, windows: pd.DataFrame | None = None) -> str | None:
     """Which SDPA backend ran, from the aten op it dispatched to (None when SDPA did not run)."""
-    s = trace.spans
-    rows = np.flatnonzero(is_in(s["kind"], "cpu") & is_in(s["name"], *BACKEND_OPS))
+    spans = trace.spans
+    rows = np.flatnonzero(is_in(spans["kind"], "cpu") & is_in(spans["name"], *BACKEND_OPS))
     if windows is not None and not windows.empty and len(rows):
-        lo, hi = windows["start_us"].min(), windows["end_us"].max()
-        start = s["start_us"].to_numpy()[rows]
-        rows = rows[(start >= lo) & (start <= hi)]
-    names = s["name"].to_numpy()[rows]
-    found = list(dict.fromkeys(BACKEND_OPS[n] for n in names))
+        first, last = windows["start_us"].min(), windows["end_us"].max()
+        start = spans["start_us"].to_numpy()[rows]
+        rows = rows[(start >= first) & (start <= last)]
+    names = spans["name"].to_numpy()[rows]
+    found = list(dict.fromkeys(BACKEND_OPS[name] for name in names))
     return " + ".join(found) if found else None
 
 
 def forward_work(trace: Trace, name: str = FORWARD) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the forward windows, the GPU work they launched); ProfilerSteps stand in for missing
     `attn_fwd` spans, and with neither the whole trace is one window."""
-    s = trace.spans
-    windows = forward_rows(s, name)
+    spans = trace.spans
+    windows = forward_rows(spans, name)
     if not len(windows):
-        windows = step_rows(s)
-    work = work_rows(s)
+        windows = step_rows(spans)
+    work = work_rows(spans)
     if len(windows):
-        work = launched_rows(s, work, windows)
-    both = s.iloc[np.concatenate([windows, work])]  # one take, two slices (views)
+        work = launched_rows(spans, work, windows)
+    both = spans.iloc[np.concatenate([windows, work])]  # one take, two slices (views)
     return both.iloc[: len(windows)], both.iloc[len(windows) :]
 
 
@@ -237,11 +236,15 @@ def per_forward(
         ops = spans[is_in(spans["category"], "cpu op")]
         if not ops.empty:
             dominant = cpu_dominant(_top(ops["name"], ops["self_us"].to_numpy()))
-    counts = [int(is_in(work["category"], c).sum()) for c in GPU_WORK]
+    counts = [int(is_in(work["category"], category).sum()) for category in GPU_WORK]
     return forward_stats(
-        windows["dur_us"].to_numpy(dtype=float), dur, counts, has_gpu, dominant,
-        sdpa_backend(trace, windows),
-    )  # fmt: skip
+        window_us=windows["dur_us"].to_numpy(dtype=float),
+        work_us=dur,
+        counts=counts,
+        has_gpu=has_gpu,
+        dominant=dominant,
+        backend=sdpa_backend(trace, windows),
+    )
 
 
 def forward_stats(
@@ -255,21 +258,21 @@ def forward_stats(
     """The figures from the forwards' CPU spans, their GPU work's durations and its kernel,
     memcpy and memset counts (shared by profiling.small_trace, so both paths divide and sum
     alike: numpy's pairwise sums differ from a loop's in the last bits)."""
-    n = max(len(window_us), 1)
-    kernels, memcpy, memset = (c / n for c in counts)
+    forwards = max(len(window_us), 1)
+    kernels, memcpy, memset = (count / forwards for count in counts)
+    spread = (float(window_us.min()), float(window_us.max())) if len(window_us) > 1 else None
     return ForwardStats(
         forwards=len(window_us),
         kernels=kernels,
         memcpy=memcpy,
         memset=memset,
-        gpu_us=float(work_us.sum() / n) if has_gpu else None,
+        gpu_us=float(work_us.sum() / forwards) if has_gpu else None,
         cpu_us=float(window_us.mean()) if len(window_us) else float("nan"),
         dominant=dominant[0],
         dominant_decoded=dominant[1],
         backend=backend,
-        cpu_us_range=(float(window_us.min()), float(window_us.max())) if len(window_us) > 1
-        else None,
-    )  # fmt: skip
+        cpu_us_range=spread,
+    )
 
 
 def _num(value: float | None, unit: str = "", digits: int = 1) -> str:
@@ -293,31 +296,44 @@ def _spread(bounds: list[float] | None, forwards: int) -> str:
     return f" (mean of {forwards}: {bounds[0]:,.1f}–{bounds[1]:,.1f})"
 
 
-def summary_rows(s: Summary) -> list[tuple[str, str]]:
+def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     """The summary as (label, text) pairs: one formatting for the CLI, the page and the docs."""
-    c = s.config
+    config = summary.config
     bound = {True: "CPU-bound (CPU time per forward > GPU time)", False: "GPU-bound", None: "n/a"}
-    gpu = s.device == "cuda"
+    gpu = summary.device == "cuda"
     none = "n/a (CPU run: no GPU work)"  # not "0.00 kernels": nothing was measured there
+    mask = "causal" if config["causal"] else "full"
+    shape = (
+        f"B{config['batch']} H{config['heads']} S{config['seq_len']} D{config['head_dim']} "
+        f"{config['dtype']} {mask}"
+    )
+    copies = (
+        f"{_num(summary.memcpy_per_forward, digits=2)} / "
+        f"{_num(summary.memset_per_forward, digits=2)}"
+    )
+    cpu_us = _num(summary.cpu_us_per_forward) + _spread(summary.cpu_us_range, summary.forwards)
+    peak = _num(summary.peak_mib, " MiB") if gpu and summary.peak_mib is not None else none
+    error = "n/a"
+    if summary.rel_err is not None:
+        error = f"{summary.rel_err:.2e} ({summary.rel_err_note})"
+    dominant = "n/a"
+    if summary.dominant_kernel:
+        dominant = f"{summary.dominant_kernel} — {summary.dominant_decoded}"
     rows = [
-        ("variant", f"{s.variant} — {s.label}"),
-        ("shape", f"B{c['batch']} H{c['heads']} S{c['seq_len']} D{c['head_dim']} {c['dtype']} "
-                  f"{'causal' if c['causal'] else 'full'}"),
-        ("ran", s.ran),
-        ("device", f"{s.device_name} · torch {s.torch_version}"),
-        ("kernels / forward", _num(s.kernels_per_forward, digits=2) if gpu else none),
-        ("memcpy / memset per forward", f"{_num(s.memcpy_per_forward, digits=2)} / "
-                                        f"{_num(s.memset_per_forward, digits=2)}" if gpu else none),
-        ("GPU µs / forward", _num(s.gpu_us_per_forward) if gpu else none),
-        ("CPU µs / forward", _num(s.cpu_us_per_forward) + _spread(s.cpu_us_range, s.forwards)),
-        ("bound", bound[s.cpu_bound]),
-        ("peak memory", _num(s.peak_mib, " MiB") if gpu and s.peak_mib is not None else none),
-        ("TFLOP/s", f"{_rate(s.tflops)} ({s.tflops_basis})"),
-        ("rel. error vs float64", f"{s.rel_err:.2e} ({s.rel_err_note})" if s.rel_err is not None
-                                  else "n/a"),
-        ("dominant kernel", f"{s.dominant_kernel} — {s.dominant_decoded}" if s.dominant_kernel
-                            else "n/a"),
-        ("forwards recorded", str(s.forwards)),
-    ]  # fmt: skip
-    rows += [("note", n) for n in s.notes]
+        ("variant", f"{summary.variant} — {summary.label}"),
+        ("shape", shape),
+        ("ran", summary.ran),
+        ("device", f"{summary.device_name} · torch {summary.torch_version}"),
+        ("kernels / forward", _num(summary.kernels_per_forward, digits=2) if gpu else none),
+        ("memcpy / memset per forward", copies if gpu else none),
+        ("GPU µs / forward", _num(summary.gpu_us_per_forward) if gpu else none),
+        ("CPU µs / forward", cpu_us),
+        ("bound", bound[summary.cpu_bound]),
+        ("peak memory", peak),
+        ("TFLOP/s", f"{_rate(summary.tflops)} ({summary.tflops_basis})"),
+        ("rel. error vs float64", error),
+        ("dominant kernel", dominant),
+        ("forwards recorded", str(summary.forwards)),
+    ]
+    rows += [("note", note) for note in summary.notes]
     return rows

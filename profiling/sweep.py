@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from profiling.availability import error_text
-from profiling.job_files import cancelled, write_zip
+from profiling.job_files import Progress, cancelled, run_progress, write_zip
 from profiling.memory_estimate import check_memory, estimate_bytes
 from profiling.runner import RunError, VariantUnavailable, run
 from profiling.text_tables import markdown
@@ -33,7 +33,6 @@ from profiling.workload import (
     shape_tag,
 )
 
-Progress = Callable[[float, str], None]
 log = logging.getLogger(__name__)
 DEFAULT_START, DEFAULT_STOP = 256, 16384
 SWEEP_COLUMNS = [
@@ -78,11 +77,11 @@ class SweepResult:
 def doubling(start: int = DEFAULT_START, stop: int = DEFAULT_STOP) -> list[int]:
     """start, 2·start, … up to stop (inclusive), within the seq_len limits."""
     low, high = LIMITS["seq_len"]
-    s, out = max(start, low), []
-    while s <= min(stop, high):
-        out.append(s)
-        s *= 2
-    return out
+    length, lengths = max(start, low), []
+    while length <= min(stop, high):
+        lengths.append(length)
+        length *= 2
+    return lengths
 
 
 def default_seq_lens(
@@ -98,14 +97,16 @@ def default_seq_lens(
     """
     common = shape_from_user(**shape)
     device = resolve_device(common["device"])
-    out: list[int] = []
-    for s in doubling(start, stop):
-        points = [Workload(variant=v, **{**common, "seq_len": s}) for v in variants]
+    fitting: list[int] = []
+    for length in doubling(start, stop):
+        points = [
+            Workload(variant=variant, **{**common, "seq_len": length}) for variant in variants
+        ]
         if any(passes(check_memory, point, device) for point in points):
-            out.append(s)
+            fitting.append(length)
         else:
             break
-    return out
+    return fitting
 
 
 def sweep(
@@ -131,9 +132,9 @@ def sweep(
     lens = sorted(set(seq_lens)) if seq_lens else default_seq_lens(names, **shape)
     # every point checked before the first runs: a bad length is refused, not half a sweep
     workloads = [
-        Workload(variant=name, **{**common, "seq_len": s}).validated()
+        Workload(variant=name, **{**common, "seq_len": length}).validated()
         for name in names
-        for s in lens
+        for length in lens
     ]
     return sweep_workloads(
         workloads, out_dir=out_dir, progress=progress, make_zip=make_zip, check=check, stop=stop
@@ -159,20 +160,18 @@ def sweep_workloads(
     points: list[SweepPoint] = []
     device_name = "CPU"
     stopped: SweepPoint | None = None  # the point that ended the current variant's run
-    for i, workload in enumerate(workloads):
-        name, s = workload.variant, workload.seq_len
+    for index, workload in enumerate(workloads):
+        name, seq_len = workload.variant, workload.seq_len
         if stopped is not None and stopped.variant != name:
             stopped = None
-        est = estimate_bytes(workload) / 1024**2
+        estimate_mib = estimate_bytes(workload) / 1024**2
         if stopped is not None:
-            points.append(_not_run(stopped, s, est))
+            points.append(_not_run(stopped, seq_len, estimate_mib))
             continue
         cancelled(stop, out, made=out_dir is None)
 
-        def step(fraction: float, text: str, i: int = i, name: str = name, s: int = s) -> None:
-            report((i + fraction) / total, f"{name} S={s} ({i + 1}/{total}): {text}")
-
-        point, ran_on = _profile_point(workload, out / name, step, est, check)
+        step = run_progress(report, index, total, f"{name} S={seq_len}")
+        point, ran_on = _profile_point(workload, out / name, step, estimate_mib, check)
         if point.status in ("unavailable", "oom"):
             stopped = point
         points.append(point)
@@ -212,63 +211,63 @@ def _profile_point(
     workload: Workload,
     out_dir: Path,
     step: Progress,
-    est: float,
+    estimate_mib: float,
     check: Callable[[Workload], None] | None = None,
 ) -> tuple[SweepPoint, str | None]:
     """One point and the device name it ran on (None when it did not run)."""
-    name, s = workload.variant, workload.seq_len
+    name, seq_len = workload.variant, workload.seq_len
     try:
         if check is not None:
             check(workload)
         result = run(workload, out_dir=out_dir, progress=step)
     except ConfigError as exc:
-        return SweepPoint(name, s, "refused", str(exc), estimate_mib=est), None
+        return SweepPoint(name, seq_len, "refused", str(exc), estimate_mib=estimate_mib), None
     except VariantUnavailable as exc:
-        return SweepPoint(name, s, "unavailable", str(exc), estimate_mib=est), None
+        return SweepPoint(name, seq_len, "unavailable", str(exc), estimate_mib=estimate_mib), None
     except RunError as exc:
         status = "oom" if "out of memory" in str(exc) else "failed"
-        return SweepPoint(name, s, status, str(exc), estimate_mib=est), None
+        return SweepPoint(name, seq_len, status, str(exc), estimate_mib=estimate_mib), None
     except Exception as exc:  # raised before the run began (the runner turns its own into
         # RunError): a failure, logged, that must not lose the other points
         log.exception("%s failed", workload)
         reason = error_text(exc)
-        return SweepPoint(name, s, "failed", reason, estimate_mib=est), None
+        return SweepPoint(name, seq_len, "failed", reason, estimate_mib=estimate_mib), None
     result.trace_json.unlink(missing_ok=True)
-    sm = result.summary
+    summary = result.summary
     point = SweepPoint(
         name,
-        s,
+        seq_len,
         "ok",
-        "; ".join(sm.notes),
-        gpu_us=sm.gpu_us_per_forward,
-        cpu_us=sm.cpu_us_per_forward,
-        peak_mib=sm.peak_mib,
-        estimate_mib=est,
-        tflops=sm.tflops,
+        "; ".join(summary.notes),
+        gpu_us=summary.gpu_us_per_forward,
+        cpu_us=summary.cpu_us_per_forward,
+        peak_mib=summary.peak_mib,
+        estimate_mib=estimate_mib,
+        tflops=summary.tflops,
         trace_gz=result.trace_gz,
     )
-    return point, sm.device_name
+    return point, summary.device_name
 
 
 def sweep_table(points: Sequence[SweepPoint]) -> pd.DataFrame:
     """One row per point, refused and failed ones included with their reason."""
     rows = [
         {
-            "variant": p.variant,
-            "seq_len": p.seq_len,
-            "status": p.status,
-            "GPU µs/fwd": p.gpu_us,
-            "CPU µs/fwd": p.cpu_us,
-            "peak MiB": p.peak_mib,
-            "est. MiB": p.estimate_mib,
-            "TFLOP/s": p.tflops,
-            "reason": p.reason,
+            "variant": point.variant,
+            "seq_len": point.seq_len,
+            "status": point.status,
+            "GPU µs/fwd": point.gpu_us,
+            "CPU µs/fwd": point.cpu_us,
+            "peak MiB": point.peak_mib,
+            "est. MiB": point.estimate_mib,
+            "TFLOP/s": point.tflops,
+            "reason": point.reason,
         }
-        for p in points
+        for point in points
     ]
     table = pd.DataFrame(rows, columns=SWEEP_COLUMNS)
-    num = ["GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB", "TFLOP/s"]
-    table[num] = table[num].astype(float)
+    numeric = ["GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB", "TFLOP/s"]
+    table[numeric] = table[numeric].astype(float)
     return table
 
 
@@ -279,9 +278,9 @@ def sweep_zip(result: SweepResult) -> Path:
         ("sweep.md", markdown(result.table)),
         ("sweep.json", result.table.to_json(orient="records", indent=1)),
     ]
-    for p in result.points:
-        if p.trace_gz is not None and p.trace_gz.exists():
-            entries.append((f"{p.variant}/{p.trace_gz.name}", p.trace_gz))
+    for point in result.points:
+        if point.trace_gz is not None and point.trace_gz.exists():
+            entries.append((f"{point.variant}/{point.trace_gz.name}", point.trace_gz))
     return write_zip(entries, f"sweep_{shape_tag(result.shape, result.device)}.zip")
 
 

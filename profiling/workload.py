@@ -205,9 +205,10 @@ def _rules(cls: type) -> dict[str, tuple[str, bool, Any]]:
     """Field name → (kind: int, bool or str; whether None is allowed; default), read from the
     class's annotations ("int", "int | None"…): a new field needs no entry here."""
     rules = {}
-    for f in dataclasses.fields(cls):
-        parts = [part.strip() for part in str(f.type).split("|")]
-        rules[f.name] = (next(p for p in parts if p != "None"), "None" in parts, f.default)
+    for declared in dataclasses.fields(cls):
+        parts = [part.strip() for part in str(declared.type).split("|")]
+        kind = next(part for part in parts if part != "None")
+        rules[declared.name] = (kind, "None" in parts, declared.default)
     return rules
 
 
@@ -267,20 +268,22 @@ def _checked(values: dict[str, Any], cls: type) -> dict[str, Any]:
 
 
 class _Shorter(reprlib.Repr):
-    def repr_int(self, x: int, level: int) -> str:
-        if x.bit_length() > 256:  # repr of a huge int is slow, and refused past 4300 digits
-            return f"an integer of about {int(x.bit_length() * math.log10(2)) + 1:,} digits"
-        return super().repr_int(x, level)
+    """reprlib's bounded repr, which also names a huge integer's size instead of printing it."""
+
+    def repr_int(self, value: int, level: int) -> str:
+        if value.bit_length() > 256:  # repr of a huge int is slow, and refused past 4300 digits
+            return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1:,} digits"
+        return super().repr_int(value, level)
 
 
-_REPR = _Shorter()  # keyword arguments only from Python 3.12
-_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict = 2, 4, 4, 4
-_REPR.maxstring = _REPR.maxother = 40
+_SHORT_REPR = _Shorter()  # keyword arguments only from Python 3.12
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxlist, _SHORT_REPR.maxtuple, _SHORT_REPR.maxdict = 2, 4, 4, 4
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = 40
 
 
 def show(value: Any, width: int = 40) -> str:
     """A caller's value, shortened for a message (bounded work, however big the value)."""
-    text = _REPR.repr(value)
+    text = _SHORT_REPR.repr(value)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

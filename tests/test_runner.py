@@ -10,13 +10,14 @@ import pandas as pd
 import pytest
 import torch
 
-from attention import VARIANTS, availability
+from attention import VARIANTS
 from profiling import small_trace, trace, views_profile
+from profiling.availability import unavailable_reasons
 from profiling.runner import RunError, VariantUnavailable, run
 from profiling.summary import forward_spans
 from profiling.workload import ConfigError, Workload
 
-CPU_VARIANTS = [v for v, why in availability("cpu", torch.float32).items() if why is None]
+CPU_VARIANTS = [v for v, why in unavailable_reasons("cpu", "float32").items() if why is None]
 
 
 def small(variant: str, **kw) -> Workload:

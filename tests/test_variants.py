@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attention import VARIANTS, Built, Problem, Variant, availability
+from attention import VARIANTS, Built, Problem, Variant
 from profiling import job_request, views_profile
+from profiling.availability import unavailable_reasons
 from profiling.compare import compare
 from tests.conftest import TOLERANCE, reference_attention, rel_err
 
-CPU_VARIANTS = [vid for vid, reason in availability("cpu", torch.float32).items() if reason is None]
+CPU_VARIANTS = [vid for vid, why in unavailable_reasons("cpu", "float32").items() if why is None]
 FAST = [v for v in CPU_VARIANTS if not VARIANTS[v].slow_first_run]
 COMPILED = [v for v in CPU_VARIANTS if VARIANTS[v].slow_first_run]  # torch.compile on a CPU
 
@@ -72,7 +73,7 @@ def test_every_variant_has_what_the_page_needs():
     ],
 )
 def test_gpu_only_variants_say_why_on_cpu(vid):
-    reason = availability("cpu", torch.bfloat16)[vid]
+    reason = unavailable_reasons("cpu", "bfloat16")[vid]
     assert reason and ("CUDA" in reason or "not installed" in reason)
 
 
