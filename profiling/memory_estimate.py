@@ -148,5 +148,5 @@ def largest_fitting_seq_len(workload: Workload, budget: int) -> int | None:
     return fit if estimate_bytes(replace(workload, seq_len=fit)) <= budget else low
 
 
-def _gib(n: int) -> str:
-    return f"{n / 1024**3:.1f} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
+def _gib(size: int) -> str:
+    return f"{size / 1024**3:.1f} GiB" if size >= 1024**3 else f"{size / 1024**2:.0f} MiB"

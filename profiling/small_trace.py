@@ -50,28 +50,10 @@ class Span:
     """One complete event, with what the trace model derives for it (its columns, one row)."""
 
     __slots__ = (
-        "ann",
-        "args",
-        "cat",
-        "category",
-        "correlation",
-        "depth",
-        "dur",
-        "end",
-        "gpu",
-        "index",
-        "lane",
-        "launch",
-        "link",
-        "name",
-        "own_step",
-        "parent",
-        "pid",
-        "self_us",
-        "start",
-        "step",
+        "ann", "args", "cat", "category", "correlation", "depth", "dur", "end", "gpu", "index",
+        "lane", "launch", "link", "name", "own_step", "parent", "pid", "self_us", "start", "step",
         "tid",
-    )
+    )  # fmt: skip
 
     def __init__(self, event: Any) -> None:
         self.cat = cat = event.cat.lower()
