@@ -148,7 +148,11 @@ def diff_command(args: argparse.Namespace) -> int:
     if unit_a != unit_b:
         print("warning: the two are counted over different windows; profile both the same way")
     print(diff_headline(kernels, operators))
-    print(f"deltas are {label_b} − {label_a}, largest |Δ total µs| first")
+    print(
+        f"deltas are {label_b} − {label_a}; calls added, removed or made a different number of "
+        "times first (change: count), then changes in time beyond the row's spread (time), "
+        "then those within it (noise)"
+    )
     print("\n== kernels ==")
     print(printed_table(labelled(kernels.drop(columns="name")).head(args.top), args.markdown))
     print("\n== operators ==")

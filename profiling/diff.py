@@ -5,10 +5,16 @@ Memcpy per forward", "math adds 18 kernels". Both sides are counted over the sam
 window (GPU work launched inside the attn_fwd spans, else the active ProfilerSteps, else the
 whole trace) and, by default, divided by that side's number of forwards, so two runs with
 different step counts still compare per forward.
+
+Timings move from one forward to the next even when nothing changed, so each row also carries
+its spread: how far that row's time varies between the windows of A plus between those of B.
+A change within it is marked `noise`; a change in the number of calls is marked `count` and
+leads the table, as the change in what the two runs do (not how fast it happened to go).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +30,15 @@ TraceLike = Trace | str | Path | bytes
 
 KERNEL_DIFF_COLUMNS = [
     "kernel", "category", "where", "count_a", "count_b", "delta_count", "total_us_a",
-    "total_us_b", "delta_us", "name",
+    "total_us_b", "delta_us", "name", "spread_us", "change",
 ]  # fmt: skip
 OPERATOR_DIFF_COLUMNS = [
     "operator", "where", "count_a", "count_b", "delta_count", "total_us_a", "total_us_b",
-    "delta_us", "self_us_a", "self_us_b", "delta_self_us",
+    "delta_us", "self_us_a", "self_us_b", "delta_self_us", "spread_us", "spread_self_us", "change",
 ]  # fmt: skip
+# What a row's change is, in the order the tables list them: calls added, removed or called a
+# different number of times; a time beyond the spread; a time within it; nothing at all.
+CHANGES = ("count", "time", "noise", "none")
 
 
 def diff(
@@ -39,21 +48,25 @@ def diff(
     label_b: str = "B",
     per_forward: bool = True,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(kernel delta table, operator delta table), each sorted by |Δ total µs|, largest first.
+    """(kernel delta table, operator delta table): structural changes first, then changes in
+    time beyond the spread, then those within it (see CHANGES), each largest first.
 
     Deltas are B − A. Columns end in `_a` / `_b`; `labelled()` renames them for display, and
-    both tables carry `attrs["labels"]`, `attrs["divisors"]` and `attrs["scopes"]`.
+    both tables carry `attrs["labels"]`, `attrs["divisors"]`, `attrs["scopes"]`,
+    `attrs["windows"]` and `attrs["sum_spread"]` (the spread of the column sums).
     """
     a, b = as_trace(trace_a), as_trace(trace_b)
     wa, sa, ua = windows(a)
     wb, sb, ub = windows(b)
     na = (len(wa) or 1) if per_forward else 1
     nb = (len(wb) or 1) if per_forward else 1
+    sides = ((a, wa, per_forward), (b, wb, per_forward))
     kernels = _delta(
         _kernel_totals(a, wa, na), _kernel_totals(b, wb, nb), ["count", "total_us"], "name"
     )
     kernels["kernel"] = kernels["name"].map(short_name)
     kernels["category"] = kernels["name"].map(classify)
+    kernels = _with_spread(kernels, "name", sides, _kernel_totals, ["total_us"])
     kernels = _sorted(kernels)[KERNEL_DIFF_COLUMNS]
     operators = _delta(
         _operator_totals(a, wa, na),
@@ -61,12 +74,16 @@ def diff(
         ["count", "total_us", "self_us"],
         "operator",
     )
+    operators = _with_spread(
+        operators, "operator", sides, _operator_totals, ["total_us", "self_us"]
+    )
     operators = _sorted(operators)[OPERATOR_DIFF_COLUMNS]
     for table in (kernels, operators):
         table.attrs.update(
             labels=(label_a, label_b),
             divisors=(na, nb),
             scopes=(sa, sb),
+            windows=(len(wa), len(wb)),
             per_forward=per_forward,
             units=(ua, ub) if per_forward else ("in total", "in total"),
         )
@@ -101,6 +118,8 @@ def labelled(table: pd.DataFrame, label_a: str | None = None, label_b: str | Non
         "delta_count": f"Δ count ({lb} − {la})",
         "delta_us": f"Δ total µs ({lb} − {la})",
         "delta_self_us": f"Δ self µs ({lb} − {la})",
+        "spread_us": "spread µs",
+        "spread_self_us": "self spread µs",
     }
     out = table.rename(columns=names)
     out["where"] = out["where"].map({"both": "both", "a": f"only {la}", "b": f"only {lb}"})
@@ -141,6 +160,91 @@ def _delta(a: pd.DataFrame, b: pd.DataFrame, measures: list[str], key: str) -> p
     return table.reset_index()
 
 
+def _with_spread(
+    table: pd.DataFrame,
+    key: str,
+    sides: tuple[tuple[Trace, pd.DataFrame, bool], ...],
+    totals: Callable[[Trace, pd.DataFrame, int], pd.DataFrame],
+    measures: list[str],
+) -> pd.DataFrame:
+    """`table` with each measure's spread (A's plus B's; NaN where a side has fewer than two
+    windows, so none can be read) and what each row's change is (CHANGES)."""
+    spreads = [_window_spread(trace, win, totals, measures, per) for trace, win, per in sides]
+    names = table[key].astype(str)
+    sum_spread = {}
+    for measure in measures:
+        column = _spread_column(measure)
+        if any(side is None for side in spreads):
+            table[column], sum_spread[measure] = np.nan, np.nan
+            continue
+        per_name = [side[0][measure].reindex(names).fillna(0.0).to_numpy() for side in spreads]
+        table[column] = per_name[0] + per_name[1]
+        sum_spread[measure] = spreads[0][1][measure] + spreads[1][1][measure]
+    deltas = {"total_us": "delta_us", "self_us": "delta_self_us"}
+    moved = [table[deltas[m]].abs() for m in measures]
+    within = np.logical_and.reduce(
+        [delta <= table[_spread_column(m)] for delta, m in zip(moved, measures, strict=True)]
+    )
+    still = np.logical_and.reduce([delta < 1e-9 for delta in moved])
+    counted = table["delta_count"].abs() > 1e-9
+    table["change"] = np.select([counted, still, within], ["count", "none", "noise"], "time")
+    table.attrs["sum_spread"] = sum_spread
+    return table
+
+
+def _spread_column(measure: str) -> str:
+    return "spread_us" if measure == "total_us" else f"spread_{measure}"
+
+
+def _window_spread(
+    trace: Trace,
+    win: pd.DataFrame,
+    totals: Callable[[Trace, pd.DataFrame, int], pd.DataFrame],
+    measures: list[str],
+    per_forward: bool,
+) -> tuple[pd.DataFrame, dict[str, float]] | None:
+    """Per name, max − min over the windows of each measure (a window without that name counts
+    0), and the same of the windows' sums; in the table's unit (per window, else scaled to all
+    windows). None with fewer than two windows."""
+    if len(win) < 2:
+        return None
+    scale = 1 if per_forward else len(win)
+    each = [totals(trace, win.iloc[[i]], 1) for i in range(len(win))]
+    per_name, of_sum = {}, {}
+    for measure in measures:
+        values = pd.concat([window[measure] for window in each], axis=1).fillna(0.0)
+        values.index = values.index.astype(str)
+        per_name[measure] = (values.max(axis=1) - values.min(axis=1)) * scale
+        sums = values.sum(axis=0)
+        of_sum[measure] = float(sums.max() - sums.min()) * scale
+    return pd.DataFrame(per_name), of_sum
+
+
+def structural_weight(table: pd.DataFrame, measure: str = "total_us") -> np.ndarray:
+    """What each row's change in calls costs, robust to noise: a name on one side only, all of
+    its time; one called a different number of times, the calls added or dropped times the
+    cheaper side's time per call, or the change in time beyond the spread when it moves with
+    the count (more calls, more time), whichever is more. A count change whose time moved the
+    other way (2 fewer calls, +2,683 µs) is noise in time, not a costly change."""
+    count_a, count_b = table["count_a"].to_numpy(), table["count_b"].to_numpy()
+    time_a, time_b = table[f"{measure}_a"].to_numpy(), table[f"{measure}_b"].to_numpy()
+    delta, delta_count = time_b - time_a, count_b - count_a
+    both = (count_a > 0) & (count_b > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_call = np.where(both, np.minimum(time_a / count_a, time_b / count_b), 0.0)
+    floor = np.abs(delta_count) * per_call
+    spread = table[_spread_column(measure)].fillna(0.0).to_numpy()
+    agrees = np.sign(delta) == np.sign(delta_count)
+    beyond = np.where(agrees, np.abs(delta) - spread, 0.0).clip(min=0.0)
+    one_sided = table["where"].to_numpy() != "both"
+    return np.where(one_sided, np.abs(delta), np.maximum(floor, beyond))
+
+
 def _sorted(table: pd.DataFrame) -> pd.DataFrame:
-    order = table["delta_us"].abs().sort_values(ascending=False, kind="stable").index
-    return table.loc[order].reset_index(drop=True)
+    """Structural changes first (by what they cost), then the rest by |Δ total µs|; ties keep
+    name order (a stable sort over the name-ordered join)."""
+    rank = table["change"].map({change: i for i, change in enumerate(CHANGES)}).to_numpy()
+    counted = table["change"].to_numpy() == "count"
+    weight = np.where(counted, structural_weight(table), table["delta_us"].abs().to_numpy())
+    order = np.lexsort((-weight, rank))
+    return table.iloc[order].reset_index(drop=True)

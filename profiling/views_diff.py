@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from profiling.diff import diff, labelled
+from profiling.diff import diff, labelled, structural_weight
 from profiling.trace import Trace
 from profiling.trace_events import TraceError
 from profiling.uploads import load_upload
@@ -23,17 +23,18 @@ from profiling.views_shared import clip
 from profiling.workload import ConfigError, show
 
 MAX_LABEL = 32  # characters of a Diff label (shown in column headers)
-KERNEL_DIFF_TYPES = ["str", "str", "str", *["number"] * 6, "str"]
-OPERATOR_DIFF_TYPES = ["str", "str", *["number"] * 9]
+# One per column of diff.KERNEL_DIFF_COLUMNS and OPERATOR_DIFF_COLUMNS (spread and change last)
+KERNEL_DIFF_TYPES = ["str", "str", "str", *["number"] * 6, "str", "number", "str"]
+OPERATOR_DIFF_TYPES = ["str", "str", *["number"] * 11, "str"]
 # Shares of the page width: the headers carry the labels, so numbers need room to show them.
-KERNEL_DIFF_WIDTHS = ["22%", "8%", "8%", *["7%"] * 6, "20%"]
-OPERATOR_DIFF_WIDTHS = ["20%", "8%", *["8%"] * 9]
+KERNEL_DIFF_WIDTHS = ["18%", "7%", "7%", *["7%"] * 6, "14%", "6%", "6%"]
+OPERATOR_DIFF_WIDTHS = ["16%", "6%", *["6.5%"] * 11, "6.5%"]
 ALLOWED_LABEL = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-.+()/:@")
 
 
 @dataclass
 class DiffPage:
-    headline: str
+    headline: str  # plain text, as /diff returns it; the page shows headline_markdown() of it
     kernels: pd.DataFrame
     operators: pd.DataFrame
 
@@ -66,6 +67,23 @@ def escape_markdown(text: str) -> str:
     return _MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), text)
 
 
+NO_KERNELS = (
+    "No kernel table: neither trace holds GPU work (CPU runs), so the operator table below is "
+    "the whole comparison."
+)
+
+
+def result_view(headline: str | None, kernels: pd.DataFrame | None) -> tuple[str, bool, str]:
+    """What the page shows of a Diff's outputs: the plain headline as Markdown (names from an
+    uploaded trace escaped, so they read as text), whether the kernel table is shown, and the
+    line saying why not (a table of headers only looks like something went missing)."""
+    if not headline:  # no Diff yet, or it failed: the page as it started
+        return "", True, ""
+    if kernels is not None and len(kernels):
+        return escape_markdown(headline), True, ""
+    return escape_markdown(headline), False, NO_KERNELS
+
+
 def count_text(n: float) -> str:
     """A count per window: whole when it is, else to 0.01."""
     return f"{n:,.0f}" if abs(n - round(n)) < 1e-9 else f"{n:,.2f}"
@@ -78,74 +96,124 @@ def signed_us(us: float) -> str:
 
 
 def diff_headline(kernels: pd.DataFrame, operators: pd.DataFrame) -> str:
-    """One line read off the top rows: what B has more or fewer of than A, and what it costs.
+    """One line read off the tables, in plain text: what B runs more or fewer times than A and
+    what that costs first (a change in what the runs do), then the largest change in time that
+    lies beyond the runs' step-to-step spread; a change within that spread is called noise.
 
-    GPU work when either trace has any, else CPU operators (a CPU run has no kernels). One
-    changed name is the whole story ("B has 1 fewer Memcpy DtoD per forward"); several lead
-    with the totals and name the largest change.
+    GPU work when either trace has any, else CPU operators (a CPU run has no kernels), read
+    by self time there (operator totals nest, as aten::linear holds aten::mm).
     """
     la, lb = kernels.attrs.get("labels", operators.attrs.get("labels", ("A", "B")))
     ua, ub = kernels.attrs.get("units", ("per forward", "per forward"))
     per = ua if ua == ub else "per window"  # which windows, and a warning: diff_scopes
     gpu = not kernels.empty
     table, key = (kernels, "kernel") if gpu else (operators, "operator")
-    noun = "GPU operation" if gpu else "operator call"  # a kernel, memcpy or memset on a GPU
-    items = noun + "s"
     if table.empty:
         return "Nothing to compare: neither trace holds GPU work or CPU operators."
-    changed = table[table["delta_count"].abs() > 1e-9]
-    measure = "delta_us" if gpu else "delta_self_us"  # operator totals nest, self times do not
-
-    def moved(row: pd.Series) -> str:
-        return signed_us(row[measure]) if gpu else f"self {signed_us(row[measure])}"
-
-    na, nb = table["count_a"].sum(), table["count_b"].sum()
-    totals = _totals(kernels, operators, gpu, f"{count_text(na)} → {count_text(nb)}")
-    if changed.empty:
-        top = table.loc[table[measure].abs().idxmax()]
-        if abs(top[measure]) < 0.05:
-            return f"{lb} and {la} run the same {items} {per}, the same number of times."
-        return (
-            f"{lb} runs the same {items} as {la} {per} ({totals}); the largest change is "
-            f"{clip(top[key], 60)} ({moved(top)})."
-        )
-    top = changed.loc[changed[measure].abs().idxmax()]
+    read = _Reading(table, key, gpu)
+    counted = table[table["change"] == "count"]
+    totals = _totals(kernels, operators, gpu)
+    if counted.empty:
+        return _same_calls(read, (la, lb), per, totals)
+    weights = structural_weight(counted, "total_us" if gpu else "self_us")
+    top = counted.iloc[int(weights.argmax())]  # the first of equals, in table order
     word = "more" if top["delta_count"] > 0 else "fewer"
     change = f"{count_text(abs(top['delta_count']))} {word} {clip(top[key], 60)}"
-    if len(changed) == 1:
-        line = f"{lb} has {change} {per} ({moved(top)}); {items}: {totals}."
+    if len(counted) == 1:
+        line = f"{lb} has {change} {per} ({read.moved(top)}); {read.items}: {totals}."
     else:
-        delta = nb - na
+        delta = table["count_b"].sum() - table["count_a"].sum()
         if abs(delta) < 1e-9:
-            lead = f"{lb} runs as many {items} {per} as {la}"
+            lead = f"{lb} runs as many {read.items} {per} as {la}"
         else:
-            many = items if abs(delta) != 1 else noun
+            many = read.items if abs(delta) != 1 else read.noun
             lead = f"{lb} runs {count_text(abs(delta))} {'more' if delta > 0 else 'fewer'} {many} "
             lead += f"{per} than {la}"
-        line = f"{lead} ({totals}); the largest change: {change} ({moved(top)})."
-    return line + _time_change(table, key, top, measure)
+        line = f"{lead} ({totals}); the largest change: {change} ({read.moved(top)})."
+    return line + read.time_change(top, 2 * float(weights.max()))
 
 
-def _totals(kernels: pd.DataFrame, operators: pd.DataFrame, gpu: bool, counts: str) -> str:
+@dataclass
+class _Reading:
+    """How one table is read for the headline: its name column, the time that counts (total
+    for GPU work, self for CPU operators) and that time's spread."""
+
+    table: pd.DataFrame
+    key: str
+    gpu: bool
+
+    @property
+    def noun(self) -> str:
+        return "GPU operation" if self.gpu else "operator call"  # a kernel, memcpy or memset
+
+    @property
+    def items(self) -> str:
+        return self.noun + "s"
+
+    def delta(self, row: pd.Series) -> float:
+        return float(row["delta_us"] if self.gpu else row["delta_self_us"])
+
+    def noise(self, row: pd.Series) -> bool:
+        """The row's change in time lies within its spread (unknown spread: not noise)."""
+        return bool(abs(self.delta(row)) <= row["spread_us" if self.gpu else "spread_self_us"])
+
+    def moved(self, row: pd.Series) -> str:
+        text = signed_us(self.delta(row)) if self.gpu else f"self {signed_us(self.delta(row))}"
+        return text + (", within noise" if self.noise(row) else "")
+
+    def largest(self, beyond_noise: bool) -> pd.Series | None:
+        """The row whose time moved most (of those beyond their spread, if asked)."""
+        rows = [row for _, row in self.table.iterrows() if not (beyond_noise and self.noise(row))]
+        return max(rows, key=lambda row: abs(self.delta(row)), default=None)
+
+    def time_change(self, named: pd.Series, outweighs: float) -> str:
+        """The largest change in time beyond noise when it is not the change named already and
+        is more than `outweighs` (a GEMM 450 µs slower outweighs 3 more fill_ calls); and the
+        largest change within noise when that is larger still, so a big number in the table
+        is not taken for news."""
+        what = "time" if self.gpu else "self time"
+        text, said = "", max(outweighs, abs(self.delta(named)) if not self.noise(named) else 0)
+        real = self.largest(beyond_noise=True)
+        if real is not None and real[self.key] != named[self.key] and abs(self.delta(real)) > said:
+            text = f" The largest change in {what}: {clip(real[self.key], 60)} "
+            text += f"({signed_us(self.delta(real))})."
+            said = abs(self.delta(real))
+        loud = self.largest(beyond_noise=False)
+        if loud is not None and self.noise(loud) and abs(self.delta(loud)) > max(said, 0.05):
+            text += (
+                f" {clip(loud[self.key], 60)}'s {signed_us(self.delta(loud))} lies within the "
+                "runs' step-to-step spread: noise."
+            )
+        return text
+
+
+def _same_calls(read: _Reading, labels: tuple[str, str], per: str, totals: str) -> str:
+    """The headline when both run the same names the same number of times: only time moved."""
+    la, lb = labels
+    loud = read.largest(beyond_noise=False)
+    if loud is None or abs(read.delta(loud)) < 0.05:
+        return f"{lb} and {la} run the same {read.items} {per}, the same number of times."
+    lead = f"{lb} runs the same {read.items} as {la} {per} ({totals})"
+    real = read.largest(beyond_noise=True)
+    if real is None:
+        return f"{lead}; every change in time lies within the runs' step-to-step spread: noise."
+    line = f"{lead}; the largest change is {clip(real[read.key], 60)} ({read.moved(real)})."
+    return line + read.time_change(real, abs(read.delta(real)))
+
+
+def _totals(kernels: pd.DataFrame, operators: pd.DataFrame, gpu: bool) -> str:
     """Both sides' counts and times: GPU time, else CPU self time (operator totals nest, as
-    aten::linear holds aten::mm; self times do not)."""
+    aten::linear holds aten::mm; self times do not); marked when within the sums' spread."""
+    table, measure = (kernels, "total_us") if gpu else (operators, "self_us")
+    na, nb = table["count_a"].sum(), table["count_b"].sum()
+    ta, tb = table[f"{measure}_a"].sum(), table[f"{measure}_b"].sum()
+    spread = table.attrs.get("sum_spread", {}).get(measure, float("nan"))
+    noise = ", within noise" if abs(tb - ta) <= spread else ""
+    times = f"{ta:,.1f} → {tb:,.1f} µs, {signed_us(tb - ta)}{noise}"
+    counts = f"{count_text(na)} → {count_text(nb)}"
     if gpu:
-        ta, tb = kernels["total_us_a"].sum(), kernels["total_us_b"].sum()
-        return f"{counts}, {ta:,.1f} → {tb:,.1f} µs, {signed_us(tb - ta)}"
-    ta, tb = operators["self_us_a"].sum(), operators["self_us_b"].sum()
-    times = f"self {ta:,.1f} → {tb:,.1f} µs, {signed_us(tb - ta)}"
-    return f"{counts}, {times}; no GPU work in either trace"
-
-
-def _time_change(table: pd.DataFrame, key: str, counted: pd.Series, measure: str) -> str:
-    """The name whose time (`measure`: total for GPU work, self for CPU operators) moved most,
-    when that is not the count change named already (a GEMM 450 µs slower outweighs 3 more
-    fill_ calls)."""
-    top = table.loc[table[measure].abs().idxmax()]
-    if top[key] == counted[key] or abs(top[measure]) <= 2 * abs(counted[measure]):
-        return ""
-    what = "time" if measure == "delta_us" else "self time"
-    return f" The largest change in {what}: {clip(top[key], 60)} ({signed_us(top[measure])})."
+        return f"{counts}, {times}"
+    return f"{counts}, self {times}; no GPU work in either trace"
 
 
 def diff_scopes(kernels: pd.DataFrame) -> str:
@@ -157,6 +225,13 @@ def diff_scopes(kernels: pd.DataFrame) -> str:
         text += (
             f" ⚠ The two are counted over different windows ({ua} against {ub}), so their "
             "figures do not compare like for like: profile both the same way."
+        )
+    lone = [label for label, n in zip((la, lb), kernels.attrs["windows"], strict=True) if n < 2]
+    if lone:
+        verb = "has" if len(lone) == 1 else "have"
+        text += (
+            f" No step-to-step spread: {' and '.join(lone)} {verb} fewer than two windows, so "
+            "no change in time can be called noise."
         )
     return text
 
@@ -177,8 +252,7 @@ def diff_page(a: Trace | Path, b: Trace | Path, label_a: str, label_b: str) -> D
         raise ConfigError(f"the two labels must differ (both are {show(label_a)})")
     kernels, operators = diff(a, b, label_a, label_b)
     return DiffPage(
-        # Markdown on the page: names from an uploaded trace are escaped so they read as text
-        headline=escape_markdown(f"{diff_headline(kernels, operators)}\n\n{diff_scopes(kernels)}"),
+        headline=f"{diff_headline(kernels, operators)}\n\n{diff_scopes(kernels)}",
         kernels=labelled(_rounded(kernels)),
         operators=labelled(_rounded(operators)),
     )

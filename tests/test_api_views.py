@@ -75,6 +75,39 @@ def test_diff_of_two_uploads(client):
     assert "count in-place" in kernels["headers"]
 
 
+def test_diff_headline_is_plain_text(client):
+    """/diff's headline is plain text, as the CLI prints it (the page renders its own escaped
+    Markdown of it): names and labels arrive as written, not as `sm80\\_xmma` or `copy\\_`."""
+    math = FIXTURES / "h200_sdpa-math_8_16_1024_64_bf16.json.gz"
+    headline, kernels, operators = client.predict(
+        trace_a=handle_file(NAIVE), trace_b=handle_file(math), label_a="naive_bf16",
+        label_b="sdpa_math", api_name="/diff",
+    )  # fmt: skip
+    assert "the largest change: 1 more sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_" in headline
+    assert headline.endswith(
+        "\n\nCounted over: naive_bf16, 3 attn_fwd spans; sdpa_math, 3 attn_fwd spans."
+    )
+    assert "\\" not in headline and "&lt;" not in headline
+    # the tables gained the spread and what each change is, after the columns they had
+    assert kernels["headers"][-3:] == ["name", "spread µs", "change"]
+    assert operators["headers"][-4:-3] == ["Δ self µs (sdpa_math − naive_bf16)"]
+    assert operators["headers"][-3:] == ["spread µs", "self spread µs", "change"]
+
+
+def test_readme_diff_example_runs_as_written(client, monkeypatch, capsys):
+    """The README's /diff example, run as a reader runs it (from the repository's root): its
+    traces exist, and it prints what its comment says."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("headline, kernel_deltas, operator_deltas = client.predict(")
+    end = readme.index("\n", readme.index("print(headline)", start))
+    example = readme[start:end]
+    said = example.rsplit("# ", 1)[1].removesuffix("...").strip()
+    monkeypatch.chdir(FIXTURES.parents[1])
+    exec(example, {"client": client, "handle_file": handle_file})  # the README's code, as written
+    printed = capsys.readouterr().out
+    assert printed.startswith(said) and "in-place has 1 fewer Memcpy DtoD" in said
+
+
 def test_sweep(client):
     time_plot, memory_plot, table, zip_path = client.predict(
         variants=["naive"], seq_lens=[512, 256], **SHAPE, api_name="/sweep"

@@ -310,6 +310,26 @@ def test_diff_of_fixtures_reads_the_memcpy_off():
     assert operators.set_index("operator").loc["aten::clone", "where"] == "only A"
 
 
+def test_diff_hides_the_kernel_table_where_neither_side_has_kernels(compared):
+    """Issue 19, point 5: a Diff of two CPU runs showed an empty kernel table with cut-off
+    headers; it is hidden, with a line why, and comes back for traces with GPU work."""
+    (*_, traces), _ = compared
+    headline, kernels, _ = diff_tab.diff_runs("naive", "sdpa-math", traces)
+    markdown, table, why = diff_tab.show_result(headline, kernels)
+    assert markdown == views_diff.escape_markdown(headline)  # the plain headline as Markdown
+    if app.DEVICE == "cpu":
+        assert kernels.empty and table == {"__type__": "update", "visible": False}
+        assert why.visible and why.value == views_diff.NO_KERNELS
+    headline, kernels, _ = diff_tab.diff(str(NAIVE), str(INPLACE))
+    _, table, why = diff_tab.show_result(headline, kernels)
+    assert table["visible"] is True and not why.visible and why.value == ""
+    # before any Diff, and after a failed one: the page as it started, the table in its place
+    assert views_diff.result_view(None, None) == ("", True, "")
+    cleared_headline, cleared_operators, markdown, table, why = diff_tab.emptied()
+    assert (cleared_headline, cleared_operators, markdown) == (None, None, "")
+    assert table == {"__type__": "update", "value": None, "visible": True} and not why.visible
+
+
 def test_diff_labels_name_the_columns():
     headline, kernels, _ = diff_tab.diff(str(NAIVE), str(INPLACE), "naive", " naive-inplace ")
     assert headline.startswith("naive-inplace has 1 fewer Memcpy DtoD")

@@ -472,3 +472,69 @@ def test_the_gantt_of_a_1e5_event_trace_renders_and_stays_responsive(browser, ur
     assert first_render < 30 and everything < 40
     assert evaluate_ms < 1000 and frames_ms < 1000 and hover_ms < 5000
     assert 0 < bars < 20_000  # level of detail: the browser never gets 10⁵ bars
+
+
+# -- Diff: the kernel table only where there are kernels, names as text ----------------------
+def diff_uploads(page, trace_a: Path, trace_b: Path, label_a: str, label_b: str) -> None:
+    """Upload two traces in the Diff tab, label them and click Diff uploads."""
+    page.get_by_role("tab", name="Diff").click()
+    for which, path in (("a", trace_a), ("b", trace_b)):
+        box = f"#diff-file-{which}"
+        if page.locator(f"{box} button[aria-label=Clear]").count():  # a file from before
+            page.click(f"{box} button[aria-label=Clear]")
+        page.set_input_files(f"{box} input[type=file]", str(path))
+        page.wait_for_selector(f'{box} td.filename[aria-label="{path.name}"]')
+    page.fill("#label-a textarea, #label-a input", label_a)
+    page.fill("#label-b textarea, #label-b input", label_b)
+    page.click("#diff-button")
+
+
+def test_diff_hides_the_kernel_table_of_cpu_traces_and_reads_names_as_text(browser, url, tmp_path):
+    """Two CPU runs have no kernels: no empty table with cut-off headers, a line says why; two
+    H200 traces bring the table back. The headline is the API's plain text shown as Markdown:
+    `aten::copy_` reads as written (no backslash, no italics), and noise is said."""
+    from profiling.runner import run
+    from profiling.workload import Workload
+    from tests.conftest import FIXTURES, NAIVE
+
+    expect = sync_api.expect
+    shape = {"seq_len": 128, "batch": 1, "heads": 2, "head_dim": 32, "dtype": "float32"}
+    cpu = [
+        run(Workload.from_user(variant=v, device="cpu", **shape), out_dir=tmp_path / v).trace_gz
+        for v in ("naive", "naive-inplace")
+    ]
+    page = open_page(browser, url)
+    try:
+        diff_uploads(page, *cpu, "naive", "in_place")
+        headline = page.locator("#diff-headline")
+        expect(headline).to_contain_text("no GPU work in either trace")
+        expect(page.locator("#diff-no-kernels")).to_contain_text("No kernel table")
+        expect(page.locator("#kernel-delta")).to_be_hidden()
+        expect(page.locator("#operator-delta")).to_contain_text("aten::masked_fill")
+        expect(page.locator("#operator-delta")).to_contain_text("count")  # the change column
+        text = headline.inner_text()
+        assert "\\" not in text and "in_place" in text  # escapes render, none show
+        assert headline.locator("em, strong, a").count() == 0
+        page.mouse.move(0, 0)
+        shot = screenshot_path("screenshot-diff-cpu.png", tmp_path)
+        page.screenshot(path=str(shot), full_page=True)
+
+        inplace = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
+        diff_uploads(page, NAIVE, inplace, "naive", "naive_inplace")
+        expect(headline).to_contain_text("naive_inplace has 1 fewer Memcpy DtoD per forward")
+        expect(page.locator("#kernel-delta")).to_be_visible()
+        expect(page.locator("#diff-no-kernels")).to_be_hidden()
+        expect(page.locator("#kernel-delta")).to_contain_text("noise")
+        page.mouse.move(0, 0)
+        shot = screenshot_path("screenshot-diff-h200.png", tmp_path)
+        page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 20_000
+
+        # a refused Diff leaves nothing of the last one: no headline, no rows
+        diff_uploads(page, *cpu, "same", "same")
+        expect(page.locator(".toast-body").first).to_contain_text("labels must differ")
+        expect(headline).to_have_text("")
+        expect(page.locator('#operator-delta [data-testid="cell-0-0"]')).to_have_count(0)
+        expect(page.locator("#kernel-delta")).to_be_visible()
+    finally:
+        page.context.close()

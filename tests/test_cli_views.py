@@ -6,6 +6,7 @@ import gzip
 import itertools
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -70,6 +71,24 @@ def test_diff_markdown_and_totals(capsys):
     out = capsys.readouterr().out
     assert "(3 attn_fwd spans, in total)" in out
     assert "| kernel | category | where | count A | count B | Δ count (B − A) |" in out
+
+
+def test_diff_prints_plain_text_in_the_readme_example(capsys, monkeypatch):
+    """The README's `diff` runs as written from the repository's root, and its headline is plain
+    text (the API's too): `sm80_xmma_gemm`, not Markdown's `sm80\\_xmma\\_gemm`."""
+    readme = (ROOT / "README.md").read_text()
+    command = re.search(r"^python -m profiling diff (.+?)#", readme, re.M | re.S).group(1)
+    monkeypatch.chdir(ROOT)
+    assert main(["diff", *shlex.split(command.replace("\\\n", " "))]) == 0
+    out = capsys.readouterr().out
+    assert "in-place has 1 fewer Memcpy DtoD per forward (−126.5 µs)" in out
+    assert "calls added, removed or made a different number of times first" in out
+    math = str(ROOT / "tests/fixtures/h200_sdpa-math_8_16_1024_64_bf16.json.gz")
+    assert main(["diff", NAIVE, math, "--label-a", "naive_bf16"]) == 0
+    out = capsys.readouterr().out
+    head = out.split("== kernels ==")[0]
+    assert "naive_bf16 (7 → 20" in head and "1 more sm80_xmma_gemm_f32f32" in head
+    assert "\\" not in out
 
 
 def test_sweep_prints_every_point(tmp_path, capsys):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from profiling import trace
+from profiling import trace, views_diff
 from profiling.diff import KERNEL_DIFF_COLUMNS, OPERATOR_DIFF_COLUMNS, diff, labelled
 from profiling.runner import run
 from profiling.summary import per_forward
@@ -67,6 +68,7 @@ def test_labelled_renames_every_measure_and_every_where():
     assert list(shown.columns) == [
         "operator", "where", "count A", "count B", "Δ count (B − A)", "total µs A",
         "total µs B", "Δ total µs (B − A)", "self µs A", "self µs B", "Δ self µs (B − A)",
+        "spread µs", "self spread µs", "change",
     ]  # fmt: skip
     where = shown.set_index("operator")["where"]
     assert where["aten::bmm"] == "only A"  # naive's matmuls
@@ -195,8 +197,10 @@ def test_markdown_in_names_and_labels_stays_text_in_the_headline():
         lambda n: "aten::*fill* [l](http://e)" if n == "aten::fill_" else n
     )
     page = views_diff.diff_page(a, b, "_old_", "new")
-    assert r"aten::\*fill\* \[l\](http://e)" in page.headline
-    assert r"\_old\_" in page.headline
+    assert "aten::*fill* [l](http://e)" in page.headline  # plain text, as /diff returns it
+    markdown, _, _ = views_diff.result_view(page.headline, page.kernels)  # what the page shows
+    assert r"aten::\*fill\* \[l\](http://e)" in markdown
+    assert r"\_old\_" in markdown
 
 
 def test_a_trace_without_windows_is_counted_whole():
@@ -244,3 +248,109 @@ def test_equal_changes_keep_name_order():
     odd = [f"aten::op{i:02}" for i in range(1, 12, 2)]
     even = [f"aten::op{i:02}" for i in range(0, 12, 2)]
     assert operators["operator"].tolist() == odd + even
+
+
+# -- structural change first, time within the runs' own spread marked noise (issue 19) ------
+INPLACE = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
+
+
+def _forwards(*windows: dict[str, list[float]]):
+    """One attn_fwd span per dict, holding each operator once per duration listed (µs)."""
+    from tests.conftest import from_document
+
+    events = []
+    for i, ops in enumerate(windows):
+        start = i * 10_000
+        events.append({"ph": "X", "name": "attn_fwd", "ts": start, "dur": 9_000,
+                       "cat": "user_annotation", "pid": 1, "tid": 1})  # fmt: skip
+        at = start + 10
+        for name, durations in ops.items():
+            for dur in durations:
+                events.append({"ph": "X", "name": name, "ts": at, "dur": dur, "cat": "cpu_op",
+                               "pid": 1, "tid": 1})  # fmt: skip
+                at += dur + 5
+    return from_document({"traceEvents": events})
+
+
+def test_h200_inplace_leads_with_the_copy_and_calls_the_cpu_jitter_noise():
+    """naive against naive-inplace: the same kernels but the copy, the same operators but the
+    copy's; the in-place trace's CPU side ran slower throughout (aten::matmul +103 µs), which
+    its own forwards' spread covers, so that is not the news."""
+    kernels, operators = diff(NAIVE, INPLACE, "naive", "naive-inplace")
+    change = kernels.set_index("kernel")["change"]
+    assert change["Memcpy DtoD"] == "count"
+    assert (change.drop("Memcpy DtoD") == "noise").all()  # ±0.7 µs against spreads of 1.5–4 µs
+    gemm = kernels.set_index("kernel").loc["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"]
+    assert gemm["spread_us"] == pytest.approx(3.871, abs=1e-3)  # 2.1 on A, 1.8 on B
+    ops = operators.set_index("operator")
+    assert (
+        ops.loc["aten::matmul", "delta_us"] > 100 and ops.loc["aten::matmul", "change"] == "noise"
+    )
+    assert ops.loc["aten::bmm", "change"] == "noise"
+    counted = operators[operators["change"] == "count"]
+    assert operators.index[: len(counted)].tolist() == counted.index.tolist()  # they lead
+    assert operators["operator"].iloc[0] == "aten::masked_fill"  # the copy, by its cost
+    assert "aten::expand" in set(counted["operator"])  # 7 → 5 calls: listed, not first
+    assert operators.set_index("operator").index.get_loc("aten::expand") > 2
+    # the headline read off the GPU work, and off the operators alone (as of a CPU run)
+    headline = views_diff.diff_headline(kernels, operators)
+    assert headline.startswith("naive-inplace has 1 fewer Memcpy DtoD per forward (−126.5 µs)")
+    cpu = views_diff.diff_headline(kernels.iloc[0:0], operators)
+    assert "the largest change: 1 fewer aten::masked_fill (self −6.5 µs)." in cpu
+    assert "expand" not in cpu and "The largest change in self time" not in cpu
+    assert cpu.endswith("aten::bmm's +56.3 µs lies within the runs' step-to-step spread: noise.")
+    assert "self 133.2 → 228.1 µs, +94.9 µs, within noise" in cpu
+
+
+def test_a_same_op_change_within_the_spread_is_noise():
+    """aten::bmm takes 100–300 µs from one forward to the next on both sides: B's mean 100 µs
+    higher is noise; aten::mm 40 µs slower in every forward is a change."""
+    a = _forwards(*({"aten::bmm": [bmm], "aten::mm": [10]} for bmm in (100, 300, 200)))
+    b = _forwards(*({"aten::bmm": [bmm], "aten::mm": [50]} for bmm in (200, 400, 300)))
+    _, operators = diff(a, b)
+    ops = operators.set_index("operator")
+    assert ops.loc["aten::bmm", "delta_us"] == 100 and ops.loc["aten::bmm", "spread_us"] == 400
+    assert ops.loc["aten::bmm", "spread_self_us"] == 400
+    assert ops.loc["aten::bmm", "change"] == "noise"
+    assert ops.loc["aten::mm", "spread_us"] == 0 and ops.loc["aten::mm", "change"] == "time"
+    assert operators["operator"].tolist() == ["aten::mm", "aten::bmm"]  # noise ranks after
+    headline = views_diff.diff_headline(*diff(a, b))
+    assert headline == (
+        "B runs the same operator calls as A per forward (2 → 2, self 210.0 → 350.0 µs, "
+        "+140.0 µs, within noise; no GPU work in either trace); the largest change is aten::mm "
+        "(self +40.0 µs). aten::bmm's +100.0 µs lies within the runs' step-to-step spread: noise."
+    )
+    # only noise: said so, nothing named as the change
+    c = _forwards(*({"aten::bmm": [bmm], "aten::mm": [10]} for bmm in (200, 400, 300)))
+    assert views_diff.diff_headline(*diff(a, c)).endswith(
+        "every change in time lies within the runs' step-to-step spread: noise."
+    )
+    # in totals (not per forward) the spread is in the same unit: over the three forwards
+    _, totals = diff(a, b, per_forward=False)
+    bmm = totals.set_index("operator").loc["aten::bmm"]
+    assert (bmm["delta_us"], bmm["spread_us"], bmm["change"]) == (300, 1200, "noise")
+
+
+def test_fewer_calls_whose_time_rose_by_noise_do_not_lead():
+    """The issue's headline: '2 fewer aten::expand (self +2,683.3 µs)' while the copy was what
+    changed. Fewer calls cannot cost more time: the rise is jitter, and the removed copy
+    (aten::masked_fill, 30 µs in every forward) leads."""
+    a = _forwards(*({"aten::expand": [1] * 7, "aten::masked_fill": [30]} for _ in range(3)))
+    b = _forwards(
+        {"aten::expand": [1] * 5}, {"aten::expand": [1] * 4 + [8_000]}, {"aten::expand": [1] * 5}
+    )
+    _, operators = diff(a, b, "naive", "naive-inplace")
+    assert operators["operator"].tolist() == ["aten::masked_fill", "aten::expand"]
+    expand = operators.set_index("operator").loc["aten::expand"]
+    assert expand["change"] == "count" and expand["delta_self_us"] > 2_600
+    headline = views_diff.diff_headline(*diff(a, b, "naive", "naive-inplace"))
+    assert "the largest change: 1 fewer aten::masked_fill (self −30.0 µs)." in headline
+    assert "aten::expand's +2,664.3 µs lies within the runs' step-to-step spread" in headline
+    # one forward per side: no spread can be read, and the scopes line says so
+    one_a, one_b = _forwards({"aten::mm": [10]}), _forwards({"aten::mm": [50]})
+    kernels, operators = diff(one_a, one_b)
+    mm = operators.set_index("operator").loc["aten::mm"]
+    assert np.isnan(mm["spread_us"]) and mm["change"] == "time"
+    assert "No step-to-step spread: A and B have fewer than two windows" in views_diff.diff_scopes(
+        kernels
+    )

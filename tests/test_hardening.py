@@ -723,14 +723,17 @@ def test_names_from_an_uploaded_trace_are_text_everywhere(tmp_path):
     assert any("&lt;script&gt;" in h for h in hover)
     assert not any("<img" in h or "<script" in h for h in hover + text)
     assert bar_count(figure) > 0
-    # the Diff headline is Markdown: names escaped there too
+    # the Diff headline is plain text for API callers, like the tables' cells; the page shows
+    # it as Markdown, names escaped there
     headline, kernel_delta, operator_delta = diff_tab.diff(str(NAIVE), str(path), "clean", "marked")
-    assert "<img" not in headline and "<script" not in headline
+    markdown, *_ = diff_tab.show_result(headline, kernel_delta)
+    assert "<img" not in markdown and "<script" not in markdown
     assert IMG in set(kernel_delta["kernel"]) or IMG in set(operator_delta["operator"])
     page = views_diff.diff_page(NAIVE, path, "a", "b")
     tables = views_diff.diff(NAIVE, path, "a", "b")
     expected = f"{views_diff.diff_headline(*tables)}\n\n{views_diff.diff_scopes(tables[0])}"
-    assert page.headline == views_diff.escape_markdown(expected)
+    assert page.headline == expected
+    assert views_diff.result_view(expected, page.kernels)[0] == views_diff.escape_markdown(expected)
 
 
 def test_error_messages_echo_hostile_text_only_as_a_short_repr():

@@ -13,7 +13,7 @@ import gradio as gr
 from profiling import views_diff
 from profiling.page.controls import table
 from profiling.page.errors import guarded
-from profiling.page.listeners import QUIET, TRACE_JOB, clear_on_failure, trace_job
+from profiling.page.listeners import QUIET, TRACE_JOB, trace_job
 
 # (label, elem_id, datatypes, column widths) of the kernel and the operator delta tables
 DELTA_TABLES = (
@@ -36,8 +36,9 @@ def diff(
         label_b: B's name in the tables (default "B").
 
     Returns:
-        the headline and what each side was counted over, the kernel delta table, the operator
-        delta table (per window: forward, step or whole trace; sorted by |Δ total µs|).
+        the headline as plain text (what changed, then a line saying what each side was
+        counted over), the kernel delta table, the operator delta table (per window: forward,
+        step or whole trace; structural changes first, each row's spread and change).
     """
     shown = guarded("diff", views_diff.diff_upload_page, trace_a, trace_b, label_a, label_b)
     return shown.headline, shown.kernels, shown.operators
@@ -68,14 +69,39 @@ def _uploads() -> tuple[list[Any], gr.Button]:
     return [file_a, file_b, label_a, label_b], button
 
 
-def _results() -> list[Any]:
-    """The headline and the two delta tables, in the order of diff()'s outputs."""
+def _results() -> tuple[list[Any], list[Any]]:
+    """diff()'s outputs (the plain headline, hidden: it is what /diff returns, and the two delta
+    tables) and what the page shows of them (the headline as Markdown, the line saying why the
+    kernel table is hidden, and that table)."""
+    headline_text = gr.Textbox(visible=False, elem_id="diff-headline-text")
     headline = gr.Markdown("", elem_id="diff-headline")
-    deltas = [
+    no_kernels = gr.Markdown("", visible=False, elem_id="diff-no-kernels")
+    kernels, operators = [
         table(label, elem_id, datatype=types, column_widths=widths, max_chars=80)
         for label, elem_id, types, widths in DELTA_TABLES
     ]
-    return [headline, *deltas]
+    return [headline_text, kernels, operators], [headline, kernels, no_kernels]
+
+
+def show_result(headline: str | None, kernels: Any) -> tuple[Any, Any, Any]:
+    """The page's view of a Diff: the headline as Markdown; the kernel table hidden, with a line
+    why, when neither trace has GPU work."""
+    markdown, with_kernels, why = views_diff.result_view(headline, kernels)
+    return markdown, gr.update(visible=with_kernels), gr.Markdown(why, visible=bool(why))
+
+
+def emptied() -> tuple[Any, ...]:
+    """What a failed Diff leaves (the plain headline, the operator table, then the page's
+    view): nothing of the previous result, and the kernel table back in its place."""
+    markdown, _, why = show_result(None, None)
+    return None, None, markdown, gr.update(value=None, visible=True), why
+
+
+def _follow(event: Any, outputs: list[Any], shown: list[Any]) -> None:
+    """After a Diff: the page renders its result, or after a failure empties it all."""
+    headline_text, kernels, operators = outputs
+    event.success(show_result, [headline_text, kernels], shown, **QUIET)
+    event.failure(emptied, None, [headline_text, operators, *shown], **QUIET)
 
 
 def build(compared: Any, compare_runs: gr.State) -> None:
@@ -85,7 +111,10 @@ def build(compared: Any, compare_runs: gr.State) -> None:
             "What changed between two runs, per kernel name and per operator, per window "
             "(per forward with `attn_fwd` spans, else per ProfilerStep, else the whole "
             "trace; the line under the headline says which): count and total µs of each "
-            "side and the delta (B − A), largest |Δ| first."
+            "side and the delta (B − A). Calls added, removed or made a different number of "
+            "times come first (`change` = count); a change in time counts only beyond the "
+            "row's `spread` (how far its time varies between windows, A's plus B's), and "
+            "within it is marked `noise`."
         )
         with gr.Row(equal_height=False):
             with gr.Column(min_width=320):
@@ -96,12 +125,12 @@ def build(compared: Any, compare_runs: gr.State) -> None:
                     pick_a = gr.Dropdown([], label="Run A", elem_id="pick-a")
                     pick_b = gr.Dropdown([], label="Run B", elem_id="pick-b")
                 runs_button = gr.Button("Diff these runs", elem_id="diff-runs-button")
-        outputs = _results()
+        outputs, shown = _results()
     compared.success(fill_diff_picks, compare_runs, [pick_a, pick_b], **QUIET)
     uploaded = upload_button.click(
         trace_job(diff), inputs=uploads, outputs=outputs, api_name="diff", **TRACE_JOB
     )
-    clear_on_failure(uploaded, outputs)
+    _follow(uploaded, outputs, shown)
     picked = runs_button.click(
         trace_job(diff_runs),
         inputs=[pick_a, pick_b, compare_runs],
@@ -109,4 +138,4 @@ def build(compared: Any, compare_runs: gr.State) -> None:
         api_visibility="private",
         **TRACE_JOB,
     )
-    clear_on_failure(picked, outputs)
+    _follow(picked, outputs, shown)
