@@ -13,9 +13,10 @@ from typing import Any
 import gradio as gr
 import spaces  # noqa: F401 - before torch (imported by profiling) touches CUDA: ZeroGPU patches it
 
-from profiling import views_profile, views_shared
+from profiling import runner, views_profile, views_shared
 from profiling.page import analyze_tab, compare_tab, diff_tab, profile_tab, sweep_tab
 from profiling.page.controls import DEVICE
+from profiling.page.listeners import let_go_on_unload
 from profiling.page.style import CSS
 
 SERVE_OPTIONS: dict[str, Any] = {"max_file_size": views_shared.MAX_FILE_SIZE, "css": CSS}
@@ -41,12 +42,15 @@ def build_demo(queue_size: int = views_shared.QUEUE_MAX_SIZE) -> gr.Blocks:
         diff_tab.build(compared, compare_runs)
         sweep_tab.build()
         analyze_tab.build()
+        let_go_on_unload(demo)  # a closed or reloaded page's jobs are let go
     demo.queue(max_size=queue_size)
     return demo
 
 
 demo = build_demo()
 views_shared.STALE.maybe_sweep()  # a previous process's temp folders older than the cache age
+runner.quiet_profiler_logs()  # kineto's USDT/STAGE lines off, unless KINETO_LOG_LEVEL is set
+runner.prime_profiler()  # on this main thread, so a click's profiler is not the process's first
 
 
 if __name__ == "__main__":

@@ -15,7 +15,13 @@ from pathlib import Path
 from attention import VARIANTS
 from profiling.cli_flags import SUBCOMMANDS, Parser, add_shape_flags, check_out, shape_of
 from profiling.cli_views import views_main
-from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
+from profiling.runner import (
+    ProfileResult,
+    RunError,
+    VariantUnavailable,
+    quiet_profiler_logs,
+    run,
+)
 from profiling.summary import summary_rows
 from profiling.workload import ConfigError, Workload, resolve_device
 
@@ -49,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown command '{argv[0]}'; choose from: {known}", file=sys.stderr)
         return 2
     args = parser().parse_args(argv)
+    quiet_profiler_logs(args.verbose)
     names = list(VARIANTS) if args.variant == "all" else [args.variant]
     try:
         workloads = [Workload.from_user(variant=name, **shape_of(args)) for name in names]

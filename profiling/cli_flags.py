@@ -58,6 +58,8 @@ def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
     parser.add_argument("--head-dim", type=int, default=64, help=head_dim)
     parser.add_argument("--no-causal", action="store_true", help="full (non-causal) attention")
     parser.add_argument("--device", default="auto", choices=DEVICES)
+    verbose = "also show torch.profiler's own log lines (kineto's USDT/STAGE) on stderr"
+    parser.add_argument("--verbose", action="store_true", help=verbose)
     steps = "active profiler steps, " + flag_range("steps")
     parser.add_argument("--steps", type=int, default=3, help=steps)
 

@@ -104,6 +104,9 @@ def views_main(argv: list[str]) -> int:
     try:
         if args.command in ("compare", "sweep"):
             check_out(args.out)
+            from profiling.runner import quiet_profiler_logs  # torch: only for runs
+
+            quiet_profiler_logs(args.verbose)
         return COMMANDS[args.command](args)
     except (ConfigError, TraceError) as exc:
         print(f"error: {exc}", file=sys.stderr)

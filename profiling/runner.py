@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -41,6 +42,26 @@ Progress = Callable[[float, str], None]
 log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
 SEED = 0
+
+
+KINETO_LOG_LEVEL = "KINETO_LOG_LEVEL"
+KINETO_QUIET = "6"  # above kineto's ERROR (4) and USDT (5): its profiler_start/stop lines too
+
+
+def quiet_profiler_logs(verbose: bool = False) -> None:
+    """Hide the profiler's own C++ chatter (kineto's USDT/STAGE lines on stderr) unless asked
+    for, or unless the user set KINETO_LOG_LEVEL; kineto reads it when its first profiler starts."""
+    if not verbose:
+        os.environ.setdefault(KINETO_LOG_LEVEL, KINETO_QUIET)
+
+
+def prime_profiler() -> None:
+    """Start one tiny CPU-only profiler on this (the main) thread. Kineto inits torch's client
+    on the thread of a process's first profiler and complains ("External init callback must run
+    in same thread as registerClient") when that is not the one that imported torch: the app's
+    handlers run on worker threads, so its first click would print that."""
+    with _LOCK, profile(activities=[ProfilerActivity.CPU]):
+        torch.zeros(1).add_(1)
 
 
 class RunError(RuntimeError):

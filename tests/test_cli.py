@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -183,3 +184,20 @@ def test_all_lists_a_broken_variant_as_failed_not_unavailable(
     assert lines["sdpa-cudnn"] == "unavailable: SDPA cuDNN needs a CUDA GPU (this run is on cpu)"
     assert lines["naive"].startswith("kernels/fwd")
     assert "broken-build failed on cpu: ImportError: no module named 'triton_kernels'" in err
+
+
+TINY = ["--seq-len", "64", "--batch", "1", "--heads", "1", "--head-dim", "16"]
+TINY += ["--dtype", "float32", "--device", "cpu"]
+KINETO_LINE = re.compile(r"^(USDT|STAGE)\b", re.MULTILINE)  # kineto's profiler_start/stop
+
+
+@pytest.mark.parametrize("command", [[], ["compare"]])
+def test_the_profilers_log_lines_only_with_verbose(tmp_path, command):
+    """Seen failing when quiet_profiler_logs set nothing (USDT lines on stderr by default)."""
+    variant = ["--variant", "naive"] if not command else ["--variants", "naive"]
+    args = [*command, *variant, *TINY, "--out", str(tmp_path)]
+    quiet, verbose = cli(*args), cli(*args, "--verbose")
+    assert quiet.returncode == 0 and verbose.returncode == 0, quiet.stderr + verbose.stderr
+    assert not KINETO_LINE.search(quiet.stderr), quiet.stderr
+    assert KINETO_LINE.search(verbose.stderr), verbose.stderr
+    assert "CPU µs" in quiet.stdout and "CPU µs" in verbose.stdout
