@@ -22,9 +22,16 @@ import pandas as pd
 
 from profiling.analyze import operator_sums
 from profiling.kernels import classify, short_name
-from profiling.summary import forward_spans, gpu_work, launched_within, starts_inside
+from profiling.summary import (
+    forward_spans,
+    gpu_work,
+    launched_rows,
+    launched_within,
+    starts_inside,
+    work_rows,
+)
 from profiling.trace import Trace, load
-from profiling.trace_query import operator_rows
+from profiling.trace_query import operator_rows, own_calls
 
 TraceLike = Trace | str | Path | bytes
 
@@ -66,7 +73,7 @@ def diff(
     )
     kernels["kernel"] = kernels["name"].map(short_name)
     kernels["category"] = kernels["name"].map(classify)
-    kernels = _with_spread(kernels, "name", sides, _kernel_totals, ["total_us"])
+    kernels = _with_spread(kernels, "name", sides, _kernel_rows, ["total_us"])
     kernels = _sorted(kernels)[KERNEL_DIFF_COLUMNS]
     operators = _delta(
         _operator_totals(a, wa, na),
@@ -75,7 +82,7 @@ def diff(
         "operator",
     )
     operators = _with_spread(
-        operators, "operator", sides, _operator_totals, ["total_us", "self_us"]
+        operators, "operator", sides, _operator_rows, ["total_us", "self_us"]
     )
     operators = _sorted(operators)[OPERATOR_DIFF_COLUMNS]
     for table in (kernels, operators):
@@ -164,12 +171,15 @@ def _with_spread(
     table: pd.DataFrame,
     key: str,
     sides: tuple[tuple[Trace, pd.DataFrame, bool], ...],
-    totals: Callable[[Trace, pd.DataFrame, int], pd.DataFrame],
+    per_row: Callable[[Trace, pd.DataFrame], pd.DataFrame],
     measures: list[str],
 ) -> pd.DataFrame:
     """`table` with each measure's spread (A's plus B's; NaN where a side has fewer than two
     windows, so none can be read) and what each row's change is (CHANGES)."""
-    spreads = [_window_spread(trace, win, totals, measures, per) for trace, win, per in sides]
+    spreads = [
+        _window_spread(per_row(trace, win), len(win), measures, 1 if per else len(win))
+        for trace, win, per in sides
+    ]
     names = table[key].astype(str)
     sum_spread = {}
     for measure in measures:
@@ -197,27 +207,74 @@ def _spread_column(measure: str) -> str:
 
 
 def _window_spread(
-    trace: Trace,
-    win: pd.DataFrame,
-    totals: Callable[[Trace, pd.DataFrame, int], pd.DataFrame],
-    measures: list[str],
-    per_forward: bool,
+    rows: pd.DataFrame, windows: int, measures: list[str], scale: int
 ) -> tuple[pd.DataFrame, dict[str, float]] | None:
     """Per name, max − min over the windows of each measure (a window without that name counts
-    0), and the same of the windows' sums; in the table's unit (per window, else scaled to all
-    windows). None with fewer than two windows."""
-    if len(win) < 2:
+    0), and the same of the windows' sums, times `scale` (1 per window; the number of windows
+    in totals). `rows`: one per span, its name, window and measures. None with fewer than two
+    windows."""
+    if windows < 2:
         return None
-    scale = 1 if per_forward else len(win)
-    each = [totals(trace, win.iloc[[i]], 1) for i in range(len(win))]
+    grid = rows[rows["window"] >= 0].groupby(["name", "window"])[measures].sum()
     per_name, of_sum = {}, {}
     for measure in measures:
-        values = pd.concat([window[measure] for window in each], axis=1).fillna(0.0)
-        values.index = values.index.astype(str)
-        per_name[measure] = (values.max(axis=1) - values.min(axis=1)) * scale
-        sums = values.sum(axis=0)
+        wide = grid[measure].unstack("window") if len(grid) else pd.DataFrame(dtype=float)
+        wide = wide.reindex(columns=range(windows)).fillna(0.0)
+        per_name[measure] = (wide.max(axis=1) - wide.min(axis=1)) * scale
+        sums = wide.sum(axis=0)
         of_sum[measure] = float(sums.max() - sums.min()) * scale
     return pd.DataFrame(per_name), of_sum
+
+
+def _kernel_rows(trace: Trace, win: pd.DataFrame) -> pd.DataFrame:
+    """Each GPU operation launched in one of `win`: name, window, total µs."""
+    s = trace.spans
+    work = launched_rows(s, work_rows(s), s.index.get_indexer(win.index))
+    return pd.DataFrame(
+        {
+            "name": s["name"].to_numpy()[work],
+            "window": _window_of(s, s["link"].to_numpy()[work], win),
+            "total_us": s["dur_us"].to_numpy()[work],
+        }
+    )
+
+
+def _operator_rows(trace: Trace, win: pd.DataFrame) -> pd.DataFrame:
+    """Each CPU operator span that starts in one of `win`: name, window, total and self µs,
+    counted as operator_sums counts them (an op's redispatch to itself adds no total time)."""
+    s = trace.spans
+    rows = operator_rows(s)
+    rows = rows[starts_inside(s, rows, s.index.get_indexer(win.index))]
+    own = own_calls(s, rows)
+    return pd.DataFrame(
+        {
+            "name": s["name"].to_numpy()[rows],
+            "window": _window_of(s, rows, win),
+            "total_us": np.where(own, s["dur_us"].to_numpy()[rows], 0.0),
+            "self_us": s["self_us"].to_numpy()[rows],
+        }
+    )
+
+
+def _window_of(s: pd.DataFrame, rows: np.ndarray, win: pd.DataFrame) -> np.ndarray:
+    """For each of `rows` (CPU spans), the position in `win` of the window it starts in (−1 for
+    none), as starts_inside decides: a ProfilerStep holds every thread's spans, an attn_fwd
+    span its own thread's. One sorted search per thread instead of one pass per window."""
+    start, end = s["start_us"].to_numpy(), s["end_us"].to_numpy()
+    spots = s.index.get_indexer(win.index)
+    thread = s.groupby(["pid", "tid"], observed=True, sort=False).ngroup().to_numpy()
+    every = win["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()
+    owner = np.where(every, -1, thread[spots])
+    found = np.full(len(rows), -1)
+    for code in np.unique(owner):
+        mine = np.flatnonzero(owner == code)
+        mine = mine[np.argsort(start[spots[mine]], kind="stable")]
+        candidates = np.arange(len(rows)) if code < 0 else np.flatnonzero(thread[rows] == code)
+        times = start[rows[candidates]]
+        last = np.searchsorted(start[spots[mine]], times, side="right") - 1
+        inside = (last >= 0) & (times <= end[spots[mine]][last.clip(min=0)])
+        found[candidates[inside]] = mine[last[inside]]
+    return found
 
 
 def structural_weight(table: pd.DataFrame, measure: str = "total_us") -> np.ndarray:

@@ -354,3 +354,28 @@ def test_fewer_calls_whose_time_rose_by_noise_do_not_lead():
     assert "No step-to-step spread: A and B have fewer than two windows" in views_diff.diff_scopes(
         kernels
     )
+
+
+def test_each_span_is_given_the_window_starts_inside_puts_it_in():
+    """The spread reads each span's window off one sorted search per thread; it must put every
+    span where starts_inside, window by window, does: steps hold every thread, forwards their
+    own (a generated trace with ~20 forwards and steps, and launches on a second thread)."""
+    from benchmarks import gen_trace
+    from profiling.diff import _window_of, windows
+    from profiling.summary import starts_inside
+    from tests.conftest import from_document
+
+    document = gen_trace.generate(5_000)
+    for event in document["traceEvents"][::7]:  # some spans move to another thread
+        if event.get("cat") in ("cpu_op", "cuda_runtime"):
+            event["tid"] = 999
+    generated = from_document(document)
+    spans = generated.spans
+    rows = np.flatnonzero(spans["kind"].astype(str) == "cpu")
+    for win in (windows(generated)[0], generated.steps()):  # the attn_fwd spans, the steps
+        assert len(win) > 10
+        found = _window_of(spans, rows, win)
+        spots = spans.index.get_indexer(win.index)
+        for i, spot in enumerate(spots):
+            inside = starts_inside(spans, rows, np.array([spot]))
+            assert np.array_equal(found == i, inside), f"window {i}"
