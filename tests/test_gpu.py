@@ -17,7 +17,7 @@ import torch
 
 from attention import VARIANTS, hub
 from benchmarks.shapes import SHAPES
-from profiling import runner
+from profiling import reference_check
 from profiling.memory_estimate import LIBRARY_WORKSPACE, REFERENCE_CHUNK, estimate_bytes
 from profiling.runner import RunError, run
 from profiling.workload import ConfigError, Workload
@@ -85,7 +85,9 @@ def test_every_variant_on_gpu(vid, shape_id, tmp_path, monkeypatch):
     config = Workload.from_user(variant=vid, device="cuda", **SHAPES[shape_id])
     # the reference check at its smallest chunk, the one the estimate counts (a larger one is
     # paid from the spare memory the check leaves over)
-    monkeypatch.setattr(runner, "REFERENCE_CHUNK", (REFERENCE_CHUNK[0], REFERENCE_CHUNK[0]))
+    monkeypatch.setattr(
+        reference_check, "REFERENCE_CHUNK", (REFERENCE_CHUNK[0], REFERENCE_CHUNK[0])
+    )
     result, peak = whole_run_peak(monkeypatch, config, tmp_path)
     record(result, shape_id)
     assert result.trace.reader == "records"  # a run's trace takes the plain-Python path ...
