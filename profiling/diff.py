@@ -81,9 +81,7 @@ def diff(
         ["count", "total_us", "self_us"],
         "operator",
     )
-    operators = _with_spread(
-        operators, "operator", sides, _operator_rows, ["total_us", "self_us"]
-    )
+    operators = _with_spread(operators, "operator", sides, _operator_rows, ["total_us", "self_us"])
     operators = _sorted(operators)[OPERATOR_DIFF_COLUMNS]
     for table in (kernels, operators):
         table.attrs.update(
