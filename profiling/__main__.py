@@ -100,10 +100,9 @@ def _printed(result: ProfileResult) -> str:
     print("\n".join(f"{name:>{width}}  {value}" for name, value in rows))
     print(f"{'trace':>{width}}  {result.trace_gz}\n{'table':>{width}}  {result.table_txt}\n")
     print(result.table_txt.read_text())
-    on_gpu = summary.device == "cuda"
-    has_gpu = on_gpu and summary.gpu_us_per_forward is not None
-    gpu = f"{summary.gpu_us_per_forward:9.1f}" if has_gpu else "      n/a"
-    kernels = f"{summary.kernels_per_forward:5.2f}" if on_gpu else "  n/a"  # a CPU run has none
+    gpu_us, kernels_per_forward = summary.gpu_us_per_forward, summary.kernels_per_forward
+    gpu = f"{gpu_us:9.1f}" if gpu_us is not None else "      n/a"  # None: a CPU run has none
+    kernels = f"{kernels_per_forward:5.2f}" if kernels_per_forward is not None else "  n/a"
     return (
         f"{summary.variant:22s} kernels/fwd {kernels}  GPU µs {gpu}  "
         f"CPU µs {summary.cpu_us_per_forward:9.1f}  rel.err {summary.rel_err:.1e}  "

@@ -235,10 +235,10 @@ def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd
         }
         summary, launch = variant_run.summary, variant_run.launch
         if summary is not None:
-            on_gpu = summary.gpu_us_per_forward is not None
+            on_gpu = summary.gpu_us_per_forward is not None  # None: the runner saw no GPU work
             row.update(
                 {
-                    "kernels/fwd": summary.kernels_per_forward if on_gpu else None,
+                    "kernels/fwd": summary.kernels_per_forward,
                     "GPU µs/fwd": summary.gpu_us_per_forward,
                     "CPU µs/fwd": summary.cpu_us_per_forward,
                     "bound": bound(summary.cpu_us_per_forward, summary.gpu_us_per_forward),

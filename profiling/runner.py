@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -34,7 +35,7 @@ from profiling.memory_estimate import check_memory
 from profiling.reference_check import relative_error
 from profiling.run_export import export, operator_table
 from profiling.run_trace import RunTrace
-from profiling.summary import Summary, flops_convention
+from profiling.summary import ForwardStats, Summary, flops_convention
 from profiling.vocabulary import FORWARD
 from profiling.workload import WAIT, WARMUP, ConfigError, Workload, resolve_device
 
@@ -232,6 +233,7 @@ def _result(workload, built: Built, profiler, paths, peak, reference, device) ->
         tflops = flops / (stats.cpu_us * 1e-6) / 1e12 if stats.cpu_us > 0 else None
         basis = f"CPU time of attn_fwd (no GPU); {flops_convention(workload.causal)}"
     ran = workload.spec.ran(built, stats.backend)  # declared, or read from the trace
+    gpu = _gpu_figures(stats, device)
     operators = operator_table(profiler, device)
     rel_err, rel_note = reference()
     notes = [n for n in (built.note,) if n]
@@ -248,14 +250,10 @@ def _result(workload, built: Built, profiler, paths, peak, reference, device) ->
         torch_version=torch.__version__,
         ran=ran,
         forwards=stats.forwards,
-        kernels_per_forward=stats.kernels,
-        memcpy_per_forward=stats.memcpy,
-        memset_per_forward=stats.memset,
-        gpu_us_per_forward=stats.gpu_us,
+        **gpu,
         cpu_us_per_forward=stats.cpu_us,
         cpu_us_range=list(stats.cpu_us_range or ()),
-        cpu_bound=(stats.cpu_us > stats.gpu_us) if stats.gpu_us else None,
-        peak_mib=peak,
+        peak_mib=peak if device == "cuda" else None,
         flops_per_forward=flops,
         tflops=tflops,
         tflops_basis=basis,
@@ -275,6 +273,20 @@ def _result(workload, built: Built, profiler, paths, peak, reference, device) ->
         table_txt=paths.txt,
         trace=trace,
     )
+
+
+def _gpu_figures(stats: ForwardStats, device: str) -> dict[str, Any]:
+    """The Summary's GPU figures, decided here once: a CPU run has no kernels, copies or GPU
+    time, so each is None (not 0.0), which the page, the CLI and JSON read as "n/a"."""
+    on_gpu = device == "cuda"
+    gpu_us = stats.gpu_us if on_gpu else None
+    return {
+        "kernels_per_forward": stats.kernels if on_gpu else None,
+        "memcpy_per_forward": stats.memcpy if on_gpu else None,
+        "memset_per_forward": stats.memset if on_gpu else None,
+        "gpu_us_per_forward": gpu_us,
+        "cpu_bound": (stats.cpu_us > gpu_us) if gpu_us else None,
+    }
 
 
 def _unavailable_text(variant: str, exc: VariantUnavailable) -> str:

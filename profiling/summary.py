@@ -21,6 +21,7 @@ from profiling.vocabulary import BACKEND_OPS, FORWARD, GPU_WORK
 
 CAUSAL_CONVENTION = "causal attention counted as half of the 4·B·H·S²·D FLOPs of full attention"
 FULL_CONVENTION = "full attention: 4·B·H·S²·D FLOPs"
+NO_GPU_WORK = "n/a (CPU run: no GPU work)"  # a None GPU figure: not "0.00 kernels"
 
 
 def flops_convention(causal: bool) -> str:
@@ -60,9 +61,10 @@ class Summary:
     torch_version: str
     ran: str  # what ran: SDPA backend read off the trace, or the kernel's source
     forwards: int
-    kernels_per_forward: float
-    memcpy_per_forward: float
-    memset_per_forward: float
+    # the GPU figures are None where they do not exist (a CPU run), never 0.0: see NO_GPU_WORK
+    kernels_per_forward: float | None
+    memcpy_per_forward: float | None
+    memset_per_forward: float | None
     gpu_us_per_forward: float | None
     cpu_us_per_forward: float
     cpu_bound: bool | None
@@ -281,6 +283,11 @@ def _num(value: float | None, unit: str = "", digits: int = 1) -> str:
     return f"{value:,.{digits}f}{unit}"
 
 
+def _or(value: float | None, missing: str, unit: str = "", digits: int = 1) -> str:
+    """A figure, or `missing` (why there is none) where it is None."""
+    return missing if value is None else _num(value, unit, digits)
+
+
 def _rate(value: float | None) -> str:
     """One decimal from 10 up (523.4), three significant figures below: a CPU run's 0.00473
     would read 0.00 with a fixed two decimals (Compare and Sweep show 3 figures too)."""
@@ -299,20 +306,21 @@ def _spread(bounds: list[float] | None, forwards: int) -> str:
 def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     """The summary as (label, text) pairs: one formatting for the CLI, the page and the docs."""
     config = summary.config
-    bound = {True: "CPU-bound (CPU time per forward > GPU time)", False: "GPU-bound", None: "n/a"}
-    gpu = summary.device == "cuda"
-    none = "n/a (CPU run: no GPU work)"  # not "0.00 kernels": nothing was measured there
+    # a None GPU figure: the runner found no GPU work (a CPU run; on a GPU, an empty trace)
+    none = NO_GPU_WORK if summary.device != "cuda" else "n/a (no GPU work in the trace)"
+    bound = {True: "CPU-bound (CPU time per forward > GPU time)", False: "GPU-bound", None: none}
     mask = "causal" if config["causal"] else "full"
     shape = (
         f"B{config['batch']} H{config['heads']} S{config['seq_len']} D{config['head_dim']} "
         f"{config['dtype']} {mask}"
     )
-    copies = (
-        f"{_num(summary.memcpy_per_forward, digits=2)} / "
-        f"{_num(summary.memset_per_forward, digits=2)}"
-    )
+    copies = none
+    if summary.memcpy_per_forward is not None and summary.memset_per_forward is not None:
+        copies = (
+            f"{_num(summary.memcpy_per_forward, digits=2)} / "
+            f"{_num(summary.memset_per_forward, digits=2)}"
+        )
     cpu_us = _num(summary.cpu_us_per_forward) + _spread(summary.cpu_us_range, summary.forwards)
-    peak = _num(summary.peak_mib, " MiB") if gpu and summary.peak_mib is not None else none
     error = "n/a"
     if summary.rel_err is not None:
         error = f"{summary.rel_err:.2e} ({summary.rel_err_note})"
@@ -324,12 +332,12 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
         ("shape", shape),
         ("ran", summary.ran),
         ("device", f"{summary.device_name} · torch {summary.torch_version}"),
-        ("kernels / forward", _num(summary.kernels_per_forward, digits=2) if gpu else none),
-        ("memcpy / memset per forward", copies if gpu else none),
-        ("GPU µs / forward", _num(summary.gpu_us_per_forward) if gpu else none),
+        ("kernels / forward", _or(summary.kernels_per_forward, none, digits=2)),
+        ("memcpy / memset per forward", copies),
+        ("GPU µs / forward", _or(summary.gpu_us_per_forward, none)),
         ("CPU µs / forward", cpu_us),
         ("bound", bound[summary.cpu_bound]),
-        ("peak memory", peak),
+        ("peak memory", _or(summary.peak_mib, none, " MiB")),
         ("TFLOP/s", f"{_rate(summary.tflops)} ({summary.tflops_basis})"),
         ("rel. error vs float64", error),
         ("dominant kernel", dominant),

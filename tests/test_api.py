@@ -82,3 +82,14 @@ def test_unavailable_variant_is_an_error_with_the_reason(client):
     with pytest.raises(Exception, match="needs a CUDA GPU"):
         client.predict(**{**SMALL, "variant": "sdpa-cudnn", "dtype": "bfloat16"},
                        api_name="/profile")  # fmt: skip
+
+
+@pytest.mark.skipif(app.DEVICE != "cpu", reason="what a CPU run's summary holds")
+def test_a_cpu_runs_gpu_figures_are_null_and_the_strip_says_why(result):
+    """Seen failing when the runner kept ForwardStats' 0.0 kernels/memcpy/memset on a CPU."""
+    strip, summary = result[0], result[1]
+    gpu_figures = ["kernels_per_forward", "memcpy_per_forward", "memset_per_forward"]
+    gpu_figures += ["gpu_us_per_forward", "cpu_bound", "peak_mib"]
+    assert {name: summary[name] for name in gpu_figures} == dict.fromkeys(gpu_figures)
+    assert summary["cpu_us_per_forward"] > 0
+    assert "CPU run: no GPU work" in strip

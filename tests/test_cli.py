@@ -201,3 +201,13 @@ def test_the_profilers_log_lines_only_with_verbose(tmp_path, command):
     assert not KINETO_LINE.search(quiet.stderr), quiet.stderr
     assert KINETO_LINE.search(verbose.stderr), verbose.stderr
     assert "CPU µs" in quiet.stdout and "CPU µs" in verbose.stdout
+
+
+def test_a_cpu_runs_gpu_figures_print_as_not_existing(tmp_path):
+    """Seen failing when the runner kept 0.0 kernels/memcpy/memset on a CPU (0.00 printed)."""
+    p = cli("--variant", "naive", *TINY, "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    rows = dict(line.strip().split("  ", 1) for line in p.stdout.splitlines()[:14])
+    for label in ("kernels / forward", "memcpy / memset per forward", "GPU µs / forward"):
+        assert rows[label].strip() == "n/a (CPU run: no GPU work)", p.stdout
+    assert rows["bound"].strip() == rows["peak memory"].strip() == "n/a (CPU run: no GPU work)"

@@ -48,6 +48,9 @@ def test_profiled_run_on_cpu(vid, tmp_path):
     s = result.summary
     assert s.forwards == 3 and s.rel_err < 1e-5
     assert s.gpu_us_per_forward is None and s.peak_mib is None and s.cpu_us_per_forward > 0
+    # no GPU figure exists on a CPU: None (JSON null, "n/a" on the page), never 0.0
+    gpu_figures = (s.kernels_per_forward, s.memcpy_per_forward, s.memset_per_forward, s.cpu_bound)
+    assert gpu_figures == (None, None, None, None)
     assert not result.operators.empty and "attn_fwd" in set(result.operators["operator"])
     assert (result.operators.loc[result.operators["operator"] == "attn_fwd", "calls"] == 3).all()
     for path in (result.trace_json, result.trace_gz, result.table_txt):

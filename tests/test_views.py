@@ -72,8 +72,8 @@ def test_strip_shows_the_issue_figures_on_a_gpu():
 
 def test_strip_on_cpu_says_there_is_no_gpu_work():
     s = make_summary(device="cpu", device_name="CPU · Some CPU", gpu_us_per_forward=None,
-                     peak_mib=None, kernels_per_forward=0.0, cpu_bound=None,
-                     tflops=0.004731)  # fmt: skip
+                     peak_mib=None, kernels_per_forward=None, memcpy_per_forward=None,
+                     memset_per_forward=None, cpu_bound=None, tflops=0.004731)  # fmt: skip
     values = {label: value for label, value, _ in views_profile.summary_cards(s)}
     assert values["TFLOP/s"] == "0.00473"  # a CPU's small rate keeps three figures, not 0.00
     assert values["kernels / forward"] == values["GPU µs / forward"] == "n/a"
@@ -85,6 +85,7 @@ def test_strip_on_cpu_says_there_is_no_gpu_work():
     no_gpu = "n/a (CPU run: no GPU work)"
     assert rows["kernels / forward"] == rows["memcpy / memset per forward"] == no_gpu
     assert rows["GPU µs / forward"] == rows["peak memory"] == no_gpu
+    assert rows["bound"] == no_gpu
 
 
 def test_strip_html_escapes_everything():
