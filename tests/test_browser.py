@@ -135,6 +135,10 @@ def test_profile_from_the_page(page, tmp_path):
 
     page.click("#profile-button")
     expect(page.locator("#summary")).to_contain_text(f"S{seq_len}", timeout=TIMEOUT_MS)
+    if app.DEVICE == "cpu":  # a CPU run's GPU figures do not exist: said so, not "0.00"
+        no_gpu = "n/a (CPU run: no GPU work)"
+        expect(page.locator("#summary")).to_contain_text(f"bound {no_gpu}")
+        expect(page.locator("#summary")).to_contain_text(f"memcpy / memset per forward {no_gpu}")
     page.wait_for_selector('#operators [data-testid="cell-0-0"]')
     expect(page.locator("#operators")).to_contain_text("attn_fwd")
     page.wait_for_selector('#gantt [data-testid="plotly"] .main-svg')
