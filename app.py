@@ -16,6 +16,7 @@ import spaces  # noqa: F401 - before torch (imported by profiling) touches CUDA:
 from profiling import runner, views_profile, views_shared
 from profiling.page import analyze_tab, compare_tab, diff_tab, profile_tab, sweep_tab
 from profiling.page.controls import DEVICE
+from profiling.page.listeners import let_go_on_unload
 from profiling.page.style import CSS
 
 SERVE_OPTIONS: dict[str, Any] = {"max_file_size": views_shared.MAX_FILE_SIZE, "css": CSS}
@@ -41,6 +42,7 @@ def build_demo(queue_size: int = views_shared.QUEUE_MAX_SIZE) -> gr.Blocks:
         diff_tab.build(compared, compare_runs)
         sweep_tab.build()
         analyze_tab.build()
+        let_go_on_unload(demo)  # a closed or reloaded page's jobs are let go
     demo.queue(max_size=queue_size)
     return demo
 

@@ -43,6 +43,21 @@ def analyze_operator_view(operators: pd.DataFrame) -> pd.DataFrame:
     return readable(operators, TRACE_OPERATOR_COLUMNS, digits)
 
 
+NO_KERNELS = (
+    "No GPU kernels: this trace holds CPU work only, so there is no kernel table. "
+    "A trace recorded on a GPU lists its kernels here."
+)
+
+
+def kernel_table_note(kernels: pd.DataFrame | None) -> str:
+    """Why the kernel table is hidden ("" when it has rows): an empty table with its fifteen
+    headers cut short looked like a result. A row counts if it names a kernel."""
+    if kernels is None or kernels.empty:
+        return NO_KERNELS
+    names = kernels.iloc[:, 0].astype(str).str.strip()
+    return "" if (names != "").any() else NO_KERNELS
+
+
 def rows_html(rows: Sequence[tuple[str, str]], title: str) -> str:
     """(label, text) rows as a titled box, every piece of text escaped (traces are untrusted)."""
     body = "".join(f"<dt>{escaped(k)}</dt><dd>{escaped(v)}</dd>" for k, v in rows)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from attention import VARIANTS, on_zero_gpu
+from attention import on_zero_gpu
 from profiling.availability import unavailable_reasons
 from profiling.compare import GLANCE_COLUMNS, POST_VARIANTS, CompareResult, default_variants
 from profiling.compare_figures import gpu_cpu_bars, mini_gantts
@@ -26,31 +26,22 @@ log = logging.getLogger(__name__)
 DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
-# -- choices and defaults -----------------------------------------------------------------------
-def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
-    """(label, id) for the multiselects: every variant, the unavailable ones with the reason.
-
-    Unavailable variants stay selectable so a Compare lists them with the reason.
-    """
-    reasons = unavailable_reasons(device, dtype)
-    return [
-        (f"{vid} — unavailable: {reasons[vid]}" if reasons.get(vid) else vid, vid)
-        for vid in VARIANTS
-    ]
-
-
+# -- defaults -------------------------------------------------------------------------------
 def compare_defaults(device: str, dtype: str) -> list[str]:
-    """The post's six plus the Hub variants that can run. When that cannot be checked: on
-    ZeroGPU (CUDA emulated outside the slot, availability.checked_reason) the six, which the
-    job checks again inside; elsewhere those of the six whose own check says they can run."""
+    """What the Compare tab preselects: the variants Compare runs when none is named (the
+    post's six plus the Hub kernels where they run) that can run here, so a first click on a
+    CPU does not list two rows of "needs a CUDA GPU". When that cannot be checked: on ZeroGPU
+    (CUDA emulated outside the slot, availability.checked_reason) the six, which the job checks
+    again inside; elsewhere those of the six whose own check says they can run."""
     try:
-        return default_variants(device, dtype)
+        defaults = default_variants(device, dtype)
     except Exception:
         if on_zero_gpu():
             return list(POST_VARIANTS)
         log.warning("the default variants could not be checked", exc_info=True)
-        reasons = unavailable_reasons(device, dtype)
-        return [v for v in POST_VARIANTS if not reasons.get(v)]
+        defaults = list(POST_VARIANTS)
+    reasons = unavailable_reasons(device, dtype)
+    return [variant for variant in defaults if not reasons.get(variant)]
 
 
 # -- the at-a-glance table ------------------------------------------------------------------

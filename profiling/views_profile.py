@@ -23,7 +23,8 @@ from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, re
 
 
 def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
-    """(label, id) pairs for the dropdown; unavailable variants say so and why."""
+    """(label, id) pairs for every variant picker (Profile, Compare, Sweep): the variant's label,
+    and for an unavailable one the reason too."""
     reasons = unavailable_reasons(device, dtype)
     out = []
     for variant_id, spec in VARIANTS.items():
@@ -45,7 +46,7 @@ def lesson_markdown(variant: str, device: str, dtype: str, causal: bool = True) 
         text += f"\n\n{spec.lesson_without_mask}."
     why = unavailable_reasons(device, dtype).get(variant)
     if why:
-        text += f"\n\n⛔ **Unavailable here:** {why}."
+        text += f"\n\n**Unavailable here:** {why}."
     return text
 
 
@@ -54,7 +55,7 @@ def banner_markdown(device: str) -> str:
     if device == "cuda":
         return ""
     return (
-        "⚠️ **CPU run** — this machine has no GPU, so the profile holds CPU operators only: "
+        "**CPU run** — this machine has no GPU, so the profile holds CPU operators only: "
         "**GPU kernels, memcpy/memset and the kernel table will not appear**, and the shape "
         "defaults to a small one that profiles in about a second. On the Space's GPU the "
         "defaults are the post's shape (B8 H16 S1024 D64 bfloat16)."
@@ -122,9 +123,11 @@ def summary_html(summary: Summary) -> str:
 
 
 def placeholder_html() -> str:
+    """The strip before a run; it also says why the download buttons under it are disabled."""
     return (
         '<div class="ap-strip ap-empty">Pick a variant and a shape, then click '
-        "<b>Profile</b>: the figures per forward appear here.</div>"
+        "<b>Profile</b>: the figures per forward appear here, and the trace files to "
+        "download below.</div>"
     )
 
 
@@ -132,7 +135,7 @@ def failed_html() -> str:
     """The strip after a failed run: the earlier results are cleared, not left beside an error."""
     return (
         '<div class="ap-strip ap-empty">The last run failed: its message says why. Earlier '
-        "results were cleared so they cannot be read as this run's.</div>"
+        "results and files were cleared so they cannot be read as this run's.</div>"
     )
 
 

@@ -54,6 +54,22 @@ GENERIC_ERROR = (
 )
 
 
+def before_run_note(button: str, results: str) -> str:
+    """A tab's line before its first run: why its results are empty and its download disabled."""
+    return (
+        f"Nothing run yet: click **{button}** and {results} appear here; the download button "
+        "is enabled once there is a file behind it."
+    )
+
+
+def failed_note(what: str) -> str:
+    """A tab's line after a failed run, whose outputs were emptied."""
+    return (
+        f"**The last {what} failed**: its message says why. Earlier results and files were "
+        "cleared so they cannot be read as this one's."
+    )
+
+
 def defaults(device: str) -> dict[str, Any]:
     """The page's starting values on `device`."""
     return dict(DEFAULTS["cuda" if device == "cuda" else "cpu"])

@@ -160,6 +160,24 @@ def test_lesson_and_relabel_handlers():
     assert "FlashAttention" in lesson
 
 
+def test_every_variant_picker_shows_the_same_labels():
+    """Issue 19, point 2: Compare and Sweep listed ids (`naive`) where Profile listed labels."""
+    from attention import VARIANTS
+    from profiling.page import controls, listeners
+
+    pickers = {
+        block.elem_id: block.choices
+        for block in app.demo.blocks.values()
+        if getattr(block, "elem_id", None) in ("variant", "cmp-variants", "sw-variants")
+    }
+    expected = views_profile.variant_choices(app.DEVICE, controls.START["dtype"])
+    assert pickers == dict.fromkeys(("variant", "cmp-variants", "sw-variants"), expected)
+    assert dict((v, label) for label, v in expected)["naive"] == VARIANTS["naive"].label
+    # and after a dtype change
+    single, _ = profile_tab.relabel_variants("naive", "float16")
+    assert listeners.relabel_multiselect(["naive"], "float16").choices == single.choices
+
+
 def test_wiring_one_gpu_job_at_a_time():
     deps = {fn.api_name: fn for fn in app.demo.fns.values()}
     profile = deps["profile"]

@@ -231,11 +231,18 @@ def test_compare_defaults_fall_back_to_the_posts_six(monkeypatch):
     assert views_compare.compare_defaults("cuda", "bfloat16") == list(POST_VARIANTS)
 
 
-@CPU_ONLY
-def test_choices_mark_unavailable_variants_but_keep_them():
-    choices = dict((v, label) for label, v in views_compare.variant_choices("cpu", "float32"))
-    assert choices["naive"] == "naive"
-    assert choices["sdpa-cudnn"].startswith("sdpa-cudnn — unavailable: ")
+def test_compare_and_sweep_preselect_only_what_runs_here():
+    """Issue 19, point 2: on a CPU Compare preselected sdpa-efficient and sdpa-cudnn, two rows
+    of "needs a CUDA GPU" on the first click. What it preselects is the backend's default list
+    (unchanged for API callers) less what cannot run here."""
+    from profiling.availability import unavailable_reasons
+    from profiling.compare import default_variants
+
+    reasons = unavailable_reasons("cpu", "float32")
+    assert reasons["sdpa-efficient"] and reasons["sdpa-cudnn"]
+    assert "sdpa-efficient" in default_variants("cpu", "float32")  # what /compare runs unasked
+    picked = views_compare.compare_defaults("cpu", "float32")
+    assert picked == ["naive", "naive-inplace", "sdpa-math", "sdpa-flash"]
     assert views_sweep.sweep_defaults("cpu", "float32") == ["naive", "sdpa-flash"]
 
 

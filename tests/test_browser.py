@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -49,8 +50,9 @@ if not CHROMIUM.exists():
     unavailable(f"{CHROMIUM} is missing: apt-get install chromium")
 
 import app  # noqa: E402 - only once the skips above have passed
+from attention import VARIANTS  # noqa: E402
 from benchmarks import gen_trace  # noqa: E402
-from profiling import trace  # noqa: E402
+from profiling import trace, views_compare  # noqa: E402
 from profiling.page import controls  # noqa: E402
 from profiling.summary import forward_spans  # noqa: E402
 from tests.test_hardening import IMG, SCRIPT, xss_trace  # noqa: E402
@@ -214,15 +216,21 @@ def test_compare_from_the_page(page, tmp_path):
     page.get_by_role("tab", name="Compare").click()
     page.wait_for_selector("#compare-button")
     variants = page.locator("#cmp-variants")
-    # the defaults are the post's six; drop one and add another, as a user would
-    expect(variants).to_contain_text("sdpa-efficient")
-    variants.locator(".token", has_text="sdpa-efficient").locator(".token-remove").click()
-    expect(variants).not_to_contain_text("sdpa-efficient")
-    variants.locator("input").click()
-    page.get_by_role("option", name="sdpa-auto", exact=True).click()
+    # preselected: those of the post's six that run here, by label; drop one and add two (one
+    # that cannot run on a CPU, listed with its reason), as a user would
+    defaults = views_compare.compare_defaults(app.DEVICE, controls.START["dtype"])
+    assert variants.locator(".token").all_inner_texts() == [VARIANTS[v].label for v in defaults]
+    inplace = VARIANTS["naive-inplace"].label
+    variants.locator(".token", has_text=inplace).locator(".token-remove").click()
+    expect(variants).not_to_contain_text(inplace)
+    added = [v for v in ("sdpa-auto", "sdpa-cudnn") if v not in defaults]
+    variants.locator("input").click()  # the list stays open while options are picked
+    for variant in added:
+        page.get_by_role("option").filter(has_text=VARIANTS[variant].label).click()
     page.keyboard.press("Escape")
-    expect(variants).to_contain_text("sdpa-auto")
-    picked = ["naive", "naive-inplace", "sdpa-math", "sdpa-flash", "sdpa-cudnn", "sdpa-auto"]
+    for variant in added:
+        expect(variants).to_contain_text(VARIANTS[variant].label)
+    picked = [v for v in defaults if v != "naive-inplace"] + added
 
     page.click("#compare-button")
     page.wait_for_selector(f'#glance [data-testid="cell-{len(picked) - 1}-0"]', timeout=TIMEOUT_MS)
@@ -541,4 +549,239 @@ def test_diff_hides_the_kernel_table_of_cpu_traces_and_reads_names_as_text(brows
         expect(page.locator('#operator-delta [data-testid="cell-0-0"]')).to_have_count(0)
         expect(page.locator("#kernel-delta")).to_be_visible()
     finally:
+        page.context.close()
+
+
+# -- What the page shows before, after and between runs (issue 19, points 5, 6 and 9) -------
+# Each visible character outside ASCII drawn on a canvas in its element's font, against U+0378
+# (unassigned, so drawn as the missing-glyph box): the ones that draw the same box are missing.
+MISSING_GLYPHS = r"""() => {
+  const canvas = document.createElement('canvas');
+  canvas.width = 96; canvas.height = 64;
+  const ctx = canvas.getContext('2d', {willReadFrequently: true});
+  const ink = (font, text) => {
+    ctx.clearRect(0, 0, 96, 64); ctx.font = font; ctx.fillText(text, 8, 48);
+    return ctx.getImageData(0, 0, 96, 64).data.join(',');
+  };
+  const missing = [], seen = new Set();
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const element = walker.currentNode.parentElement;
+    if (!element || !element.checkVisibility()) continue;
+    const style = getComputedStyle(element);
+    const font = `${style.fontStyle} ${style.fontWeight} 40px ${style.fontFamily}`;
+    for (const ch of walker.currentNode.textContent) {
+      if (ch.codePointAt(0) < 0x80 || /\s/.test(ch) || seen.has(font + ch)) continue;
+      seen.add(font + ch);
+      if (ink(font, ch) === ink(font, '\u0378')) missing.push(ch);
+    }
+  }
+  return missing;
+}"""
+INPUT_AND_ARROW = """(picker) => {
+  const input = picker.querySelector('input'), arrow = picker.querySelector('.icon-wrap');
+  const style = getComputedStyle(input), box = input.getBoundingClientRect();
+  const padding = parseFloat(style.paddingRight) + parseFloat(style.borderRightWidth);
+  return {textRight: box.right - padding, arrowLeft: arrow.getBoundingClientRect().left,
+          overflowing: input.scrollWidth > input.clientWidth, textOverflow: style.textOverflow};
+}"""
+
+
+def platform_fonts(page, selector: str) -> set[str]:
+    """The font families Chromium drew `selector`'s text with (DevTools' own answer)."""
+    session = page.context.new_cdp_session(page)
+    session.send("DOM.enable")
+    session.send("CSS.enable")
+    root = session.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    node = session.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+    fonts = session.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+    session.detach()
+    return {font["familyName"] for font in fonts}
+
+
+def text_nodes_with(page, characters: str) -> list[str]:
+    return page.evaluate(
+        """(chars) => { const out = [];
+          const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+          while (walker.nextNode()) { const text = walker.currentNode.textContent;
+            if ([...chars].some(c => text.includes(c))) out.push(text); }
+          return out; }""",
+        characters,
+    )
+
+
+def test_one_font_family_no_missing_glyph_and_long_labels_clear_of_the_arrow(
+    browser, url, tmp_path
+):
+    """Issue 19, point 9: the bold "A" of the title (and of "SDPA", "AMD") came from another
+    font, as Gradio's semibold Source Sans Pro holds a few glyphs only; "⛔" drew an empty box;
+    an unavailable variant's name ran under the dropdown's arrow."""
+    from profiling.page.style import FONT_STACK
+    from profiling.views_profile import variant_choices
+
+    expect = sync_api.expect
+    page = open_page(browser, url)
+    try:
+        page.wait_for_selector("#profile-button")
+        stack = page.evaluate("() => getComputedStyle(document.querySelector('h1')).fontFamily")
+        assert [f.strip().strip('"') for f in stack.split(",")] == [
+            f.strip().strip('"') for f in FONT_STACK.split(",")
+        ]
+        bold = ["h1", "#lesson strong"] + (["#banner strong"] if app.DEVICE == "cpu" else [])
+        for selector in bold:  # one family for every glyph (its bold face included)
+            families = platform_fonts(page, selector)
+            assert len(families) == 1, (selector, families)
+        # the longest label the Profile dropdown can show: an unavailable variant's, if any
+        label = max((label for label, _ in variant_choices(app.DEVICE, "float32")), key=len)
+        page.click("#variant input")
+        assert page.evaluate(MISSING_GLYPHS) == []  # the open list of every label
+        page.get_by_role("option", name=label, exact=True).click()
+        expect(page.locator("#variant input")).to_have_value(label)
+        shown = page.locator("#variant").evaluate(INPUT_AND_ARROW)
+        assert shown["textRight"] <= shown["arrowLeft"], shown  # the arrow covers no text
+        assert not shown["overflowing"] or shown["textOverflow"] == "ellipsis", shown
+        if "unavailable" in label:
+            expect(page.locator("#lesson")).to_contain_text("Unavailable here:")
+        for tab in ("Profile", "Compare", "Diff", "Sweep", "Analyse"):
+            page.get_by_role("tab", name=tab).click()
+            page.wait_for_timeout(300)
+            assert page.evaluate(MISSING_GLYPHS) == [], tab
+        assert text_nodes_with(page, "⛔\ufe0f") == []  # an emoji needs an emoji font
+        page.get_by_role("tab", name="Profile").click()
+        page.mouse.move(0, 0)
+        page.screenshot(path=str(screenshot_path("fonts-and-labels.png", tmp_path)))
+    finally:
+        page.context.close()
+
+
+def is_disabled(page, elem_id: str) -> bool:
+    return page.locator(f"#{elem_id}").evaluate("button => button.disabled")
+
+
+def keep_only(page, picker: str, keep: str) -> None:
+    """Remove every chosen variant of a multiselect but the one labelled `keep`."""
+    tokens = page.locator(f"{picker} .token")
+    for text in tokens.all_inner_texts():
+        if text.strip() != keep:
+            tokens.filter(has_text=text.strip()).locator(".token-remove").click()
+    sync_api.expect(tokens).to_have_count(1)
+
+
+def test_downloads_are_disabled_until_a_run_puts_a_file_behind_them(browser, url, tmp_path):
+    """Issue 19, point 5: every download button was active before any run and after a failed
+    one, and a click downloaded nothing. Now each is disabled, and a line says why."""
+    expect = sync_api.expect
+    profile_files = ("download-json", "download-gz", "download-txt")
+    page = open_page(browser, url)
+    try:
+        page.wait_for_selector("#profile-button")
+        assert [is_disabled(page, button) for button in profile_files] == [True] * 3
+        expect(page.locator("#summary")).to_contain_text("the trace files to download below")
+        for tab, button, note in (
+            ("Compare", "cmp-zip", "cmp-note"),
+            ("Sweep", "sw-zip", "sw-note"),
+        ):
+            page.get_by_role("tab", name=tab).click()
+            expect(page.locator(f"#{note}")).to_contain_text("Nothing run yet")
+            assert is_disabled(page, button), button
+        page.mouse.move(0, 0)
+        page.screenshot(path=str(screenshot_path("downloads-before-a-run.png", tmp_path)))
+
+        # a Sweep of one point: its zip becomes active and the line goes
+        keep_only(page, "#sw-variants", VARIANTS["naive"].label)
+        checked = page.locator("#sw-lengths label:has(input:checked)").all_inner_texts()
+        for length in checked[1:]:
+            page.locator("#sw-lengths label", has_text=length.strip()).click()
+        page.click("#sweep-button")
+        page.wait_for_selector('#sw-table [data-testid="cell-0-0"]', timeout=TIMEOUT_MS)
+        expect(page.locator("#sw-zip")).to_be_enabled()
+        expect(page.locator("#sw-note")).not_to_contain_text("Nothing run yet")
+
+        page.get_by_role("tab", name="Profile").click()
+        page.click("#profile-button")
+        page.wait_for_selector('#operators [data-testid="cell-0-0"]', timeout=TIMEOUT_MS)
+        for button in profile_files:
+            expect(page.locator(f"#{button}")).to_be_enabled()
+        with page.expect_download() as info:
+            page.click("#download-txt")
+        assert info.value.suggested_filename.endswith(".txt")
+
+        page.fill("#head_dim input[type=number]", "60")  # not a multiple of 8: the run fails
+        page.keyboard.press("Enter")
+        page.click("#profile-button")
+        expect(page.locator("#summary")).to_contain_text("files were cleared", timeout=TIMEOUT_MS)
+        for button in profile_files:
+            expect(page.locator(f"#{button}")).to_be_disabled()
+        page.mouse.move(0, 0)
+        page.screenshot(path=str(screenshot_path("downloads-after-a-failure.png", tmp_path)))
+    finally:
+        page.context.close()
+
+
+def test_analyse_hides_the_kernel_table_of_a_cpu_trace_and_says_why(browser, url, tmp_path):
+    """Issue 19, point 5: a CPU trace showed an empty GPU kernel table with its headers cut off
+    (Profile hides it); a trace with kernels still shows it."""
+    from profiling.runner import run
+    from profiling.views_analyze import NO_KERNELS
+    from profiling.workload import Workload
+    from tests.conftest import NAIVE
+
+    expect = sync_api.expect
+    shape = {"seq_len": 128, "batch": 1, "heads": 2, "head_dim": 32, "dtype": "float32"}
+    cpu = run(Workload.from_user(variant="naive", device="cpu", **shape), out_dir=tmp_path).trace_gz
+    page = open_page(browser, url)
+    try:
+        analyse_upload(page, cpu)
+        page.wait_for_selector('#an-operators [data-testid="cell-0-0"]', timeout=TIMEOUT_MS)
+        expect(page.locator("#an-kernel-note")).to_contain_text(NO_KERNELS)
+        expect(page.locator("#an-kernels")).to_be_hidden()
+        page.mouse.move(0, 0)
+        page.screenshot(
+            path=str(screenshot_path("analyse-cpu-trace.png", tmp_path)), full_page=True
+        )
+
+        page.click("#an-file button[aria-label=Clear]")
+        analyse_upload(page, NAIVE)
+        page.wait_for_selector('#an-kernels [data-testid="cell-0-0"]', timeout=TIMEOUT_MS)
+        expect(page.locator("#an-kernels")).to_be_visible()
+        expect(page.locator("#an-kernel-note")).not_to_contain_text("No GPU kernels")
+    finally:
+        page.context.close()
+
+
+def test_after_a_reload_the_next_click_says_an_earlier_run_is_still_finishing(
+    browser, url, monkeypatch, tmp_path
+):
+    """Issue 19, point 6: a page reloaded during a run left the run holding the device's slot;
+    the next click waited behind it in Gradio's queue under an ETA that did not count it. The
+    first run is held here until the second click's bar has been read: no timing involved."""
+    from profiling import jobs
+    from profiling.page import profile_tab
+
+    expect = sync_api.expect
+    started, release = threading.Event(), threading.Event()
+    real_run = profile_tab.profile_on_gpu
+
+    def held(workload, progress=None):
+        if not started.is_set():
+            started.set()
+            release.wait(TIMEOUT_MS / 1000)
+        return real_run(workload, progress)
+
+    monkeypatch.setattr(profile_tab, "profile_on_gpu", held)
+    page = open_page(browser, url)
+    try:
+        page.click("#profile-button")
+        assert started.wait(TIMEOUT_MS / 1000)
+        page.reload()
+        page.click("#profile-button")
+        status = page.locator('#summary [data-testid="status-tracker"]')
+        expect(status).to_contain_text(jobs.EARLIER_RUN_FINISHING, timeout=TIMEOUT_MS)
+        timer = page.locator("#summary .progress-text").inner_text()
+        assert not re.search(r"\d/\d", timer), timer  # elapsed time only: no ETA
+        page.screenshot(path=str(screenshot_path("earlier-run-finishing.png", tmp_path)))
+        release.set()
+        expect(page.locator("#summary")).to_contain_text("CPU µs / forward", timeout=TIMEOUT_MS)
+    finally:
+        release.set()
         page.context.close()

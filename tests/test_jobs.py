@@ -21,8 +21,10 @@ import app
 from profiling import jobs, views_analyze, views_profile
 from profiling import sweep as sweep_module
 from profiling.compare import compare
-from profiling.page import profile_tab
+from profiling.page import listeners, profile_tab
+from profiling.page.errors import LET_GO
 from profiling.sweep import sweep
+from tests.conftest import RecordingProgress
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
@@ -204,3 +206,59 @@ def test_a_compare_cancelled_during_its_last_run_makes_no_zip(monkeypatch):
     with pytest.raises(jobs.JobCancelled):
         compare(["naive"], stop=lambda: next(calls), seq_len=128, **SHAPE)
     assert outs == []
+
+
+class PageRequest:
+    """What a gr.Request tells the page about who clicked: the page session."""
+
+    def __init__(self, session_hash: str) -> None:
+        self.session_hash = session_hash
+
+
+def test_a_closed_pages_run_is_let_go_and_the_next_click_says_it_still_finishes():
+    """Issue 19, point 6: after a reload the abandoned run held the device's slot, and the next
+    click waited 8 s under an ETA of 4.6 s. Now the closed page's job is let go at once (its
+    event ends; the run itself goes on), and the next job's bar says what it waits for."""
+    started, gate = threading.Event(), threading.Event()
+
+    def held_run(progress=None) -> str:
+        started.set()
+        gate.wait(30)
+        return "the abandoned run's result"
+
+    def double(value: int, progress=None) -> int:
+        return 2 * value
+
+    async def main() -> None:
+        first = asyncio.create_task(listeners.device_job(held_run)(request=PageRequest("page-1")))
+        await asyncio.to_thread(started.wait, 10)
+        assert jobs.wait_note() == "waiting for 1 earlier job on this machine to finish"
+        assert listeners.let_go(PageRequest("page-1")) is None  # what the page's unload calls
+        with pytest.raises(app.gr.Error, match=LET_GO):
+            await asyncio.wait_for(first, 10)  # released while the run is still held
+        assert not gate.is_set() and jobs.wait_note() == jobs.EARLIER_RUN_FINISHING
+        progress = RecordingProgress()
+        second = asyncio.create_task(
+            listeners.device_job(double)(21, progress, PageRequest("page-2"))
+        )
+        while not progress.seen and not second.done():
+            await asyncio.sleep(0.01)
+        assert progress.seen == [(0.0, jobs.EARLIER_RUN_FINISHING)] and not second.done()
+        gate.set()
+        assert await asyncio.wait_for(second, 10) == 42
+        assert jobs.wait_note() is None
+
+    asyncio.run(main())
+
+
+def test_the_page_lets_go_on_unload_and_the_api_keeps_its_parameters():
+    """The unload listener is what lets a closed page's jobs go; the session comes from a
+    gr.Request that Gradio injects, so /profile, /compare and /sweep take what they took."""
+    unload = [fn for fn in app.demo.fns.values() if fn.fn is listeners.let_go]
+    assert len(unload) == 1 and unload[0].targets[0][1] == "unload"
+    api = app.demo.get_api_info()["named_endpoints"]
+    assert [p["parameter_name"] for p in api["/profile"]["parameters"]] == [
+        "variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal"
+    ]  # fmt: skip
+    for name in ("/compare", "/sweep"):
+        assert "request" not in [p["parameter_name"] for p in api[name]["parameters"]]

@@ -13,7 +13,7 @@ import gradio as gr
 from profiling import columns, views_analyze, views_shared
 from profiling.page.controls import kernel_table, table
 from profiling.page.errors import guarded
-from profiling.page.listeners import TRACE_JOB, clear_on_failure, trace_job
+from profiling.page.listeners import QUIET, TRACE_JOB, clear_on_failure, trace_job
 from profiling.page.style import ROWS_CSS
 
 
@@ -65,7 +65,7 @@ def _inputs() -> list[Any]:
 
 def _results() -> list[Any]:
     """Summary, launch block, the two tables and the Gantt, in the order of analyze()'s outputs
-    (laid out in the page's)."""
+    (laid out in the page's), then the page-only line that says why the kernel table is hidden."""
     summary = gr.HTML("", elem_id="an-summary", css_template=ROWS_CSS)
     launch = gr.HTML("", elem_id="an-launch", css_template=ROWS_CSS)
     gantt = gr.Plot(label="Timeline", elem_id="an-gantt")
@@ -76,8 +76,15 @@ def _results() -> list[Any]:
         datatype=["str", *["number"] * 5],
         max_chars=90,
     )
+    kernel_note = gr.Markdown("", elem_id="an-kernel-note")
     kernels = kernel_table("GPU kernels, names decoded", "an-kernels")
-    return [summary, launch, operators, kernels, gantt]
+    return [summary, launch, operators, kernels, gantt, kernel_note]
+
+
+def show_kernels(kernels: Any) -> tuple[Any, str]:
+    """The kernel table shown only when the trace has kernels; otherwise a line says why."""
+    why = views_analyze.kernel_table_note(kernels)
+    return gr.Dataframe(visible=not why), why
 
 
 def build() -> None:
@@ -91,8 +98,10 @@ def build() -> None:
         )
         inputs = _inputs()
         button = gr.Button("Analyse", variant="primary", elem_id="analyze-button")
-        outputs = _results()
+        *outputs, kernel_note = _results()
     analysed = button.click(
         trace_job(analyze), inputs=inputs, outputs=outputs, api_name="analyze", **TRACE_JOB
     )
-    clear_on_failure(analysed, outputs)
+    clear_on_failure(analysed, [*outputs, kernel_note])
+    kernels = outputs[3]
+    analysed.success(show_kernels, kernels, [kernels, kernel_note], **QUIET)

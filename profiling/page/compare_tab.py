@@ -13,7 +13,7 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling import job_request, jobs, views_compare
+from profiling import job_request, jobs, views_compare, views_shared
 from profiling.compare import CompareResult
 from profiling.compare import compare_workloads as run_compare
 from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
@@ -21,6 +21,9 @@ from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
     clear_on_failure,
+    device_job,
+    download_button,
+    enable_downloads,
     job_seconds,
     progress_callback,
     relabel_on_dtype,
@@ -28,6 +31,7 @@ from profiling.page.listeners import (
 )
 
 MAX_VARIANTS = job_request.MAX_COMPARE_VARIANTS[DEVICE]
+BEFORE_RUN = views_shared.before_run_note("Compare", "the table, the charts and the zip")
 
 
 @spaces.GPU(duration=job_seconds)
@@ -75,7 +79,7 @@ def compare(
 
 def _results() -> list[Any]:
     """What a Compare shows, in the order of compare()'s outputs (laid out in the page's)."""
-    note = gr.Markdown("", elem_id="cmp-note")
+    note = gr.Markdown(BEFORE_RUN, elem_id="cmp-note")  # says why the zip is disabled
     glance = table(
         "At a glance (per forward)",
         "glance",
@@ -85,9 +89,7 @@ def _results() -> list[Any]:
         max_chars=120,
         max_height=640,
     )
-    zip_file = gr.DownloadButton(
-        "Every trace and table (.zip)", elem_id="cmp-zip", size="md", value=None
-    )
+    zip_file = download_button("Every trace and table (.zip)", "cmp-zip")
     bars = gr.Plot(label="GPU vs CPU time per forward", elem_id="cmp-bars")
     gantts = gr.Plot(label="Timelines on one time axis", elem_id="cmp-gantts")
     with gr.Accordion("Datasheet peaks (what “% of peak” divides by)", open=False):
@@ -115,8 +117,8 @@ def build() -> tuple[Any, gr.State]:
                     "cmp-variants",
                     views_compare.compare_defaults(DEVICE, START["dtype"]),
                     MAX_VARIANTS,
-                    info=f"at most {MAX_VARIANTS}; default: the post's six "
-                    "(plus Hub kernels where they run)",
+                    info=f"at most {MAX_VARIANTS}; preselected: those of the post's six "
+                    "(and the Hub kernels) that can run here",
                 )
             with gr.Column(scale=3, min_width=320):
                 shape = shape_controls("cmp-")
@@ -124,12 +126,13 @@ def build() -> tuple[Any, gr.State]:
         outputs = _results()
         runs = gr.State({})
     compared = button.click(
-        jobs.on_device(compare),
+        device_job(compare),
         inputs=[variants, *shape.values()],
         outputs=[*outputs, runs],
         api_name="compare",
         **DEVICE_JOB,
     )
-    clear_on_failure(compared, outputs)
+    clear_on_failure(compared, outputs, said={outputs[1]: views_shared.failed_note("Compare")})
+    enable_downloads(compared, outputs[-1:])
     relabel_on_dtype(variants, shape["dtype"])
     return compared, runs

@@ -10,7 +10,7 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import views_compare, views_shared
+from profiling import views_profile, views_shared
 from profiling.workload import page_ranges, resolve_device
 
 DEVICE = resolve_device()
@@ -83,9 +83,9 @@ def kernel_table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:
 def variant_picker(
     elem_id: str, defaults: list[str], max_choices: int, info: str | None = None
 ) -> gr.Dropdown:
-    """The multiselect of variants the Compare and Sweep tabs share."""
+    """The multiselect of variants the Compare and Sweep tabs share, labelled as Profile's."""
     return gr.Dropdown(
-        choices=views_compare.variant_choices(DEVICE, START["dtype"]),
+        choices=views_profile.variant_choices(DEVICE, START["dtype"]),
         value=defaults,
         multiselect=True,
         max_choices=max_choices,

@@ -55,6 +55,19 @@ def translated(what: str) -> Iterator[None]:
         raise gr.Error(views_shared.GENERIC_ERROR, print_exception=False) from None
 
 
+LET_GO = "this job's page was closed: nobody waits for its result"
+
+
+@contextmanager
+def released() -> Iterator[None]:
+    """Around the wait for a device job: a job whose page was closed (profiling.jobs.abandon)
+    ends its event with an error nobody sees, and nothing in the log."""
+    try:
+        yield
+    except JobCancelled:
+        raise gr.Error(LET_GO, print_exception=False) from None
+
+
 def guarded(what: str, fn: Callable[..., R], *args: Any) -> R:
     """`fn(*args)`, its errors translated."""
     with translated(what):

@@ -2,21 +2,25 @@
 progress reaches the bar, and which job folders are kept.
 
 Profile, Compare and Sweep run on profiling.jobs' one device worker, so a job a client cancels
-stops instead of running on beside the next one. Diff and Analyse read uploads on the CPU in
-their own concurrency group; on a CPU-only machine they take the device worker too, or a parse
-beside a run would inflate the run's CPU times.
+stops instead of running on beside the next one, and a job whose page was closed or reloaded is
+let go (`let_go_on_unload`): its event ends, and the next click's bar says that an earlier run
+is still finishing instead of showing Gradio's estimate, which cannot know that wait. Diff and
+Analyse read uploads on the CPU in their own concurrency group; on a CPU-only machine they take
+the device worker too, or a parse beside a run would inflate the run's CPU times.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
 
-from profiling import job_request, jobs, views_compare, views_shared
+from profiling import job_request, jobs, views_profile, views_shared
 from profiling.page.controls import DEVICE
-from profiling.page.errors import guarded
+from profiling.page.errors import guarded, released
 
 QUIET: dict[str, Any] = {"api_visibility": "private", "queue": False}  # page-only follow-ups
 # One device job at a time, each click once. preprocess=False: Gradio answers a string in a
@@ -35,21 +39,95 @@ TRACE_JOB: dict[str, Any] = dict(
 JOB_DIRS = views_shared.RunDirs()  # Compare/Sweep trace folders and zips: the newest few are kept
 
 
+def device_job(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` on the device worker, owned by the page session that clicked (see
+    `let_go_on_unload`). While it waits behind an earlier job, its progress bar says why: the
+    first progress message also replaces Gradio's ETA, which counts this job's own time only.
+
+    The wrapper takes fn's parameters plus a gr.Request (injected by Gradio, not an API input)."""
+    signature = inspect.signature(fn)
+    request = inspect.Parameter(
+        "request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=gr.Request
+    )
+
+    @functools.wraps(fn)
+    async def handler(*args: Any, **kwargs: Any) -> Any:
+        bound = handler.__signature__.bind(*args, **kwargs)
+        session = getattr(bound.arguments.pop("request", None), "session_hash", None)
+        note = jobs.wait_note()
+        progress = bound.arguments.get("progress")
+        if note and progress is not None:
+            progress(0.0, desc=note)
+        with released():
+            return await jobs.run_owned(session, fn, *bound.args, **bound.kwargs)
+
+    handler.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*signature.parameters.values(), request]
+    )
+    handler.__annotations__ = {**fn.__annotations__, "request": gr.Request}
+    return handler
+
+
+def let_go(request: gr.Request) -> None:
+    """A page was closed or reloaded: its jobs are let go (profiling.jobs.abandon)."""
+    if request is not None and request.session_hash:
+        jobs.abandon(request.session_hash)
+
+
+def let_go_on_unload(demo: gr.Blocks) -> None:
+    """Without this, a reloaded page's run held the device's concurrency slot to its end and
+    the next click waited in Gradio's queue behind it, with an estimate that did not count it."""
+    demo.unload(let_go)
+
+
 def trace_job(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Diff and Analyse: on a CPU-only machine they queue for the device worker (their parse
     would share the cores a run is timing); beside a GPU they run at once in Gradio's threads."""
-    return jobs.on_device(fn) if DEVICE == "cpu" else fn
+    return device_job(fn) if DEVICE == "cpu" else fn
 
 
-def cleared(count: int, first: Any = None) -> Callable[[], tuple[Any, ...]]:
+def cleared(outputs: list[Any], said: dict[Any, Any] | None = None) -> Callable[[], tuple]:
     """What a failed event leaves in its outputs: nothing of the previous result (the files
-    could otherwise be downloaded as if they were the failed run's)."""
-    return lambda: (first, *[None] * (count - 1))
+    could otherwise be downloaded as if they were the failed run's), download buttons
+    disabled, and the text of `said` where it names an output."""
+    said = said or {}
+
+    def emptied() -> tuple[Any, ...]:
+        return tuple(
+            said.get(output, no_file() if isinstance(output, gr.DownloadButton) else None)
+            for output in outputs
+        )
+
+    return emptied
 
 
-def clear_on_failure(event: Any, outputs: list[Any], first: Any = None) -> None:
-    """After `event` fails, `outputs` are emptied (`first` shown in the first one)."""
-    event.failure(cleared(len(outputs), first), None, outputs, **QUIET)
+def clear_on_failure(event: Any, outputs: list[Any], said: dict[Any, Any] | None = None) -> None:
+    """After `event` fails, `outputs` are emptied (`said` maps an output to what it shows)."""
+    event.failure(cleared(outputs, said), None, outputs, **QUIET)
+
+
+def no_file() -> gr.DownloadButton:
+    """A download button with nothing behind it: disabled, not a click that downloads nothing."""
+    return gr.DownloadButton(value=None, interactive=False)
+
+
+def download_button(label: str, elem_id: str) -> gr.DownloadButton:
+    """A run's download, disabled until a run has put a file behind it."""
+    return gr.DownloadButton(label, value=None, interactive=False, elem_id=elem_id, size="md")
+
+
+def enabled_downloads(*files: str | None) -> Any:
+    """Each button active exactly when it holds a file."""
+    buttons = tuple(gr.DownloadButton(interactive=file is not None) for file in files)
+    return buttons[0] if len(buttons) == 1 else buttons
+
+
+def enable_downloads(event: Any, buttons: list[gr.DownloadButton], note: Any = None) -> None:
+    """After `event` succeeds, its download buttons become active where they hold a file, and
+    `note` (a page-only line that said why they were not) is emptied."""
+    event.success(enabled_downloads, buttons, buttons, **QUIET)
+    if note is not None:
+        event.success(lambda: "", None, note, **QUIET)
 
 
 def progress_callback(progress: Any) -> Callable[[float, str], None] | None:
@@ -95,7 +173,8 @@ def keep_job_files(result: Any) -> None:
 
 def relabel_multiselect(chosen: list[str] | None, dtype: str) -> Any:
     """Availability depends on the dtype: refresh a variant multiselect's labels."""
-    return gr.Dropdown(choices=views_compare.variant_choices(DEVICE, dtype), value=chosen or [])
+    choices = views_profile.variant_choices(DEVICE, dtype)
+    return gr.Dropdown(choices=choices, value=chosen or [], multiselect=True)
 
 
 def relabel_on_dtype(picker: gr.Dropdown, dtype: gr.Radio) -> None:

@@ -11,13 +11,16 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling import job_request, jobs, views_profile, views_shared
+from profiling import job_request, views_profile, views_shared
 from profiling.page.controls import DEVICE, START, kernel_table, shape_controls, table
 from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
     QUIET,
     clear_on_failure,
+    device_job,
+    download_button,
+    enable_downloads,
     progress_callback,
     show_waiting,
 )
@@ -119,10 +122,10 @@ def _variant_column() -> tuple[gr.Dropdown, gr.Markdown]:
 def _results() -> list[Any]:
     """What a run shows, in the order of profile()'s outputs (laid out in the page's order)."""
     strip = gr.HTML(views_profile.placeholder_html(), elem_id="summary", css_template=STRIP_CSS)
-    with gr.Row():
-        json_file = gr.DownloadButton("Trace .json", elem_id="download-json", size="md")
-        gz_file = gr.DownloadButton("Trace .json.gz (Perfetto)", elem_id="download-gz", size="md")
-        txt_file = gr.DownloadButton("Operator table .txt", elem_id="download-txt", size="md")
+    with gr.Row():  # disabled until a run: the strip above says so
+        json_file = download_button("Trace .json", "download-json")
+        gz_file = download_button("Trace .json.gz (Perfetto)", "download-gz")
+        txt_file = download_button("Operator table .txt", "download-txt")
     gantt = gr.Plot(label="Timeline: CPU ops and GPU kernels", elem_id="gantt")
     operators = table(
         "Operators (torch.profiler key_averages)",
@@ -154,13 +157,14 @@ def build() -> None:
         run_button = gr.Button("Profile", variant="primary", elem_id="profile-button")
         outputs = _results()
     profiled = run_button.click(
-        jobs.on_device(profile),
+        device_job(profile),
         inputs=[variant, *shape.values()],
         outputs=outputs,
         api_name="profile",
         **DEVICE_JOB,
     )
-    clear_on_failure(profiled, outputs, first=views_profile.failed_html())
+    clear_on_failure(profiled, outputs, said={outputs[0]: views_profile.failed_html()})
+    enable_downloads(profiled, outputs[-3:])
     lesson_inputs = [variant, shape["dtype"], shape["causal"]]
     for control in (variant, shape["causal"]):
         control.change(show_lesson, lesson_inputs, lesson, **QUIET)

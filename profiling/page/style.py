@@ -4,10 +4,26 @@ Element ids name the components (`#gantt`, `#an-kernels`, ...); the `ap-` classe
 that the views write (the summary strip, the GPU idle & launch block, summary rows).
 """
 
-CSS = """
+# Gradio's theme asks for Source Sans Pro, whose semibold file it ships is a subset of a few
+# glyphs: bold text mixed two fonts (the bold "A" of the title). Each platform's own UI font has
+# every glyph the page writes, in every weight.
+FONT_STACK = (
+    'system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "Helvetica Neue", Arial, '
+    '"Liberation Sans", sans-serif'
+)
+MONO_STACK = (
+    'ui-monospace, "SF Mono", Menlo, Consolas, "DejaVu Sans Mono", "Liberation Mono", monospace'
+)
+CSS = (
+    f":root, .dark {{ --font: {FONT_STACK}; --font-mono: {MONO_STACK}; }}"
+    + """
 .ap-banner { border-left: 4px solid #f59f00; background: rgba(245,159,0,0.10);
   padding: 6px 12px !important; border-radius: 6px; }
 #diff-headline p { font-size: 16px; font-weight: 600; }
+/* A dropdown's chosen label (an unavailable variant's is long) ends in an ellipsis before the
+   arrow instead of running under it. */
+.secondary-wrap input[role="combobox"] { padding-right: 28px !important;
+  text-overflow: ellipsis; }
 /* Phones: charts and tables keep a readable width and scroll sideways instead of squeezing
    (a 95 px plot area, numbers broken mid-digit). */
 @media (max-width: 720px) {
@@ -21,6 +37,7 @@ CSS = """
   #an-kernels .table-container { min-width: 640px; }
 }
 """
+)
 # The GPU idle & launch block and the summary rows (Profile strip, Analyse outputs).
 ROWS_CSS = """
 .ap-launch { margin-top: 10px; border: 1px solid var(--border-color-primary); border-radius: 8px;

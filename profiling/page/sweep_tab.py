@@ -13,12 +13,15 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling import job_request, jobs, views_sweep
+from profiling import job_request, jobs, views_shared, views_sweep
 from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
 from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
     clear_on_failure,
+    device_job,
+    download_button,
+    enable_downloads,
     job_seconds,
     progress_callback,
     relabel_on_dtype,
@@ -26,6 +29,8 @@ from profiling.page.listeners import (
 )
 from profiling.sweep import SweepResult
 from profiling.sweep import sweep_workloads as run_sweep
+
+BEFORE_RUN = views_shared.before_run_note("Sweep", "the charts, the points and the zip")
 
 
 @spaces.GPU(duration=job_seconds)
@@ -101,7 +106,7 @@ def _results() -> list[Any]:
         datatype=views_sweep.sweep_datatypes(DEVICE),
         column_widths=views_sweep.sweep_widths(DEVICE),  # the reason wraps, in full
     )
-    zip_file = gr.DownloadButton("Every trace and the table (.zip)", elem_id="sw-zip", size="md")
+    zip_file = download_button("Every trace and the table (.zip)", "sw-zip")
     return [time_chart, memory_chart, points, zip_file]
 
 
@@ -119,13 +124,15 @@ def build() -> None:
             with gr.Column(scale=3, min_width=320):
                 shape = shape_controls("sw-", seq_len=False)
         button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
+        note = gr.Markdown(BEFORE_RUN, elem_id="sw-note")  # page only: why the zip is disabled
         outputs = _results()
     swept = button.click(
-        jobs.on_device(sweep),
+        device_job(sweep),
         inputs=[variants, lengths, *shape.values()],
         outputs=outputs,
         api_name="sweep",
         **DEVICE_JOB,
     )
-    clear_on_failure(swept, outputs)
+    clear_on_failure(swept, [*outputs, note], said={note: views_shared.failed_note("Sweep")})
+    enable_downloads(swept, outputs[-1:], note)
     relabel_on_dtype(variants, shape["dtype"])
