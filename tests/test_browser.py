@@ -6,9 +6,12 @@ Without Chromium or playwright the module is skipped, unless ATTNPROF_REQUIRE_BR
 .ci/run) makes that a failure.
 
 Screenshots go to a temporary folder, so a test run leaves the tracked files alone. To refresh
-the README's pictures, run with `ATTNPROF_SCREENSHOTS=docs`: they are written to
-docs/screenshot-cpu.png, docs/screenshot-compare-cpu.png and docs/screenshot-analyze-xss.png
-(another value of the variable names a folder to write them to instead).
+the pictures of every tab, run with `ATTNPROF_SCREENSHOTS=docs`: they are written to
+docs/screenshot-cpu.png (Profile), docs/screenshot-compare-cpu.png, docs/screenshot-diff-cpu.png,
+docs/screenshot-diff-h200.png, docs/screenshot-sweep-cpu.png and docs/screenshot-analyze-xss.png
+(another value of the variable names a folder to write them to instead). The checks' own
+pictures (downloads-*, fonts-and-labels, earlier-run-finishing, analyse-cpu-trace) land there
+too; docs/ keeps only the six.
 """
 
 from __future__ import annotations
