@@ -195,9 +195,24 @@ def test_kernel_table_figures_per_name():
     assert pd.isna(table.iloc[1]["grid"]) and pd.isna(table.iloc[1]["registers_per_thread"])
 
 
-def test_kernel_table_of_zero_length_kernels_has_no_share():
-    table = kernel_table(_gpu_trace([("a", 0, 0, {}), ("b", 1, 0, {})]))
-    assert table["pct_gpu"].tolist() == [0.0, 0.0]  # not a division by zero
+def test_kernel_table_defaults_and_shares():
+    table = kernel_table(_gpu_trace([("a", 0, 0.3, {}), ("b", 1, 0.2, {})]))
+    assert table["count"].tolist() == [1.0, 1.0]  # per defaults to 1
+    assert table["pct_gpu"].tolist() == pytest.approx([60.0, 40.0])  # under 1 µs in all
+    zero = kernel_table(_gpu_trace([("a", 0, 0, {}), ("b", 1, 0, {})]))
+    assert zero["pct_gpu"].tolist() == [0.0, 0.0]  # not a division by zero
+    reduce = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<bool>>(...)"
+    decoded = kernel_table(_gpu_trace([(reduce, 0, 1, {})]))["decoded"].iloc[0]
+    assert decoded == "reduction kernel"  # by default, an upload's reading: no app context
+
+
+def test_equal_totals_keep_first_seen_order():
+    """20 kernels of two lengths: each length's kernels in the order they first ran (a stable
+    sort; enough ties for an unstable one to reorder them)."""
+    events = [(f"k{i:02}", 10 * i, 1 + i % 2, {}) for i in range(20)]
+    table = kernel_table(_gpu_trace(events))
+    odd, even = [f"k{i:02}" for i in range(1, 20, 2)], [f"k{i:02}" for i in range(0, 20, 2)]
+    assert table["name"].tolist() == odd + even
 
 
 def test_kernel_table_without_kernels_keeps_its_columns():
@@ -211,8 +226,10 @@ def test_kernel_table_without_kernels_keeps_its_columns():
 def test_kernel_table_on_plain_strings_equals_the_categorical_one():
     """A work table whose names are plain strings (not the trace's categoricals) groups the same
     way: by name, in order of first appearance."""
-    gpu = _gpu_trace([("b", 0, 30, {}), ("a", 40, 10, {}), ("b", 60, 5, {})])
+    gpu = _gpu_trace([("b", 0, 5, {}), ("a", 40, 10, {}), ("b", 60, 5, {})])
     gpu = gpu[gpu["cat"] != "gpu_user_annotation"]
     plain = gpu.astype({"name": str, "cat": str})
-    pd.testing.assert_frame_equal(kernel_table(plain), kernel_table(gpu))
-    assert np.array_equal(kernel_table(plain)["count"], [2.0, 1.0])
+    table = kernel_table(gpu)
+    pd.testing.assert_frame_equal(kernel_table(plain), table)
+    assert table["name"].tolist() == ["b", "a"]  # b ties a at 10 µs and ran first
+    assert np.array_equal(table["count"], [2.0, 1.0])
