@@ -243,8 +243,9 @@ def _name_codes(names: pd.Series) -> tuple[np.ndarray, list[str]]:
     if isinstance(names.dtype, pd.CategoricalDtype):
         codes, used = pd.factorize(names.array.codes)
         values = np.array([str(c) for c in names.cat.categories] + ["nan"], dtype=object)
-        return codes, list(values[used])  # code -1 (missing) reads "nan", as astype(str)
-    codes, uniques = pd.factorize(names.astype(str).to_numpy(dtype=object), sort=False)
+        return codes, list(values[used])  # code -1 (missing) reads "nan", as str(nan) does
+    # str() per name, not astype(str): pandas 3's astype(str) keeps a missing name missing
+    codes, uniques = pd.factorize(np.array([str(name) for name in names], dtype=object), sort=False)
     return codes, list(uniques)
 
 

@@ -226,10 +226,11 @@ def test_kernel_table_without_kernels_keeps_its_columns():
 def test_kernel_table_on_plain_strings_equals_the_categorical_one():
     """A work table whose names are plain strings (not the trace's categoricals) groups the same
     way: by name, in order of first appearance."""
-    gpu = _gpu_trace([("b", 0, 5, {}), ("a", 40, 10, {}), ("b", 60, 5, {})])
+    gpu = _gpu_trace([("b", 0, 5, {}), ("a", 40, 10, {}), ("b", 60, 5, {}), ("c", 70, 1, {})])
     gpu = gpu[gpu["cat"] != "gpu_user_annotation"]
+    gpu.loc[gpu["start_us"] == gpu["start_us"].max(), "name"] = np.nan  # c: a missing name
     plain = gpu.astype({"name": str, "cat": str})
     table = kernel_table(gpu)
     pd.testing.assert_frame_equal(kernel_table(plain), table)
-    assert table["name"].tolist() == ["b", "a"]  # b ties a at 10 µs and ran first
-    assert np.array_equal(table["count"], [2.0, 1.0])
+    assert table["name"].tolist() == ["b", "a", "nan"]  # b ties a at 10 µs and ran first
+    assert np.array_equal(table["count"], [2.0, 1.0, 1.0])
