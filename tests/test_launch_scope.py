@@ -74,6 +74,7 @@ def _window_case(kind: str) -> list[dict]:
     fwd = lambda ts: _x("attn_fwd", "user_annotation", ts, 10, pid=1, tid=1)  # noqa: E731
     windows = {
         "forwards in a step": [step(1, 0, 40), fwd(0), fwd(20)],
+        "forwards": [fwd(0), fwd(20)],
         "steps": [step(1, 0, 20), step(2, 20, 20)],
         "none": [],
     }[kind]
@@ -84,6 +85,7 @@ def _window_case(kind: str) -> list[dict]:
     ("kind", "forwards", "scope"),
     [
         ("forwards in a step", 2, "GPU work launched in the 1 active ProfilerSteps"),
+        ("forwards", 2, "GPU work launched in the 2 attn_fwd spans"),
         ("steps", 2, "GPU work launched in the 2 active ProfilerSteps"),
         ("none", 1, "all GPU work (no ProfilerStep or attn_fwd spans in the trace)"),
     ],
@@ -120,6 +122,7 @@ def test_a_zero_length_window_has_no_busy_percentage():
     stats = launch_stats(from_document(_doc(events)))
     pct = stats.devices.set_index("device")["busy_pct"]
     assert pct["0"] == 100 and np.isnan(pct["1"]) and pct.dtype == float
+    assert stats.devices.set_index("device").loc["0", "idle_pct"] == 0
     assert stats.device == "0" and stats.busy_pct == 100
     alone = launch_stats(from_document(_doc(events[1:])))
     assert alone.busy_pct is None and alone.idle_pct is None and alone.window_us == 0
