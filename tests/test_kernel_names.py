@@ -180,7 +180,12 @@ def test_kernel_table_figures_per_name():
     launch = {"registers per thread": 32, "shared memory": 0, "grid": [1024, 1, 1],
               "block": [128, 1, 1], "est. achieved occupancy %": 50}  # fmt: skip
     gpu = _gpu_trace(
-        [("b", 0, 30, {}), ("a", 40, 10, launch), ("a", 60, 30, {}), ("c", 95, 30, {})]
+        [
+            ("b", 0, 30, {"grid": [2, 1, 1]}),
+            ("a", 40, 10, launch),
+            ("a", 60, 30, {}),
+            ("c", 95, 30, {}),
+        ]
     )
     table = kernel_table(gpu, per=2)
     assert list(table.columns) == list(KERNEL_COLUMNS)
@@ -192,7 +197,9 @@ def test_kernel_table_figures_per_name():
     assert a["pct_gpu"] == 40.0 and table["pct_gpu"].sum() == pytest.approx(100)
     assert (a["grid"], a["block"]) == ("1024×1×1", "128×1×1")  # from its first run's args
     assert (a["registers_per_thread"], a["shared_memory"], a["occupancy_pct"]) == (32, 0, 50)
-    assert pd.isna(table.iloc[1]["grid"]) and pd.isna(table.iloc[1]["registers_per_thread"])
+    b, c = table.iloc[1], table.iloc[2]
+    assert b["grid"] == "2×1×1" and pd.isna(b["registers_per_thread"])  # each name its own
+    assert pd.isna(c["grid"])  # no launch args recorded
 
 
 def test_kernel_table_defaults_and_shares():
