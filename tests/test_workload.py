@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attention import VARIANTS, Problem
-from profiling import job_request
+from profiling import job_request, workload
 from profiling.memory_estimate import check_memory, estimate_bytes, largest_fitting_seq_len
 from profiling.workload import (
     ConfigError,
@@ -169,3 +169,125 @@ def test_a_job_request_is_the_list_of_workloads_it_runs():
     compare = job_request.compare_request(["sdpa-math", "naive"], 128, *shape, "cpu")
     assert [w.variant for w in compare.workloads] == ["sdpa-math", "naive"]
     assert {(w.seq_len, w.causal) for w in compare.workloads} == {(128, False)}
+
+
+# -- the rules' edges, read off what a caller gets back ---------------------------------------
+def test_cpu_budget_is_inclusive_and_says_the_figures():
+    at_limit = Workload.from_user(batch=5, heads=25, seq_len=1000, head_dim=80)  # 2·10¹⁰ FLOP
+    assert at_limit.flops == workload.CPU_MAX_FLOPS
+    workload.check_cpu_budget(at_limit, "cpu")  # exactly the budget: allowed
+    over = at_limit.with_(seq_len=2000)
+    with pytest.raises(ConfigError) as refused:
+        workload.check_cpu_budget(over, "cpu")
+    assert str(refused.value) == (
+        "B5 H25 S2000 D80 bfloat16 needs 80 GFLOP per forward; on a CPU this app runs at most "
+        "20: lower seq_len, batch or heads"
+    )
+    assert workload.passes(workload.check_cpu_budget, over, "cuda")  # the GPU has its slot
+    assert not workload.passes(workload.check_cpu_budget, over, "cpu")
+    assert workload.within_cpu_budget(at_limit, "cpu") and workload.within_cpu_budget(over, "cuda")
+    assert not workload.within_cpu_budget(over, "cpu")
+
+
+def test_a_shape_and_its_tag():
+    made = Workload.from_user(variant="sdpa-math", causal=False)
+    assert set(made.shape()) == set(workload.FIELDS) - {"variant"}
+    assert made.shape_tag("cpu") == "8_16_1024_64_bfloat16_full_cpu_3steps"
+    sweep_shape = {k: v for k, v in made.shape().items() if k != "seq_len"}  # lengths vary
+    assert workload.shape_tag(sweep_shape, "cuda") == "8_16_64_bfloat16_full_cuda_3steps"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"seq_len": 100.5}, "seq_len must be a whole number, got 100.5"),
+        ({"seq_len": "1024"}, "seq_len must be a whole number, got '1024'"),
+        ({"batch": True}, "batch must be a whole number, got True"),
+        ({"causal": "maybe"}, "causal must be true or false, got 'maybe'"),
+        ({"variant": 3}, "variant must be text, got 3"),
+        ({"zzz": 1, "bogus": 2}, "unknown parameter(s): bogus, zzz"),
+        ({"batch": 64, "heads": 128, "seq_len": 131072, "head_dim": 256},
+         "batch × heads × seq_len × head_dim exceeds 2³¹ elements per tensor; reduce one of them"),
+    ],
+)  # fmt: skip
+def test_refusals_read_in_full(raw, message):
+    with pytest.raises(ConfigError) as refused:
+        Workload.from_user(**raw)
+    assert str(refused.value) == message
+
+
+def test_the_five_first_unknown_variants_are_named():
+    with pytest.raises(ConfigError) as refused:
+        known_variants(["a", "b", "c", "d", "e", "f"])
+    assert str(refused.value).startswith("unknown variant(s): 'a', 'b', 'c', 'd', 'e'; choose")
+
+
+@pytest.mark.parametrize(
+    ("built", "message"),
+    [
+        ({"causal": "yes"}, "causal must be true or false"),
+        ({"batch": True}, "batch must be a whole number"),
+        ({"seq_len": 1024.0}, "seq_len must be a whole number"),
+        ({"batch": 200}, "batch must be between 1 and 64, got 200"),
+    ],
+)
+def test_a_workload_built_directly_is_checked_too(built, message):
+    """Workload(...) skips from_user's coercion; validated() applies the same rules."""
+    with pytest.raises(ConfigError) as refused:
+        Workload(**built).validated()
+    assert str(refused.value) == message
+
+
+def test_a_missing_optional_field_does_not_stop_the_checks_after_it(monkeypatch):
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class WithWindow(Workload):
+        window: int | None = None
+
+    # the optional field's rule comes first: the fields after it are still checked
+    monkeypatch.setattr(workload, "LIMITS", {"window": (1, 131072), **workload.LIMITS})
+    with pytest.raises(ConfigError, match="batch must be between 1 and 64, got 200"):
+        WithWindow(batch=200).validated()
+
+
+@pytest.mark.parametrize(("text", "value"), [("true", True), ("False", False), ("TRUE", True)])
+def test_booleans_as_text(text, value):
+    assert Workload.from_user(causal=text).causal is value
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (2**255, "578960446186580977...8792003956564819968"),  # 256 bits: still printed
+        (2**256, "an integer of about 78 digits"),  # past 256 bits: only its size
+        (10**400, "an integer of about 401 digits"),
+        ("a" * 38, "'" + "a" * 38 + "'"),  # 40 characters: whole
+        (["a" * 37], "['" + "a" * 37 + "…"),  # 41: cut to 39 and an ellipsis
+    ],
+)
+def test_values_are_shown_shortened(value, shown):
+    assert workload.show(value) == shown
+
+
+def test_page_ranges_per_device():
+    assert page_ranges("cuda")["seq_len"] == (128, 16384, 128)
+    assert page_ranges("cpu")["seq_len"] == (64, 4096, 64)
+    assert page_ranges("mps") == page_ranges("cpu")  # anything but CUDA gets the CPU's
+
+
+@pytest.mark.parametrize("gpu", [True, False])
+def test_resolve_device(monkeypatch, gpu):
+    monkeypatch.setattr(workload.torch.cuda, "is_available", lambda: gpu)
+    assert (
+        workload.resolve_device() == workload.resolve_device("auto") == ("cuda" if gpu else "cpu")
+    )
+    assert workload.resolve_device("cpu") == "cpu"
+    if gpu:
+        assert workload.resolve_device("cuda") == "cuda"
+    else:
+        with pytest.raises(ConfigError) as refused:
+            workload.resolve_device("cuda")
+        assert str(refused.value) == (
+            "device 'cuda' was asked for but this machine has no CUDA GPU; use 'cpu'"
+        )
