@@ -50,7 +50,8 @@ def workload(variant: str, batch: int, heads: int, seq_len: int, head_dim: int, 
     ],
 )
 def test_estimate_counts_each_buffer(variant, shape, mib):
-    assert estimate_bytes(workload(variant, *shape)) == mib * MIB
+    estimate = estimate_bytes(workload(variant, *shape))
+    assert estimate == mib * MIB and isinstance(estimate, int)  # whole bytes
 
 
 @pytest.mark.parametrize(
@@ -101,6 +102,17 @@ def test_largest_fitting_length_between_multiples_of_128():
     minimum = estimate_bytes(NAIVE_64K.with_(seq_len=16))
     assert largest_fitting_seq_len(NAIVE_64K, minimum) == 16
     assert largest_fitting_seq_len(NAIVE_64K, minimum - 1) is None
+
+
+def test_largest_fitting_length_steps_down_past_a_dip():
+    """The reference check's chunk makes the estimate dip and rise with S (here D = 256): the
+    multiple of 128 below the length the bisection found may not fit; the next one down does."""
+    naive = workload("naive", 1, 1, 16384, 256)
+    budget = estimate_bytes(naive.with_(seq_len=7045))
+    assert estimate_bytes(naive.with_(seq_len=7040)) > budget  # the dip
+    assert largest_fitting_seq_len(naive, budget) == 6912
+    exact = estimate_bytes(naive.with_(seq_len=6144))  # the bisection ends at 6149 here
+    assert largest_fitting_seq_len(naive, exact) == 6144  # a multiple of 128 that fits exactly
 
 
 def test_check_memory_takes_exactly_the_headroom(monkeypatch):
