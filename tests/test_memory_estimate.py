@@ -115,6 +115,16 @@ def test_largest_fitting_length_steps_down_past_a_dip():
     assert largest_fitting_seq_len(naive, exact) == 6144  # a multiple of 128 that fits exactly
 
 
+def test_the_suggested_length_fits_even_where_128_does_not():
+    """B64 H128 D256: S = 129 needs less than S = 128 (the reference check's chunks change), so
+    a budget can fit 129 and not 128. Whatever is suggested must fit."""
+    big = workload("sdpa-flash", 64, 128, 255, 256)
+    budget = estimate_bytes(big.with_(seq_len=129))
+    assert estimate_bytes(big.with_(seq_len=128)) > budget
+    fit = largest_fitting_seq_len(big, budget)
+    assert fit is not None and estimate_bytes(big.with_(seq_len=fit)) <= budget
+
+
 def test_check_memory_takes_exactly_the_headroom(monkeypatch):
     small = workload("naive", 1, 1, 1024, 64)
     need = estimate_bytes(small)
