@@ -34,5 +34,6 @@ VARIANT = Variant(
     unavailable=compiler("torch.compile"),
     warmup_calls=5,
     score_matrices=2,
+    backward_matrices=3,  # saved probabilities, their gradient, the scores' gradient
     first_run="compiles",
 )

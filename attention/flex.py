@@ -38,6 +38,11 @@ def build(problem: Problem) -> Built:
     return Built(forward, f"torch.compile (Inductor, {generated})")
 
 
+def backward_on_gpu(device: str, dtype: torch.dtype) -> str | None:
+    """torch raises NotImplementedError for a FlexAttention backward on CPU."""
+    return "FlexAttention has no backward on CPU (torch's own rule)" if device == "cpu" else None
+
+
 VARIANT = Variant(
     id="flex",
     label="FlexAttention (compiled)",
@@ -45,6 +50,7 @@ VARIANT = Variant(
     layout="bhsd",
     build=build,
     unavailable=compiler("FlexAttention"),
+    backward_unavailable=backward_on_gpu,
     warmup_calls=5,
     first_run="compiles",
 )

@@ -69,6 +69,7 @@ VARIANT = Variant(
     layout="bhsd",
     build=builder(inplace=False),
     score_matrices=3,  # the scores, their masked copy, the softmax (and the S² bool mask)
+    backward_matrices=4,  # saved probabilities, their gradient, the scores' gradient, a copy
     lesson_without_mask=NO_MASK,
     compare_default="always",
 )

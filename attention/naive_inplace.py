@@ -12,6 +12,7 @@ VARIANT = Variant(
     layout="bhsd",
     build=builder(inplace=True),
     score_matrices=2,  # the scores, masked where they are, and the softmax
+    backward_matrices=4,  # saved probabilities, their gradient, the scores' gradient, a copy
     lesson_without_mask=NO_MASK,
     compare_default="always",
 )

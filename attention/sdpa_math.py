@@ -13,6 +13,7 @@ VARIANT = sdpa_variant(
     ),
     backend="math",
     score_matrices=3,
+    backward_matrices=4,  # saved probabilities, their gradient, the scores' gradient, a copy
     upcasts=True,
     compare_default="always",
 )

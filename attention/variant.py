@@ -69,6 +69,8 @@ class Variant:
     layout: Layout
     build: Callable[[Problem], Built]  # raises VariantUnavailable where a known rule refuses
     unavailable: Rule = runs_anywhere
+    # Why its backward cannot run there (None: it can), for runs that train.
+    backward_unavailable: Rule = runs_anywhere
     # Entered around warm-up and the profiled steps alike (SDPA's backend pin), not per call.
     context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
     warmup_calls: int = 3
@@ -81,6 +83,9 @@ class Variant:
     # they are held in FP32 whatever the input dtype.
     score_matrices: int = 0
     upcasts: bool = False
+    # B·H·S² matrices alive at the backward's peak (those saved for it and its own), for runs
+    # that train.
+    backward_matrices: int = 0
     # Added to the lesson with the causal mask off, when the mask was the lesson.
     lesson_without_mask: str = ""
     # In Compare's default list: always (the post's six, listed with the reason when they

@@ -16,6 +16,7 @@ from profiling.workload import LIMITS, ConfigError, Workload
 # float64 scores per chunk of the reference check (reference_check.relative_error): 256 MiB to
 # 1 GiB. It takes the smallest unless the memory check left spare bytes for a larger one.
 REFERENCE_CHUNK = (32 * 1024**2, 128 * 1024**2)
+GRADIENT_CHUNK = REFERENCE_CHUNK[0] // 4  # the gradients' check holds four such matrices at once
 LIBRARY_WORKSPACE = 64 * 1024**2  # cuBLAS/cuDNN workspaces a run may allocate and keep
 # Small tensors (the reference's running sums, scalars, a kernel's lse) each take at least the
 # CUDA allocator's smallest block (512 bytes); the H200 measured 1 KiB over an estimate that left
@@ -38,12 +39,18 @@ def estimate_bytes(workload: Workload) -> int:
     seq_len, head_dim = workload.seq_len, workload.head_dim
     io = 4 * batch * heads * seq_len * head_dim * element_bytes  # q, k, v, out
     score_bytes = 4 if variant.upcasts else element_bytes
-    scores = variant.score_matrices * batch * heads * seq_len * seq_len * score_bytes
+    matrix = batch * heads * seq_len * seq_len * score_bytes
+    held = variant.score_matrices * matrix
     mask = seq_len * seq_len if variant.score_matrices else 0
     workspace = LIBRARY_WORKSPACE + SMALL_TENSORS
-    profiled = io + scores + mask + workspace + io // 4  # io // 4: lse, allocator slack
     copies = io if variant.layout == "bshd" else 0
-    checked = io + mask + workspace + copies + reference_bytes(workload)
+    reference = reference_bytes(workload)
+    if workload.needs_grad:  # dq, dk, dv and grad_out: another io; the backward's matrices
+        held = max(held, variant.backward_matrices * matrix)
+        reference = max(reference, reference_grad_bytes(workload))
+        io, copies = 2 * io, 2 * copies
+    profiled = io + held + mask + workspace + io // 4  # io // 4: lse, allocator slack
+    checked = io + mask + workspace + copies + reference
     return max(profiled, checked)
 
 
@@ -78,6 +85,18 @@ def reference_bytes(workload: Workload) -> int:
             scores + 4 * keys + 2 * queries + previous,
         ]
     return 8 * (rows * seq_len + max(moments))
+
+
+def reference_grad_bytes(workload: Workload) -> int:
+    """Peak float64 bytes of the gradients' check (profiling.reference_grad) in its chunk of
+    G pairs × R rows: four score-sized matrices at once (P, dP, dP − delta, dS), the group's
+    q, k, v, grad_out and its dK, dV accumulators (6·G·S·D) with a matmul's result beside
+    them, and a few row-sized tensors (6·G·R·D)."""
+    seq_len, head_dim, pairs = workload.seq_len, workload.head_dim, workload.batch * workload.heads
+    rows, group = reference_chunk(seq_len, pairs, GRADIENT_CHUNK)
+    scores = group * rows * seq_len
+    keys, queries = group * seq_len * head_dim, group * rows * head_dim
+    return 8 * (rows * seq_len + 4 * scores + 7 * keys + 6 * queries)
 
 
 def available_bytes(device: str) -> int:

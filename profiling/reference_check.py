@@ -45,7 +45,7 @@ def relative_error(
     sums: torch.Tensor | None = None  # ‖out − ref‖², ‖ref‖² (no zeros to start: one launch)
     for first_row in range(0, seq_len, rows):
         last_row = min(seq_len, first_row + rows)
-        bias = _mask(first_row, last_row, seq_len, workload.causal, q.device)
+        bias = causal_bias(first_row, last_row, seq_len, workload.causal, q.device)
         for first_pair in range(0, keep, group):
             pair_rows = slice(first_pair, first_pair + group)
             out_rows, q_rows = (
@@ -72,7 +72,7 @@ def relative_error(
     return finish
 
 
-def _mask(first_row: int, last_row: int, seq_len: int, causal: bool, device) -> torch.Tensor:
+def causal_bias(first_row: int, last_row: int, seq_len: int, causal: bool, device) -> torch.Tensor:
     """The additive float64 mask for these query rows: -inf where key > query when causal."""
     shape = (last_row - first_row, seq_len)
     if causal:

@@ -15,6 +15,7 @@ torch nor plotly (the Gantt is a FigureSpec, made into a plotly figure by the pa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,8 +28,17 @@ from profiling.kernels import kernel_table
 from profiling.launch import LaunchStats, launch_stats
 from profiling.small_trace import SmallTrace
 from profiling.summary import ForwardStats, forward_work, per_forward
+from profiling.vocabulary import FORWARD
 
 RECORDS, TABLE = "records", "table"
+
+
+@dataclass
+class Phase:
+    """One phase's figures (attn_fwd or attn_bwd): per step, as the run's own."""
+
+    stats: ForwardStats
+    kernels: pd.DataFrame
 
 
 @dataclass
@@ -36,10 +46,12 @@ class RunTrace:
     """One run's trace and what the run computed from it. Built by `read` only."""
 
     lanes: list[str]
-    stats: ForwardStats  # the per-forward figures, kernels decoded with this app's context
-    kernels: pd.DataFrame  # per kernel name, per forward
+    stats: ForwardStats  # per measured step (a forward, a backward or both), kernels decoded
+    kernels: pd.DataFrame  # per kernel name, per measured step
     source: SmallTrace | trace_model.Trace = field(repr=False)
     _columns: pd.DataFrame | None = field(default=None, repr=False)
+    # each phase of the step by its span's name, in order (one phase: the step's own figures)
+    phases: dict[str, Phase] = field(default_factory=dict, repr=False)
 
     @property
     def reader(self) -> str:
@@ -68,29 +80,52 @@ class RunTrace:
         return gantt_spec(self.source.spans, self.lanes, title=title)
 
 
-def read(path: str | Path) -> RunTrace:
-    """The run's trace at `path`, read once; raises TraceError as trace.load does.
+def read(
+    path: str | Path, measured: str = FORWARD, phases: tuple[str, ...] = (FORWARD,)
+) -> RunTrace:
+    """The run's trace at `path`, read once; raises TraceError as trace.load does. `measured`
+    names the span around one measured step, `phases` the spans it is made of.
 
     Bytes the records reader declines after decoding them are decoded again by the model: a
     rare path (every variant's H200 run in tests/test_gpu.py is read as records)."""
     data = trace_events.read_bytes(path)
     records = small_trace.parse(data)
     if records is not None:
-        return of_records(records)
-    return of_table(trace_model.load(data))  # the bytes read above: no second file read
+        return of_records(records, measured, phases)
+    # the bytes read above: no second file read
+    return of_table(trace_model.load(data), measured, phases)
 
 
-def of_records(records: SmallTrace) -> RunTrace:
+def of_records(
+    records: SmallTrace, measured: str = FORWARD, phases: tuple[str, ...] = (FORWARD,)
+) -> RunTrace:
     """A run's trace read as records (`read` picks the reader; tests build both to compare)."""
-    windows, work = small_trace.forward_work(records)
-    stats = small_trace.per_forward(records, windows, work, own_run=True)
-    kernels = small_trace.kernel_table(work, per=max(len(windows), 1), own_run=True)
-    return RunTrace(records.lanes, stats, kernels, records)
+
+    def phase(name: str) -> Phase:
+        windows, work = small_trace.forward_work(records, name)
+        stats = small_trace.per_forward(records, windows, work, own_run=True)
+        kernels = small_trace.kernel_table(work, per=max(len(windows), 1), own_run=True)
+        return Phase(stats, kernels)
+
+    return _built(records.lanes, records, phase, measured, phases)
 
 
-def of_table(table: trace_model.Trace) -> RunTrace:
+def of_table(
+    table: trace_model.Trace, measured: str = FORWARD, phases: tuple[str, ...] = (FORWARD,)
+) -> RunTrace:
     """A run's trace read as the trace model's spans table."""
-    windows, work = forward_work(table)
-    stats = per_forward(table, windows=windows, work=work, own_run=True)
-    kernels = kernel_table(work, per=max(len(windows), 1), own_run=True)
-    return RunTrace(table.lanes, stats, kernels, table)
+
+    def phase(name: str) -> Phase:
+        windows, work = forward_work(table, name)
+        stats = per_forward(table, windows=windows, work=work, own_run=True)
+        kernels = kernel_table(work, per=max(len(windows), 1), own_run=True)
+        return Phase(stats, kernels)
+
+    return _built(table.lanes, table, phase, measured, phases)
+
+
+def _built(lanes, source, phase: Callable[[str], Phase], measured: str, phases) -> RunTrace:
+    """The step's figures and each phase's (the step's own where it is the one phase)."""
+    step = phase(measured)
+    by_name = {name: step if name == measured else phase(name) for name in phases}
+    return RunTrace(lanes, step.stats, step.kernels, source, phases=by_name)

@@ -20,23 +20,23 @@ import traceback
 import warnings
 from collections.abc import Callable
 from concurrent import futures
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import ProfilerActivity, profile, schedule
 
 from attention import Built, Problem, VariantUnavailable
-from profiling import run_trace
+from profiling import run_trace, training
 from profiling.availability import error_text
 from profiling.memory_estimate import check_memory
 from profiling.reference_check import relative_error
+from profiling.reference_grad import gradient_errors
 from profiling.run_export import export, operator_table
 from profiling.run_trace import RunTrace
 from profiling.summary import ForwardStats, Summary, flops_convention
-from profiling.vocabulary import FORWARD
 from profiling.workload import WAIT, WARMUP, ConfigError, Workload, resolve_device
 
 Progress = Callable[[float, str], None]
@@ -102,6 +102,8 @@ def _run_locked(workload: Workload, out_dir: str | Path | None, report: Progress
     variant = workload.spec
     try:
         reason = variant.unavailable(device, workload.torch_dtype)
+        if not reason and workload.needs_grad:
+            reason = variant.backward_unavailable(device, workload.torch_dtype)
     except Exception as exc:  # the check itself broke: no verdict, a failure
         log.exception("availability check failed: %s", workload)
         raise RunError(
@@ -149,6 +151,11 @@ def _attempt(
     report(0.15, f"warm-up ({variant.warmup_calls} calls)")
     profiler = _profile(workload, built, variant, tensors, device, report)
     peak = torch.cuda.max_memory_allocated() / 1024**2 if device == "cuda" else None
+    saved = None
+    if workload.needs_grad:
+        report(0.65, "measuring what the forward saves for backward")
+        with variant.context():
+            saved = training.saved_for_backward(workload, built.forward, tensors)
     report(0.7, "exporting the trace")
     paths = export(profiler, workload, device, out)
     try:
@@ -156,7 +163,11 @@ def _attempt(
         # The reference's GPU work is queued first and read last, so it runs while the CPU
         # parses.
         reference = relative_error(tensors, workload, variant.layout, device, spare)
-        result = _result(workload, built, profiler, paths, peak, reference, device)
+        gradients = None
+        if workload.needs_grad:
+            gradients = gradient_errors(tensors, workload, variant.layout, device)
+        checks = Checks(reference, gradients, saved)
+        result = _result(workload, built, profiler, paths, peak, checks, device)
     finally:
         futures.wait([paths.gz_written])  # no writer left behind in a folder about to go
     try:
@@ -167,42 +178,33 @@ def _attempt(
 
 
 def _inputs(workload: Workload, device: str, layout: str) -> dict[str, torch.Tensor]:
-    """Fixed-seed q, k, v in the variant's layout, as the post's scripts create them."""
+    """Fixed-seed q, k, v in the variant's layout, as the post's scripts create them (and, for
+    a run with a backward, the output's gradient, and q, k, v requiring theirs)."""
     generator = torch.Generator(device=device).manual_seed(SEED)
     if layout == "bhsd":
         shape = (workload.batch, workload.heads, workload.seq_len, workload.head_dim)
     else:
         shape = (workload.batch, workload.seq_len, workload.heads, workload.head_dim)
     dtype = workload.torch_dtype
-    return {
-        name: torch.randn(shape, generator=generator, device=device, dtype=dtype)
-        for name in ("q", "k", "v")
+    names = ("q", "k", "v", "grad_out") if workload.needs_grad else ("q", "k", "v")
+    tensors = {
+        name: torch.randn(shape, generator=generator, device=device, dtype=dtype) for name in names
     }
+    if workload.needs_grad:
+        for name in training.INPUTS:
+            tensors[name].requires_grad_(True)
+    return tensors
 
 
 def _profile(workload, built: Built, variant, tensors: dict, device: str, report: Progress):
-    """The warm-up calls, then the post's profiler schedule; the output stays in `tensors`."""
-    q, k, v = tensors["q"], tensors["k"], tensors["v"]
+    """The warm-up steps, then the post's profiler schedule; the output stays in `tensors`."""
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    with torch.no_grad(), variant.context():
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            try:
-                for _ in range(variant.warmup_calls):
-                    tensors["out"] = built.forward(q, k, v)
-                sync()
-            except RuntimeError as exc:
-                if isinstance(exc, torch.OutOfMemoryError) or not variant.declines(exc):
-                    raise  # a failure, not the library refusing this input
-                hints = "; ".join(dict.fromkeys(str(w.message).splitlines()[0] for w in caught))
-                detail = f" ({hints})" if hints else ""
-                raise VariantUnavailable(
-                    f"{variant.id} cannot run {workload.shape_text()} here: "
-                    f"{str(exc).splitlines()[0]}{detail}"
-                ) from exc
+    step = training.measured_step(workload, built.forward)
+    with training.grad_mode(workload), variant.context():
+        _warm_up(workload, variant, step, tensors, sync)
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         report(0.3, f"profiling {workload.total_steps} steps ({workload.steps} active)")
@@ -214,32 +216,55 @@ def _profile(workload, built: Built, variant, tensors: dict, device: str, report
             with_stack=False,
         ) as profiler:
             for _ in range(workload.total_steps):
-                with record_function(FORWARD):
-                    tensors["out"] = built.forward(q, k, v)
+                step(tensors)
                 profiler.step()
             sync()
     return profiler
 
 
-def _result(workload, built: Built, profiler, paths, peak, reference, device) -> ProfileResult:
-    """The run's figures: its trace read once, key_averages, the reference's error."""
-    trace = run_trace.read(paths.json)
+def _warm_up(workload, variant, step: Callable[[dict], None], tensors: dict, sync) -> None:
+    """The variant's warm-up steps; a library refusing this input by its own rule (SDPA's
+    pinned backends) makes the variant unavailable, with its warnings as the reason."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            for _ in range(variant.warmup_calls):
+                step(tensors)
+            sync()
+        except RuntimeError as exc:
+            if isinstance(exc, torch.OutOfMemoryError) or not variant.declines(exc):
+                raise  # a failure, not the library refusing this input
+            hints = "; ".join(dict.fromkeys(str(w.message).splitlines()[0] for w in caught))
+            detail = f" ({hints})" if hints else ""
+            raise VariantUnavailable(
+                f"{variant.id} cannot run {workload.shape_text()} here: "
+                f"{str(exc).splitlines()[0]}{detail}"
+            ) from exc
+
+
+@dataclass
+class Checks:
+    """What the run measured beside its trace: the output's error (queued), the gradients'
+    (queued, with a backward) and the tensors its forward saves for backward."""
+
+    output: Callable[[], tuple[float, str]]
+    gradients: Callable[[], tuple[dict[str, float], str]] | None
+    saved: list[training.SavedTensor] | None
+
+
+def _result(workload, built: Built, profiler, paths, peak, checks: Checks, device) -> ProfileResult:
+    """The run's figures: its trace read once, key_averages, the reference's errors."""
+    trace = run_trace.read(paths.json, workload.measured, workload.phases)
     stats = trace.stats
-    flops = workload.flops
-    if device == "cuda" and stats.gpu_us:
-        tflops = flops / (stats.gpu_us * 1e-6) / 1e12
-        basis = f"GPU time; {flops_convention(workload.causal)}"
-    else:
-        tflops = flops / (stats.cpu_us * 1e-6) / 1e12 if stats.cpu_us > 0 else None
-        basis = f"CPU time of attn_fwd (no GPU); {flops_convention(workload.causal)}"
-    ran = workload.spec.ran(built, stats.backend)  # declared, or read from the trace
-    gpu = _gpu_figures(stats, device)
+    ran = workload.spec.ran(built, stats.backend)  # declared, or read from the backend seen
     operators = operator_table(profiler, device)
-    rel_err, rel_note = reference()
+    rel_err, rel_note = checks.output()
+    grad_err, grad_note = checks.gradients() if checks.gradients else (None, "")
     notes = [n for n in (built.note,) if n]
     if stats.forwards != workload.steps:
         notes.append(
-            f"expected {workload.steps} attn_fwd spans in the trace, found {stats.forwards}"
+            f"expected {workload.steps} {workload.measured} spans in the trace, found "
+            f"{stats.forwards}"
         )
     summary = Summary(
         variant=workload.variant,
@@ -250,18 +275,22 @@ def _result(workload, built: Built, profiler, paths, peak, reference, device) ->
         torch_version=torch.__version__,
         ran=ran,
         forwards=stats.forwards,
-        **gpu,
+        **_gpu_figures(stats, device),
         cpu_us_per_forward=stats.cpu_us,
         cpu_us_range=list(stats.cpu_us_range or ()),
         peak_mib=peak if device == "cuda" else None,
-        flops_per_forward=flops,
-        tflops=tflops,
-        tflops_basis=basis,
+        **_rate(stats, workload.flops, workload, device),
         rel_err=rel_err,
         rel_err_note=rel_note,
         dominant_kernel=stats.dominant,
         dominant_decoded=stats.dominant_decoded,
         notes=notes,
+        mode=workload.mode,
+        phases=_phase_rows(trace, workload, device),
+        grad_err=grad_err,
+        grad_err_note=grad_note,
+        saved=[asdict(row) for row in checks.saved] if checks.saved is not None else None,
+        saved_extra_bytes=training.kept_beyond_inputs(checks.saved) if checks.saved else None,
     )
     return ProfileResult(
         config=workload,
@@ -273,6 +302,37 @@ def _result(workload, built: Built, profiler, paths, peak, reference, device) ->
         table_txt=paths.txt,
         trace=trace,
     )
+
+
+def _rate(stats: ForwardStats, flops: float, workload: Workload, device: str) -> dict[str, Any]:
+    """TFLOP/s of `flops` over the step's GPU time (its CPU time on a CPU), and the basis."""
+    convention = flops_convention(workload.causal, workload.mode)
+    if device == "cuda" and stats.gpu_us:
+        tflops = flops / (stats.gpu_us * 1e-6) / 1e12
+        basis = f"GPU time; {convention}"
+    else:
+        tflops = flops / (stats.cpu_us * 1e-6) / 1e12 if stats.cpu_us > 0 else None
+        basis = f"CPU time of {workload.measured} (no GPU); {convention}"
+    return {"flops_per_forward": flops, "tflops": tflops, "tflops_basis": basis}
+
+
+def _phase_rows(trace: RunTrace, workload: Workload, device: str) -> list[dict[str, Any]]:
+    """Each phase's figures per step (a forward run has one: its own)."""
+    rows = []
+    for name, phase in trace.phases.items():
+        rate = _rate(phase.stats, workload.phase_flops(name), workload, device)
+        rows.append(
+            {
+                "phase": name,
+                **_gpu_figures(phase.stats, device),
+                "cpu_us": phase.stats.cpu_us,
+                "tflops": rate["tflops"],
+                "flops": rate["flops_per_forward"],
+                "dominant_kernel": phase.stats.dominant,
+                "dominant_decoded": phase.stats.dominant_decoded,
+            }
+        )
+    return rows
 
 
 def _gpu_figures(stats: ForwardStats, device: str) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from profiling.gantt_rows import MAX_ROWS
 from profiling.kernels import decode, kernel_frame, short_name
 from profiling.summary import ForwardStats, cpu_dominant, forward_stats
 from profiling.trace_columns import from_codes
-from profiling.vocabulary import BACKEND_OPS, FORWARD, GPU_WORK
+from profiling.vocabulary import ALL_THREADS, BACKEND_OPS, FORWARD, GPU_WORK
 
 MAX_EVENTS = 20_000  # beyond this the vectorised path is the faster one anyway
 MAX_BYTES = 16 * 1024**2
@@ -276,11 +276,14 @@ def forward_work(trace: SmallTrace, name: str = FORWARD) -> tuple[list[Span], li
 
 
 def _inside(launch: Span, windows: list[Span]) -> bool:
-    """A ProfilerStep window holds every thread's launches, an attn_fwd window its own."""
+    """A ProfilerStep, attn_bwd or attn_step window holds every thread's launches, an
+    attn_fwd window its own."""
     launched_at, thread = launch.start, (launch.pid, launch.tid)
     return any(
         window.start <= launched_at <= window.end
-        and (window.own_step >= 0 or (window.pid, window.tid) == thread)
+        and (
+            window.own_step >= 0 or window.name in ALL_THREADS or (window.pid, window.tid) == thread
+        )
         for window in windows
     )
 

@@ -17,16 +17,20 @@ from profiling.kernels import decode, short_name
 from profiling.trace import Trace
 from profiling.trace_events import step_number
 from profiling.trace_query import is_in, step_rows
-from profiling.vocabulary import BACKEND_OPS, FORWARD, GPU_WORK
+from profiling.vocabulary import ALL_THREADS, BACKEND_OPS, FORWARD, GPU_WORK
 
 CAUSAL_CONVENTION = "causal attention counted as half of the 4·B·H·S²·D FLOPs of full attention"
 FULL_CONVENTION = "full attention: 4·B·H·S²·D FLOPs"
+BACKWARD_FLOPS = 2.5  # a backward's FLOPs as a multiple of its forward's (FlashAttention's count)
+BACKWARD_CONVENTION = f"backward counted as {BACKWARD_FLOPS} × the forward"
 NO_GPU_WORK = "n/a (CPU run: no GPU work)"  # a None GPU figure: not "0.00 kernels"
 
 
-def flops_convention(causal: bool) -> str:
-    """How TFLOP/s counted the work: the causal halving is only said of a causal run."""
-    return CAUSAL_CONVENTION if causal else FULL_CONVENTION
+def flops_convention(causal: bool, mode: str = "forward") -> str:
+    """How TFLOP/s counted the work: the causal halving is only said of a causal run, the
+    backward's multiple only of a run with a backward."""
+    convention = CAUSAL_CONVENTION if causal else FULL_CONVENTION
+    return convention if mode == "forward" else f"{convention}; {BACKWARD_CONVENTION}"
 
 
 def attention_flops(batch: int, heads: int, seq_len: int, head_dim: int, causal: bool) -> float:
@@ -79,6 +83,13 @@ class Summary:
     notes: list[str] = field(default_factory=list)
     # fastest and slowest recorded forward (CPU µs): the mean alone hides a noisy host
     cpu_us_range: list[float] = field(default_factory=list)
+    # A run's "forward" figures are per measured step: a forward, a backward, or both (train)
+    mode: str = "forward"
+    phases: list[dict[str, Any]] = field(default_factory=list)  # per phase, per step
+    grad_err: dict[str, float] | None = None  # dq, dk, dv vs float64 (runs with a backward)
+    grad_err_note: str = ""
+    saved: list[dict[str, Any]] | None = None  # what the forward saves for backward
+    saved_extra_bytes: int | None = None  # of which neither an input nor the output
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -122,12 +133,12 @@ def launched_rows(spans: pd.DataFrame, work: np.ndarray, windows: np.ndarray) ->
 def starts_inside(spans: pd.DataFrame, rows: np.ndarray, windows: np.ndarray) -> np.ndarray:
     """For each of `rows`, whether that span starts inside one of `windows` (CPU spans).
 
-    An `attn_fwd` window holds what its own thread did; a ProfilerStep holds what every thread
-    did while it lasted (a training step's backward runs on autograd's threads, a DataLoader's
-    work on its own): one sorted search per thread, and one for the steps."""
+    An `attn_fwd` window holds what its own thread did; a ProfilerStep, an `attn_bwd` or an
+    `attn_step` holds what every thread did while it lasted (a backward runs on autograd's
+    threads, a DataLoader's work on its own): one sorted search per thread, and one for those."""
     start, end = spans["start_us"].to_numpy(), spans["end_us"].to_numpy()
     row_start = start[rows]
-    steps = _named_steps(spans, windows)
+    steps = _all_threads(spans, windows)
     inside = _within(row_start, start[windows[steps]], end[windows[steps]])
     local = windows[~steps]
     if len(local):
@@ -139,14 +150,19 @@ def starts_inside(spans: pd.DataFrame, rows: np.ndarray, windows: np.ndarray) ->
     return inside
 
 
-def _named_steps(spans: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """Per row of `rows` (CPU spans), whether its name is a ProfilerStep's; reads only those
-    rows' names (pandas' accessors cost more than the test on a run's few windows)."""
+def _all_threads(spans: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Per row of `rows` (CPU spans), whether it holds every thread's work (a ProfilerStep's
+    name, or one of ALL_THREADS); reads only those rows' names (pandas' accessors cost more
+    than the test on a run's few windows)."""
     names = spans["name"].array
     if isinstance(names, pd.Categorical):
         values, codes = names.categories, names.codes[rows]
-        return np.array([c >= 0 and step_number(values[c]) >= 0 for c in codes], dtype=bool)
-    return np.array([step_number(n) >= 0 for n in np.asarray(names)[rows]], dtype=bool)
+        return np.array([c >= 0 and _holds_all(values[c]) for c in codes], dtype=bool)
+    return np.array([_holds_all(n) for n in np.asarray(names)[rows]], dtype=bool)
+
+
+def _holds_all(name: Any) -> bool:
+    return name in ALL_THREADS or step_number(name) >= 0
 
 
 def _within(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

@@ -7,6 +7,11 @@ Plain constants with no imports, so the runner (which needs torch) and the trace
 from __future__ import annotations
 
 FORWARD = "attn_fwd"  # the record_function span around one profiled forward
+BACKWARD = "attn_bwd"  # around one profiled backward (a backward or train run)
+STEP = "attn_step"  # around a train run's forward and backward: one measured step
+# Spans whose GPU work any thread may launch while they last: autograd runs the backward on its
+# own thread (a ProfilerStep holds every thread's work too); an attn_fwd holds its own thread's.
+ALL_THREADS = (BACKWARD, STEP)
 GPU_WORK = ("kernel", "memcpy", "memset")  # the span categories counted as a forward's GPU work
 
 # The aten op each SDPA backend dispatches to: how a trace tells which backend really ran.

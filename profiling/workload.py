@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 from attention import VARIANTS, Problem, Variant
-from profiling.summary import attention_flops
+from profiling.summary import BACKWARD_FLOPS, attention_flops
+from profiling.vocabulary import BACKWARD, FORWARD, STEP
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -35,7 +36,10 @@ DTYPES: dict[str, torch.dtype] = {
 DEVICES = ("auto", "cuda", "cpu")
 # text field → the values it takes; `variant` takes the registry's ids, read when checked (a
 # variant registered later is known at once)
-CHOICES: dict[str, tuple[str, ...]] = {"dtype": tuple(DTYPES), "device": DEVICES}
+# What a run measures: the forward (today's default), the backward alone (its forward runs
+# outside the measured phase), or one training step (forward + backward).
+MODES = ("forward", "backward", "train")
+CHOICES: dict[str, tuple[str, ...]] = {"dtype": tuple(DTYPES), "device": DEVICES, "mode": MODES}
 
 # name: (lowest, highest). Wide enough for the H200's largest sensible runs; the memory
 # estimate, not these bounds, is what refuses a run too big for the machine at hand.
@@ -95,6 +99,7 @@ class Workload:
     causal: bool = True
     device: str = "auto"
     steps: int = 3
+    mode: str = "forward"
 
     @classmethod
     def from_user(cls, **raw: Any) -> Workload:
@@ -118,8 +123,33 @@ class Workload:
 
     @property
     def flops(self) -> float:
+        """FLOPs of one measured step: its phases' (forward_flops per phase, phase_flops)."""
+        return sum(self.phase_flops(phase) for phase in self.phases)
+
+    @property
+    def forward_flops(self) -> float:
         """FLOPs of one forward (causal counted as half)."""
         return attention_flops(self.batch, self.heads, self.seq_len, self.head_dim, self.causal)
+
+    def phase_flops(self, phase: str) -> float:
+        """A phase's FLOPs: the backward counted as BACKWARD_FLOPS × the forward's."""
+        return self.forward_flops * (BACKWARD_FLOPS if phase == BACKWARD else 1.0)
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """The record_function spans one measured step is made of, in order."""
+        return {"forward": (FORWARD,), "backward": (BACKWARD,), "train": (FORWARD, BACKWARD)}[
+            self.mode
+        ]
+
+    @property
+    def measured(self) -> str:
+        """The span around one measured step: the phase itself, or a train step's STEP."""
+        return STEP if self.mode == "train" else self.phases[0]
+
+    @property
+    def needs_grad(self) -> bool:
+        return self.mode != "forward"
 
     def problem(self, device: str) -> Problem:
         """What a variant is built for: this shape and dtype on `device`."""
@@ -157,7 +187,8 @@ class Workload:
         return asdict(self)
 
     def shape_text(self) -> str:
-        return f"B{self.batch} H{self.heads} S{self.seq_len} D{self.head_dim} {self.dtype}"
+        mode = "" if self.mode == "forward" else f" {self.mode}"
+        return f"B{self.batch} H{self.heads} S{self.seq_len} D{self.head_dim} {self.dtype}{mode}"
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Workload))
@@ -171,13 +202,14 @@ def shape_from_user(**raw: Any) -> dict[str, Any]:
 
 
 def shape_tag(shape: Mapping[str, Any], device: str) -> str:
-    """`8_16_1024_64_bfloat16_causal_cuda_3steps`; without seq_len when the shape has none (a
-    sweep's lengths vary)."""
+    """`8_16_1024_64_bfloat16_causal_cuda_3steps` (`…_3steps_train` for a training step);
+    without seq_len when the shape has none (a sweep's lengths vary)."""
     mask = "causal" if shape["causal"] else "full"
     length = f"_{shape['seq_len']}" if "seq_len" in shape else ""
+    mode = shape.get("mode", "forward")
     return (
         f"{shape['batch']}_{shape['heads']}{length}_{shape['head_dim']}_{shape['dtype']}_{mask}"
-        f"_{device}_{shape['steps']}steps"
+        f"_{device}_{shape['steps']}steps" + ("" if mode == "forward" else f"_{mode}")
     )
 
 

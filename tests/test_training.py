@@ -1,0 +1,209 @@
+"""Training runs on the CPU (issue 20): every mode for every CPU-capable variant, its phases in
+the trace, what the forward saves for backward, and the gradients against float64."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+import torch
+
+from attention import VARIANTS
+from profiling import training
+from profiling.availability import unavailable_reasons
+from profiling.memory_estimate import estimate_bytes, reference_grad_bytes
+from profiling.reference_grad import gradient_errors
+from profiling.runner import VariantUnavailable, run
+from profiling.workload import ConfigError, Workload
+
+CPU_VARIANTS = [v for v, why in unavailable_reasons("cpu", "float32").items() if why is None]
+TRAINABLE = [v for v in CPU_VARIANTS if VARIANTS[v].backward_unavailable("cpu", torch.float32) is None]
+SHAPE = {"seq_len": 128, "batch": 1, "heads": 2, "head_dim": 32, "dtype": "float32"}
+
+
+def small(variant: str, mode: str, **changes) -> Workload:
+    return Workload.from_user(variant=variant, device="cpu", mode=mode, **{**SHAPE, **changes})
+
+
+def slow_if_compiled(variants: list[str]) -> list:
+    return [
+        pytest.param(v, marks=pytest.mark.slow) if VARIANTS[v].slow_first_run else v
+        for v in variants
+    ]
+
+
+def span_names(result) -> list[str]:
+    doc = json.loads(gzip.decompress(result.trace_gz.read_bytes()))
+    return [e["name"] for e in doc["traceEvents"] if e.get("cat") == "user_annotation"]
+
+
+@pytest.mark.parametrize("variant", slow_if_compiled(TRAINABLE))
+def test_a_train_step_has_both_phases_and_correct_gradients(variant, tmp_path):
+    result = run(small(variant, "train"), out_dir=tmp_path)
+    summary = result.summary
+    assert summary.mode == "train" and summary.forwards == 3
+    assert [row["phase"] for row in summary.phases] == ["attn_fwd", "attn_bwd"]
+    names = span_names(result)
+    assert names.count("attn_step") == names.count("attn_fwd") == names.count("attn_bwd") == 3
+    assert summary.rel_err < 1e-5
+    assert set(summary.grad_err) == {"dq", "dk", "dv"}
+    assert all(error < 1e-5 for error in summary.grad_err.values()), summary.grad_err
+    # the step is both phases: its CPU time is at least each phase's
+    assert all(summary.cpu_us_per_forward >= row["cpu_us"] for row in summary.phases)
+    assert summary.flops_per_forward == pytest.approx(3.5 * small(variant, "forward").flops)
+    assert "backward counted as 2.5" in summary.tflops_basis
+
+
+@pytest.mark.parametrize("variant", slow_if_compiled(TRAINABLE))
+def test_a_backward_run_measures_the_backward_alone(variant, tmp_path):
+    result = run(small(variant, "backward"), out_dir=tmp_path)
+    summary = result.summary
+    assert [row["phase"] for row in summary.phases] == ["attn_bwd"]
+    names = span_names(result)
+    assert names.count("attn_bwd") == 3 and "attn_fwd" not in names and "attn_step" not in names
+    assert summary.forwards == 3 and all(e < 1e-5 for e in summary.grad_err.values())
+    assert summary.flops_per_forward == pytest.approx(2.5 * small(variant, "forward").flops)
+
+
+def test_a_forward_run_is_unchanged(tmp_path):
+    """The default mode: no graph, no gradients, no saved tensors, one phase."""
+    assert Workload().mode == "forward"
+    summary = run(small("naive", "forward"), out_dir=tmp_path).summary
+    assert summary.grad_err is None and summary.saved is None and summary.saved_extra_bytes is None
+    assert [row["phase"] for row in summary.phases] == ["attn_fwd"]
+    assert "backward" not in summary.tflops_basis
+
+
+def test_naive_keeps_the_probabilities_and_flash_keeps_the_log_sum_exp(tmp_path):
+    naive = run(small("naive", "train"), out_dir=tmp_path / "naive").summary
+    flash = run(small("sdpa-flash", "train"), out_dir=tmp_path / "flash").summary
+    matrix = 1 * 2 * 128 * 128 * 4  # B·H·S² in float32
+    assert {row["what"] for row in naive.saved} >= {"q", "k", "v", "S² mask"}
+    probabilities = [row for row in naive.saved if row["what"].startswith("B·H·S²")]
+    assert [row["bytes"] for row in probabilities] == [matrix]
+    assert naive.saved_extra_bytes == matrix + 128 * 128  # and the bool mask
+    assert flash.saved_extra_bytes == 1 * 2 * 128 * 4  # one float32 log-sum-exp per row
+    assert [row["what"] for row in flash.saved if row["what"] not in ("q", "k", "v")] == [
+        "output",
+        "B·H·S row statistics (log-sum-exp)",
+    ]
+
+
+def test_saved_tensors_count_a_tensor_once_and_name_the_inputs():
+    workload = small("naive", "train")
+    tensors = {n: torch.randn(1, 2, 128, 32, requires_grad=True) for n in training.INPUTS}
+
+    def forward(q, k, v):  # q used twice: saved twice, counted once
+        return (q @ k.transpose(-2, -1)).softmax(-1) @ v + q * q
+
+    rows = training.saved_for_backward(workload, forward, tensors)
+    whats = [row.what for row in rows]
+    assert sorted(whats) == sorted(["B·H·S² attention matrix (scores or probabilities)", "q", "k", "v"])
+
+
+def test_a_forward_without_a_backward_is_unavailable_with_the_reason():
+    workload = small("naive", "train")
+    tensors = {n: torch.randn(1, 2, 128, 32, requires_grad=True) for n in training.INPUTS}
+    tensors["grad_out"] = torch.randn(1, 2, 128, 32)
+    step = training.measured_step(workload, lambda q, k, v: q.detach() + 1)
+    with pytest.raises(VariantUnavailable, match="without a gradient"):
+        step(tensors)
+
+
+def test_flex_has_no_backward_on_a_cpu_and_says_so():
+    with pytest.raises(VariantUnavailable, match="no backward on CPU"):
+        run(small("flex", "backward"))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_gradient_reference_matches_autograd_in_float64(causal, monkeypatch):
+    """The chunked hand-written backward equals autograd's, in any chunking."""
+    import profiling.reference_grad as reference_grad
+
+    workload = small("naive", "train", causal=causal, seq_len=96)
+    shape = (1, 2, 96, 32)
+    q, k, v, grad_out = (torch.randn(shape, dtype=torch.float64) for _ in range(4))
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v)]
+    scores = leaves[0] @ leaves[1].transpose(-2, -1) / 32**0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(96, 96, dtype=torch.bool).triu(1), float("-inf"))
+    (scores.softmax(-1) @ leaves[2]).backward(grad_out)
+    exact = {"q": q, "k": k, "v": v, "grad_out": grad_out}
+    exact |= {name: leaf.grad for name, leaf in zip(("dq", "dk", "dv"), leaves, strict=True)}
+    for budget in (96 * 96 * 2, 40 * 96, 96):  # whole, several rows, one row per chunk
+        monkeypatch.setattr(reference_grad, "GRADIENT_CHUNK", budget)
+        errors, note = gradient_errors(exact, workload, "bhsd", "cpu")()
+        assert note == "all heads" and all(e < 1e-12 for e in errors.values()), (budget, errors)
+    wrong = dict(exact, dk=exact["dk"] * 1.01)
+    errors, _ = gradient_errors(wrong, workload, "bhsd", "cpu")()
+    assert errors["dk"] == pytest.approx(0.01, rel=1e-6) and errors["dq"] < 1e-12
+
+
+def test_the_mode_is_validated_and_named_in_tags():
+    assert small("naive", "train").shape_tag("cpu").endswith("_3steps_train")
+    assert small("naive", "forward").shape_tag("cpu").endswith("_3steps")  # today's names
+    assert small("naive", "backward").shape_text().endswith(" backward")
+    with pytest.raises(ConfigError, match="unknown mode 'inference'; choose one of: forward"):
+        small("naive", "inference")
+
+
+def test_the_estimate_grows_for_training_by_the_backwards_matrices():
+    shape = {"seq_len": 4096, "heads": 8}
+    forward, train = small("naive", "forward", **shape), small("naive", "train", **shape)
+    matrix = 1 * 8 * 4096 * 4096 * 4
+    assert estimate_bytes(train) - estimate_bytes(forward) >= matrix  # 4 matrices, not 3
+    flash = small("sdpa-flash", "train", **shape)
+    assert estimate_bytes(train) >= 4 * matrix and estimate_bytes(flash) < 2 * matrix
+    # the gradients' check holds four matrices of its chunk at once
+    assert reference_grad_bytes(train) >= 8 * 4 * (32 * 1024**2 // 4)
+
+
+def _x(name, ts, dur, cat="cpu_op", pid=1, tid=1, **args):
+    return {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "pid": pid, "tid": tid,
+            "args": args}  # fmt: skip
+
+
+def _launch(ts, correlation, tid):
+    return _x("cudaLaunchKernel", ts, 2, cat="cuda_runtime", tid=tid, correlation=correlation)
+
+
+def _kernel(name, ts, dur, correlation):
+    return _x(name, ts, dur, cat="kernel", pid=0, tid=7, correlation=correlation)
+
+
+TRAIN_STEP = [  # the main thread (1) runs the forward; autograd's thread (2) the backward
+    _x("ProfilerStep#2", 0, 100, cat="user_annotation"),
+    _x("attn_step", 1, 90, cat="user_annotation"),
+    _x("attn_fwd", 1, 29, cat="user_annotation"),
+    _x("attn_bwd", 31, 60, cat="user_annotation"),
+    _launch(5, 0, tid=1),
+    _launch(40, 1, tid=2),
+    _launch(50, 2, tid=2),
+    _kernel("fwd_kernel", 10, 20, 0),
+    _kernel("bwd_kernel_a", 45, 30, 1),
+    _kernel("bwd_kernel_b", 80, 10, 2),
+]
+
+
+@pytest.mark.parametrize("reader", ["records", "table"])
+def test_a_backward_launched_from_autograds_thread_is_the_backwards(reader, tmp_path):
+    """attn_bwd and attn_step windows hold every thread's launches; attn_fwd its own."""
+    from profiling import run_trace, small_trace, trace
+    from profiling.vocabulary import BACKWARD, FORWARD, STEP
+
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps({"traceEvents": TRAIN_STEP}))
+    if reader == "records":
+        records = small_trace.read(path)
+        assert records is not None
+        got = run_trace.of_records(records, STEP, (FORWARD, BACKWARD))
+    else:
+        got = run_trace.of_table(trace.load(path), STEP, (FORWARD, BACKWARD))
+    assert got.reader == reader
+    forward, backward = got.phases[FORWARD], got.phases[BACKWARD]
+    assert forward.kernels["kernel"].tolist() == ["fwd_kernel"]
+    assert sorted(backward.kernels["kernel"]) == ["bwd_kernel_a", "bwd_kernel_b"]
+    assert (forward.stats.gpu_us, backward.stats.gpu_us, got.stats.gpu_us) == (20, 40, 60)
+    assert (forward.stats.cpu_us, backward.stats.cpu_us, got.stats.cpu_us) == (29, 60, 90)
+    assert got.stats.kernels == 3 and got.stats.forwards == 1
