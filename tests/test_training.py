@@ -18,7 +18,9 @@ from profiling.runner import VariantUnavailable, run
 from profiling.workload import ConfigError, Workload
 
 CPU_VARIANTS = [v for v, why in unavailable_reasons("cpu", "float32").items() if why is None]
-TRAINABLE = [v for v in CPU_VARIANTS if VARIANTS[v].backward_unavailable("cpu", torch.float32) is None]
+TRAINABLE = [
+    v for v in CPU_VARIANTS if VARIANTS[v].backward_unavailable("cpu", torch.float32) is None
+]
 SHAPE = {"seq_len": 128, "batch": 1, "heads": 2, "head_dim": 32, "dtype": "float32"}
 
 
@@ -99,7 +101,8 @@ def test_saved_tensors_count_a_tensor_once_and_name_the_inputs():
 
     rows = training.saved_for_backward(workload, forward, tensors)
     whats = [row.what for row in rows]
-    assert sorted(whats) == sorted(["B·H·S² attention matrix (scores or probabilities)", "q", "k", "v"])
+    matrix = "B·H·S² attention matrix (scores or probabilities)"
+    assert sorted(whats) == sorted([matrix, "q", "k", "v"])
 
 
 def test_a_forward_without_a_backward_is_unavailable_with_the_reason():
