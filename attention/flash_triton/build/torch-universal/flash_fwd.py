@@ -1,22 +1,29 @@
-"""Our FlashAttention-2 forward in Triton: an offline path through `kernels`, readable in traces."""
+"""Our FlashAttention-2 forward in Triton: an offline path through `kernels`, readable in traces.
+
+The public, differentiable `flash_attn_func` lives in flash_autograd.py; this module holds the
+forward kernel, its autotuner and `_launch`, which also writes the per-row log-sum-exp that
+the backward (flash_bwd.py) needs.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import math
-import numbers
-import os
 from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-# TRITON_INTERPRET=1 must be set before triton is imported; then kernels run on CPU tensors.
-_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
+from .flash_common import (
+    INTERPRET,
+    SUPPORTED_DTYPES,
+    SUPPORTED_HEAD_DIMS,
+    check_inputs,
+    device_scope,
+    resolve_scale,
+    upcast_dot,
+)
 
-SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
-SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)
+__all__ = ["SUPPORTED_DTYPES", "SUPPORTED_HEAD_DIMS"]  # re-exported for older imports
 
 
 @triton.jit
@@ -70,7 +77,7 @@ def _attn_tiles(
             k = tl.load(k_ptrs, mask=in_seq[:, None], other=0.0)  # (BLOCK_N, D)
         else:
             k = tl.load(k_ptrs)  # (BLOCK_N, D)
-        if UPCAST_DOT:  # CPU interpreter only: its tl.dot is wrong for bf16 (see _launch)
+        if UPCAST_DOT:  # CPU interpreter only: its tl.dot is wrong for bf16 (see upcast_dot)
             s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))
         else:
             s = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N) raw scores, fp32
@@ -111,6 +118,7 @@ def _flash_fwd_kernel(
     K,
     V,
     Out,
+    Lse,
     softmax_scale,
     seqlen,
     n_heads,
@@ -138,8 +146,13 @@ def _flash_fwd_kernel(
     SPLIT_DIAGONAL: tl.constexpr = True,
     HEAVY_FIRST: tl.constexpr = True,
     UPCAST_DOT: tl.constexpr = False,
+    STORE_LSE: tl.constexpr = False,
 ):
-    """One program = one (batch, head) pair x one tile of BLOCK_M query rows."""
+    """One program = one (batch, head) pair x one tile of BLOCK_M query rows.
+
+    STORE_LSE (training only) also writes each row's natural log-sum-exp of the scaled scores
+    to Lse, a contiguous fp32 [batch, heads, seqlen] tensor; inference compiles it out.
+    """
     pid_bh = tl.program_id(0)
     pid_m = tl.program_id(1)
     if CAUSAL and HEAVY_FIRST:
@@ -206,6 +219,9 @@ def _flash_fwd_kernel(
         + (offs_mt[:, None] * stride_os + offs_d[None, :] * stride_od)
     )
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
+    if STORE_LSE:  # log(sum_j e^(s_ij)) = (m_i + log2 l_i) * ln 2, back from log2 units
+        lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
+        tl.store(Lse + pid_bh.to(tl.int64) * seqlen + offs_m, lse, mask=row_ok)
 
 
 def _make_configs() -> list[triton.Config]:
@@ -285,41 +301,6 @@ def last_autotune_choice() -> str | None:
     return f"BM{c['block_m']} BN{c['block_n']} w{c['num_warps']} s{c['num_stages']}"
 
 
-def _check_inputs(q: Any, k: Any, v: Any, softmax_scale: Any) -> None:
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if q.dim() != 4:
-        raise ValueError(f"q must be 4-D [batch, seq, heads, head_dim], got shape {tuple(q.shape)}")
-    if k.shape != q.shape or v.shape != q.shape:
-        raise ValueError(
-            "q, k, v must have the same shape [batch, seq, heads, head_dim]; got "
-            f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-        )
-    if q.dtype not in SUPPORTED_DTYPES:
-        raise ValueError(f"dtype must be torch.float16 or torch.bfloat16, got {q.dtype}")
-    if k.dtype != q.dtype or v.dtype != q.dtype:
-        raise ValueError(f"q, k, v must share one dtype; got q {q.dtype}, k {k.dtype}, v {v.dtype}")
-    head_dim = q.shape[-1]
-    if head_dim not in SUPPORTED_HEAD_DIMS:
-        raise ValueError(f"head_dim must be one of {SUPPORTED_HEAD_DIMS}, got {head_dim}")
-    if k.device != q.device or v.device != q.device:
-        raise ValueError(
-            f"q, k, v must be on one device; got q {q.device}, k {k.device}, v {v.device}"
-        )
-    if softmax_scale is not None and (
-        not isinstance(softmax_scale, numbers.Real)
-        or isinstance(softmax_scale, bool)
-        or not math.isfinite(softmax_scale)
-    ):
-        raise ValueError(f"softmax_scale must be None or a finite number, got {softmax_scale!r}")
-    if q.device.type != "cuda" and not _INTERPRET:
-        raise ValueError(
-            f"q, k, v must be CUDA tensors, got device {q.device} (to run on CPU, set "
-            "TRITON_INTERPRET=1 before triton is imported: Triton's interpreter, slow)"
-        )
-
-
 def _launch(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -327,24 +308,30 @@ def _launch(
     softmax_scale: float | None,
     causal: bool,
     config: dict[str, Any] | None,
-) -> torch.Tensor:
-    """config None: autotuned launch; else the kernel's meta-parameters."""
-    _check_inputs(q, k, v, softmax_scale)
+    return_lse: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(out, lse): config None = autotuned launch, else the kernel's meta-parameters.
+
+    lse (fp32 [batch, heads, seq]) is computed only when return_lse; otherwise it is None and
+    the kernel compiles without the store, as fast as before the backward existed.
+    """
+    check_inputs(q, k, v, softmax_scale)
     batch, seqlen, n_heads, head_dim = q.shape
-    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else float(softmax_scale)
+    scale = resolve_scale(softmax_scale, head_dim)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # contiguous [B, S, H, D]
+    lse = None
+    if return_lse:
+        lse = torch.empty((batch, n_heads, seqlen), dtype=torch.float32, device=q.device)
     if out.numel() == 0:
-        return out
-    if config is None and _INTERPRET:
+        return out, lse
+    if config is None and INTERPRET:
         # The autotuner would time every config in the interpreter: pick one instead.
         config = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
     meta = {} if config is None else dict(config)
-    # Triton's interpreter (3.9) multiplies the raw uint16 storage of bf16 in tl.dot:
-    # feed it the same bf16 values as fp32 instead. Compiled kernels never take this path.
-    if _INTERPRET and q.dtype == torch.bfloat16:
+    if upcast_dot(q.dtype):  # the CPU interpreter's bf16 tl.dot bug (flash_common.upcast_dot)
         meta["UPCAST_DOT"] = True
     args = (
-        q, k, v, out, scale, seqlen, n_heads,
+        q, k, v, out, out if lse is None else lse, scale, seqlen, n_heads,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         triton.next_power_of_2(seqlen),
     )  # fmt: skip
@@ -353,49 +340,21 @@ def _launch(
         return (batch * n_heads, triton.cdiv(seqlen, launch_meta["BLOCK_M"]))
 
     kernel = _flash_fwd_autotuned if config is None else _flash_fwd_kernel
-    with torch.cuda.device(q.device) if q.device.type == "cuda" else contextlib.nullcontext():
-        kernel[grid](*args, HEAD_DIM=head_dim, CAUSAL=bool(causal), **meta)
-    return out
+    with device_scope(q):
+        kernel[grid](*args, HEAD_DIM=head_dim, CAUSAL=bool(causal), STORE_LSE=return_lse, **meta)
+    return out, lse
 
 
-def flash_attn_func(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    softmax_scale: float | None = None,
-    causal: bool = False,
-) -> torch.Tensor:
-    """softmax(q k^T * scale [+ causal mask]) v for q, k, v of shape [batch, seq, heads, head_dim].
-
-    fp16 or bf16, head_dim in {16, 32, 64, 128, 256}, any strides. `causal` is the
-    top-left aligned mask (query i sees keys j <= i), as SDPA's is_causal=True.
-    softmax_scale defaults to 1/sqrt(head_dim). Returns a new contiguous tensor of q's
-    shape and dtype. Tiles come from Triton's autotuner (keyed on head_dim, causal, dtype
-    and the next power of two of seq).
-    """
-    return _launch(q, k, v, softmax_scale, causal, None)
-
-
-def flash_attn_func_with_config(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    softmax_scale: float | None = None,
-    causal: bool = False,
-    *,
-    block_m: int = 128,
-    block_n: int = 64,
-    num_warps: int = 8,
-    num_stages: int = 3,
-    split_diagonal: bool = True,
-    heavy_first: bool = True,
-) -> torch.Tensor:
-    """As `flash_attn_func`, with the launch fixed (no autotuning), for tests and benchmarks.
-
-    split_diagonal=False masks every key tile; heavy_first=False launches causal query tiles
-    in sequence order (both slower: variants kept to measure what the defaults buy).
-    """
-    config = {
+def fixed_config(
+    block_m: int,
+    block_n: int,
+    num_warps: int,
+    num_stages: int,
+    split_diagonal: bool,
+    heavy_first: bool,
+) -> dict[str, Any]:
+    """The meta-parameters of a fixed (not autotuned) forward launch."""
+    return {
         "BLOCK_M": block_m,
         "BLOCK_N": block_n,
         "num_warps": num_warps,
@@ -403,4 +362,3 @@ def flash_attn_func_with_config(
         "SPLIT_DIAGONAL": split_diagonal,
         "HEAVY_FIRST": heavy_first,
     }
-    return _launch(q, k, v, softmax_scale, causal, config)

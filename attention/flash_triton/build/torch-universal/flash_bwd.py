@@ -1,0 +1,359 @@
+"""FlashAttention-2 backward in Triton: delta, then a dK/dV pass over key tiles, then dQ.
+
+With P = softmax(scale * Q K^T) rebuilt tile by tile from the forward's log-sum-exp (LSE):
+  dV = P^T dO,  dP = dO V^T,  dS = P * (dP - delta) with delta_i = rowsum(dO * O)_i,
+  dK = scale * dS^T Q,  dQ = scale * dS K.
+Three kernels, no atomics: `_flash_bwd_preprocess` (delta), `_flash_bwd_dkdv` (one program
+per key tile, looping over query tiles) and `_flash_bwd_dq` (one program per query tile,
+looping over key tiles). Everything accumulates in fp32.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .flash_bwd_config import BackwardConfig, check_backward_config, default_backward_config
+from .flash_common import device_scope, upcast_dot
+
+
+@triton.jit
+def _mma(a, b, acc, UPCAST_DOT: tl.constexpr):
+    """acc + a @ b in fp32; fp32 operands where the interpreter's bf16 tl.dot is wrong."""
+    if UPCAST_DOT:  # noqa: SIM108 (constexpr branch)
+        acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    else:
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit(do_not_specialize=["seqlen", "n_heads"])
+def _flash_bwd_preprocess(
+    Out, DOut, Delta, seqlen, n_heads,
+    stride_ob, stride_os, stride_oh, stride_od,
+    stride_dob, stride_dos, stride_doh, stride_dod,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+):  # fmt: skip
+    """delta_i = sum_d dO_id * O_id for BLOCK_M rows of one (batch, head), fp32 [B, H, S]."""
+    pid_bh = tl.program_id(0)
+    m0 = tl.program_id(1) * BLOCK_M
+    b = pid_bh // n_heads
+    h = pid_bh % n_heads
+    offs_mt = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = m0 + offs_mt < seqlen
+    o_ptrs = (
+        Out + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
+        + m0.to(tl.int64) * stride_os
+        + (offs_mt[:, None] * stride_os + offs_d[None, :] * stride_od)
+    )  # fmt: skip
+    do_ptrs = (
+        DOut + b.to(tl.int64) * stride_dob + h.to(tl.int64) * stride_doh
+        + m0.to(tl.int64) * stride_dos
+        + (offs_mt[:, None] * stride_dos + offs_d[None, :] * stride_dod)
+    )  # fmt: skip
+    o = tl.load(o_ptrs, mask=row_ok[:, None], other=0.0).to(tl.float32)
+    do = tl.load(do_ptrs, mask=row_ok[:, None], other=0.0).to(tl.float32)
+    delta = tl.sum(o * do, 1)  # (BLOCK_M,)
+    tl.store(Delta + pid_bh.to(tl.int64) * seqlen + m0 + offs_mt, delta, mask=row_ok)
+
+
+@triton.jit
+def _dkdv_tiles(
+    dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+    stride_qs, stride_qd, stride_dos, stride_dod,
+    offs_n, lo, hi, seqlen, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST_DOT: tl.constexpr,
+):  # fmt: skip
+    """Add query tiles [lo, hi) to one key tile's dK (unscaled) and dV. Scores are computed
+    transposed (keys x queries), so the key tile's rows stay rows. MASKED tiles mask query
+    rows past seqlen and, if CAUSAL, keys j > i; the others are fully visible."""
+    offs_mt = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    qT_ptrs = (
+        q_base + tl.cast(lo, tl.int64) * stride_qs
+        + (offs_d[:, None] * stride_qd + offs_mt[None, :] * stride_qs)
+    )  # (D, BLOCK_M)  # fmt: skip
+    do_ptrs = (
+        do_base + tl.cast(lo, tl.int64) * stride_dos
+        + (offs_mt[:, None] * stride_dos + offs_d[None, :] * stride_dod)
+    )  # (BLOCK_M, D)  # fmt: skip
+    for start_m in range(lo, hi, BLOCK_M):
+        start_m = tl.multiple_of(start_m, BLOCK_M)
+        rows = start_m + offs_mt  # (BLOCK_M,) query positions
+        if MASKED:
+            row_ok = rows < seqlen
+            qT = tl.load(qT_ptrs, mask=row_ok[None, :], other=0.0)
+            lse = tl.load(lse_base + rows, mask=row_ok, other=0.0)
+        else:
+            qT = tl.load(qT_ptrs)
+            lse = tl.load(lse_base + rows)
+        lse2 = lse * 1.4426950408889634  # log2 units, as the scores
+        sT = _mma(k, qT, tl.zeros([BLOCK_N, BLOCK_M], tl.float32), UPCAST_DOT)  # (K Q^T)
+        pT = tl.math.exp2(sT * qk_scale - lse2[None, :])  # P^T, rebuilt exactly
+        if MASKED:
+            keep = row_ok[None, :]
+            if CAUSAL:
+                keep = keep & (rows[None, :] >= offs_n[:, None])
+            pT = tl.where(keep, pT, 0.0)
+            do = tl.load(do_ptrs, mask=row_ok[:, None], other=0.0)
+            delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
+        else:
+            do = tl.load(do_ptrs)
+            delta = tl.load(delta_base + rows)
+        dv = _mma(pT.to(do.dtype), do, dv, UPCAST_DOT)  # dV += P^T dO
+        dpT = _mma(v, tl.trans(do), tl.zeros([BLOCK_N, BLOCK_M], tl.float32), UPCAST_DOT)
+        dsT = pT * (dpT - delta[None, :])  # dS^T
+        dk = _mma(dsT.to(qT.dtype), tl.trans(qT), dk, UPCAST_DOT)  # dK += dS^T Q
+        qT_ptrs += BLOCK_M * stride_qs
+        do_ptrs += BLOCK_M * stride_dos
+    return dk, dv
+
+
+# Sequence length and head count vary from call to call: no divisibility specialisation.
+@triton.jit(do_not_specialize=["seqlen", "n_heads"])
+def _flash_bwd_dkdv(
+    Q, K, V, DOut, Lse, Delta, DK, DV, softmax_scale, seqlen, n_heads,
+    stride_qb, stride_qs, stride_qh, stride_qd,
+    stride_kb, stride_ks, stride_kh, stride_kd,
+    stride_vb, stride_vs, stride_vh, stride_vd,
+    stride_dob, stride_dos, stride_doh, stride_dod,
+    stride_gb, stride_gs, stride_gh, stride_gd,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr = False,
+):  # fmt: skip
+    """One program = one (batch, head) x BLOCK_N keys: their dK and dV (strides stride_g*).
+
+    Causal: query tiles before the key tile see none of it and are skipped; the BLOCK_N rows
+    from the tile's start form the masked diagonal; later full tiles go unmasked. Key tile 0
+    sees the most queries and is launched first.
+    """
+    pid_bh = tl.program_id(0)
+    n0 = tl.program_id(1) * BLOCK_N
+    b = (pid_bh // n_heads).to(tl.int64)
+    h = (pid_bh % n_heads).to(tl.int64)
+    q_base = Q + b * stride_qb + h * stride_qh
+    do_base = DOut + b * stride_dob + h * stride_doh
+    lse_base = Lse + pid_bh.to(tl.int64) * seqlen
+    delta_base = Delta + pid_bh.to(tl.int64) * seqlen
+    offs_nt = tl.arange(0, BLOCK_N)
+    offs_n = n0 + offs_nt  # (BLOCK_N,) key positions
+    offs_d = tl.arange(0, HEAD_DIM)
+    key_ok = offs_n < seqlen
+    n0_64 = n0.to(tl.int64)
+    k_ptrs = K + b * stride_kb + h * stride_kh + n0_64 * stride_ks
+    k = tl.load(
+        k_ptrs + (offs_nt[:, None] * stride_ks + offs_d[None, :] * stride_kd),
+        mask=key_ok[:, None], other=0.0,
+    )  # (BLOCK_N, D)  # fmt: skip
+    v_ptrs = V + b * stride_vb + h * stride_vh + n0_64 * stride_vs
+    v = tl.load(
+        v_ptrs + (offs_nt[:, None] * stride_vs + offs_d[None, :] * stride_vd),
+        mask=key_ok[:, None], other=0.0,
+    )  # (BLOCK_N, D)  # fmt: skip
+    dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
+    qk_scale = softmax_scale * 1.4426950408889634  # scores in log2 units: exp2 in the loop
+
+    full_end = (seqlen // BLOCK_M) * BLOCK_M  # query tiles below this need no row mask
+    lo_full = 0
+    if CAUSAL:  # the diagonal block: rows [n0, n0 + BLOCK_N) see part of the key tile
+        lo_full = n0 + BLOCK_N
+        dk, dv = _dkdv_tiles(
+            dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+            stride_qs, stride_qd, stride_dos, stride_dod,
+            offs_n, n0, tl.minimum(lo_full, seqlen), seqlen, qk_scale,
+            HEAD_DIM, BLOCK_M, BLOCK_N, True, True, UPCAST_DOT,
+        )  # fmt: skip
+    dk, dv = _dkdv_tiles(
+        dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+        stride_qs, stride_qd, stride_dos, stride_dod,
+        offs_n, lo_full, full_end, seqlen, qk_scale,
+        HEAD_DIM, BLOCK_M, BLOCK_N, False, CAUSAL, UPCAST_DOT,
+    )  # fmt: skip
+    dk, dv = _dkdv_tiles(  # the ragged last query tile, if any
+        dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+        stride_qs, stride_qd, stride_dos, stride_dod,
+        offs_n, tl.maximum(lo_full, full_end), seqlen, seqlen, qk_scale,
+        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, UPCAST_DOT,
+    )  # fmt: skip
+    g_off = (
+        b * stride_gb + h * stride_gh + n0_64 * stride_gs
+        + (offs_nt[:, None] * stride_gs + offs_d[None, :] * stride_gd)
+    )  # fmt: skip
+    tl.store(DK + g_off, (dk * softmax_scale).to(DK.dtype.element_ty), mask=key_ok[:, None])
+    tl.store(DV + g_off, dv.to(DV.dtype.element_ty), mask=key_ok[:, None])
+
+
+@triton.jit
+def _dq_tiles(
+    dq, q, do, lse, delta, k_base, v_base,
+    stride_ks, stride_kd, stride_vs, stride_vd,
+    offs_m, lo, hi, seqlen, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST_DOT: tl.constexpr,
+):  # fmt: skip
+    """Add key tiles [lo, hi) to one query tile's dQ (unscaled). MASKED tiles mask keys past
+    seqlen and, if CAUSAL, keys j > i; the others are fully visible. lse is in log2 units."""
+    offs_nt = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    kT_ptrs = (
+        k_base + tl.cast(lo, tl.int64) * stride_ks
+        + (offs_d[:, None] * stride_kd + offs_nt[None, :] * stride_ks)
+    )  # (D, BLOCK_N)  # fmt: skip
+    vT_ptrs = (
+        v_base + tl.cast(lo, tl.int64) * stride_vs
+        + (offs_d[:, None] * stride_vd + offs_nt[None, :] * stride_vs)
+    )  # (D, BLOCK_N)  # fmt: skip
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        cols = start_n + offs_nt  # (BLOCK_N,) key positions
+        if MASKED:
+            col_ok = cols < seqlen
+            kT = tl.load(kT_ptrs, mask=col_ok[None, :], other=0.0)
+            vT = tl.load(vT_ptrs, mask=col_ok[None, :], other=0.0)
+        else:
+            kT = tl.load(kT_ptrs)
+            vT = tl.load(vT_ptrs)
+        s = _mma(q, kT, tl.zeros([BLOCK_M, BLOCK_N], tl.float32), UPCAST_DOT)  # Q K^T
+        p = tl.math.exp2(s * qk_scale - lse[:, None])
+        if MASKED:
+            keep = col_ok[None, :]
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= offs_m[:, None])
+            p = tl.where(keep, p, 0.0)
+        dp = _mma(do, vT, tl.zeros([BLOCK_M, BLOCK_N], tl.float32), UPCAST_DOT)  # dO V^T
+        ds = p * (dp - delta[:, None])
+        dq = _mma(ds.to(kT.dtype), tl.trans(kT), dq, UPCAST_DOT)  # dQ += dS K
+        kT_ptrs += BLOCK_N * stride_ks
+        vT_ptrs += BLOCK_N * stride_vs
+    return dq
+
+
+@triton.jit(do_not_specialize=["seqlen", "n_heads"])
+def _flash_bwd_dq(
+    Q, K, V, DOut, Lse, Delta, DQ, softmax_scale, seqlen, n_heads,
+    stride_qb, stride_qs, stride_qh, stride_qd,
+    stride_kb, stride_ks, stride_kh, stride_kd,
+    stride_vb, stride_vs, stride_vh, stride_vd,
+    stride_dob, stride_dos, stride_doh, stride_dod,
+    stride_gb, stride_gs, stride_gh, stride_gd,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr = False,
+):  # fmt: skip
+    """One program = one (batch, head) x BLOCK_M queries: their dQ (strides stride_g*).
+
+    Causal: key tiles after the query tile are skipped, the keys below its first row are
+    unmasked, its own diagonal block is masked; the last query tiles (most keys) go first.
+    """
+    pid_bh = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    if CAUSAL:
+        pid_m = tl.num_programs(1) - 1 - pid_m
+    m0 = pid_m * BLOCK_M
+    b = (pid_bh // n_heads).to(tl.int64)
+    h = (pid_bh % n_heads).to(tl.int64)
+    offs_mt = tl.arange(0, BLOCK_M)
+    offs_m = m0 + offs_mt  # (BLOCK_M,) query positions
+    offs_d = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < seqlen
+    m0_64 = m0.to(tl.int64)
+    q_ptrs = Q + b * stride_qb + h * stride_qh + m0_64 * stride_qs
+    q = tl.load(
+        q_ptrs + (offs_mt[:, None] * stride_qs + offs_d[None, :] * stride_qd),
+        mask=row_ok[:, None], other=0.0,
+    )  # (BLOCK_M, D)  # fmt: skip
+    do_ptrs = DOut + b * stride_dob + h * stride_doh + m0_64 * stride_dos
+    do = tl.load(
+        do_ptrs + (offs_mt[:, None] * stride_dos + offs_d[None, :] * stride_dod),
+        mask=row_ok[:, None], other=0.0,
+    )  # (BLOCK_M, D)  # fmt: skip
+    row_base = pid_bh.to(tl.int64) * seqlen
+    lse = tl.load(Lse + row_base + offs_m, mask=row_ok, other=0.0) * 1.4426950408889634
+    delta = tl.load(Delta + row_base + offs_m, mask=row_ok, other=0.0)
+    k_base = K + b * stride_kb + h * stride_kh
+    v_base = V + b * stride_vb + h * stride_vh
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = softmax_scale * 1.4426950408889634
+
+    if CAUSAL:  # keys < m0 are seen whole by every row (m0 is a multiple of BLOCK_N)
+        hi_full = m0
+        hi_end = tl.minimum(m0 + BLOCK_M, seqlen)
+    else:
+        hi_full = (seqlen // BLOCK_N) * BLOCK_N
+        hi_end = seqlen
+    dq = _dq_tiles(
+        dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+        offs_m, 0, hi_full, seqlen, qk_scale,
+        HEAD_DIM, BLOCK_M, BLOCK_N, False, CAUSAL, UPCAST_DOT,
+    )  # fmt: skip
+    dq = _dq_tiles(
+        dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+        offs_m, hi_full, hi_end, seqlen, qk_scale,
+        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, UPCAST_DOT,
+    )  # fmt: skip
+    g_ptrs = (
+        DQ + b * stride_gb + h * stride_gh + m0_64 * stride_gs
+        + (offs_mt[:, None] * stride_gs + offs_d[None, :] * stride_gd)
+    )  # fmt: skip
+    tl.store(g_ptrs, (dq * softmax_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None])
+
+
+PREPROCESS_ROWS = 128  # rows of delta per preprocess program
+
+
+def flash_attn_backward(
+    dout: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    softmax_scale: float,
+    causal: bool,
+    config: BackwardConfig | None = None,
+    needs: tuple[bool, bool, bool] = (True, True, True),
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """(dq, dk, dv) of out = attention(q, k, v) given dout; each new, contiguous, of q's shape
+    and dtype, or None where `needs` says it is not wanted. q, k, v, dout: any strides; out and
+    lse (fp32 [B, H, S], natural log) come from the forward with return_lse."""
+    batch, seqlen, n_heads, head_dim = q.shape
+    config = config or default_backward_config(head_dim)
+    check_backward_config(config)
+    dout = dout.to(q.dtype)
+
+    def new() -> torch.Tensor:
+        return torch.empty(q.shape, dtype=q.dtype, device=q.device)
+
+    dq = new() if needs[0] else None
+    dk, dv = (new(), new()) if needs[1] or needs[2] else (None, None)
+    grad = dq if dq is not None else dk
+    if grad is None or q.numel() == 0:
+        return dq, dk, dv
+    delta = torch.empty((batch, n_heads, seqlen), dtype=torch.float32, device=q.device)
+    # dq, dk, dv are alike (contiguous): one set of strides serves the three.
+    strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride(), *grad.stride())
+    meta = {"HEAD_DIM": head_dim, "CAUSAL": bool(causal), "UPCAST_DOT": upcast_dot(q.dtype)}
+    with device_scope(q):
+        grid = (batch * n_heads, triton.cdiv(seqlen, PREPROCESS_ROWS))
+        _flash_bwd_preprocess[grid](
+            out, dout, delta, seqlen, n_heads, *out.stride(), *dout.stride(),
+            HEAD_DIM=head_dim, BLOCK_M=PREPROCESS_ROWS,
+        )  # fmt: skip
+        if dk is not None and dv is not None:
+            t = config.dkdv
+            _flash_bwd_dkdv[(batch * n_heads, triton.cdiv(seqlen, t.block_n))](
+                q, k, v, dout, lse, delta, dk, dv, softmax_scale, seqlen, n_heads, *strides,
+                BLOCK_M=t.block_m, BLOCK_N=t.block_n, num_warps=t.num_warps,
+                num_stages=t.num_stages, **meta,
+            )  # fmt: skip
+        if dq is not None:
+            t = config.dq
+            _flash_bwd_dq[(batch * n_heads, triton.cdiv(seqlen, t.block_m))](
+                q, k, v, dout, lse, delta, dq, softmax_scale, seqlen, n_heads, *strides,
+                BLOCK_M=t.block_m, BLOCK_N=t.block_n, num_warps=t.num_warps,
+                num_stages=t.num_stages, **meta,
+            )  # fmt: skip
+    return dq, dk if needs[1] else None, dv if needs[2] else None

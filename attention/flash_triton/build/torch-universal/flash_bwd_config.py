@@ -1,0 +1,59 @@
+"""Launch configs of the backward kernels (flash_bwd.py): tile sizes, warps, pipeline stages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .flash_common import INTERPRET
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """One backward kernel's launch: block_m query rows and block_n key rows per tile."""
+
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+    def short(self) -> str:
+        return f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}"
+
+
+@dataclass(frozen=True)
+class BackwardConfig:
+    """dkdv: block_n keys stay resident while block_m-row query tiles stream past (block_n must
+    be a multiple of block_m); dq: the reverse (block_m a multiple of block_n)."""
+
+    dkdv: TileConfig
+    dq: TileConfig
+
+    def short(self) -> str:
+        return f"dkdv {self.dkdv.short()}; dq {self.dq.short()}"
+
+
+def default_backward_config(head_dim: int) -> BackwardConfig:
+    """Fixed launches per head_dim (no autotuning: a backward call costs no tuning time).
+
+    Picked from an offline sm_90 compile (Triton 3.9: no register spills, or the fewest) and
+    the H200 survey in benchmarks/bench_flash_triton_bwd.py (docs/flash-triton-notes.md).
+    """
+    if INTERPRET:  # few, large programs: the interpreter's cost is per operation
+        return BackwardConfig(TileConfig(32, 64, 4, 1), TileConfig(64, 32, 4, 1))
+    if head_dim >= 256:  # 24 B of spill in dkdv, the least of those tried
+        return BackwardConfig(TileConfig(16, 32, 4, 2), TileConfig(64, 16, 8, 2))
+    if head_dim >= 128:
+        return BackwardConfig(TileConfig(32, 128, 8, 2), TileConfig(128, 64, 8, 2))
+    return BackwardConfig(TileConfig(32, 128, 8, 3), TileConfig(128, 64, 8, 3))
+
+
+def check_backward_config(config: BackwardConfig) -> None:
+    """Tile sizes the loops' alignment relies on (see BackwardConfig)."""
+    for name, tile in (("dkdv", config.dkdv), ("dq", config.dq)):
+        sizes = (tile.block_m, tile.block_n)
+        if any(x < 16 or x & (x - 1) for x in sizes):
+            raise ValueError(f"{name} block sizes must be powers of two >= 16, got {sizes}")
+    if config.dkdv.block_n % config.dkdv.block_m:
+        raise ValueError(f"dkdv block_n must be a multiple of block_m: {config.dkdv.short()}")
+    if config.dq.block_m % config.dq.block_n:
+        raise ValueError(f"dq block_m must be a multiple of block_n: {config.dq.short()}")
