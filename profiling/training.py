@@ -80,15 +80,18 @@ def saved_for_backward(workload: Workload, forward: Forward, tensors: dict) -> l
     seen: dict[tuple[int, int], SavedTensor] = {}
     inputs = {_storage_key(tensors[name]): name for name in INPUTS}
 
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
+    def pack(tensor: torch.Tensor) -> tuple[int, int]:
+        # Only the storage's key is kept, never the tensor: a saved output returned as itself
+        # would hold its own grad_fn in a cycle Python's collector cannot see (the inputs and
+        # the graph would leak run after run). This graph never runs backward.
         key = _storage_key(tensor)
         if key not in seen:
             size = tensor.untyped_storage().nbytes()
             what = inputs.get(key) or _what(tuple(tensor.shape), tensor.dtype, workload)
             seen[key] = SavedTensor(what, tuple(tensor.shape), _dtype(tensor.dtype), size)
-        return tensor
+        return key
 
-    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, _no_backward):
         out = forward(*(tensors[name] for name in INPUTS))
         output_key = _storage_key(out)
         del out  # the graph and what it saved go with it
@@ -97,6 +100,10 @@ def saved_for_backward(workload: Workload, forward: Forward, tensors: dict) -> l
         for key, row in seen.items()
     ]
     return sorted(rows, key=lambda row: -row.bytes)
+
+
+def _no_backward(key: tuple[int, int]) -> torch.Tensor:
+    raise RuntimeError("the graph saved_for_backward builds is measured, never differentiated")
 
 
 def kept_beyond_inputs(rows: list[SavedTensor]) -> int:
