@@ -36,7 +36,9 @@ _CATEGORY_RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^Memset|memset", re.I), "memset"),
     (
         re.compile(
-            r"flash_fwd|flash_attn|fmha|_sdpa_|fprop|flex_attention|attn_fwd|attention", re.I
+            r"flash_fwd|flash_bwd|flash_attn|fmha|_sdpa_|fprop|bprop|dot_do_o|convert_dq"
+            r"|flex_attention|attn_fwd|attention",
+            re.I,
         ),
         "fused attention",
     ),
@@ -63,6 +65,19 @@ _HINT_ROWS: list[tuple[re.Pattern[str], str] | tuple[re.Pattern[str], str, str]]
     (re.compile(r"s16816|h16816"), "tensor-core MMA 16×8×16 in bf16/fp16 (Ampere-style)"),
     (re.compile(r"sgemm|gemm_f32f32|xmma_gemm_f32"), "FP32 GEMM on CUDA cores: no tensor cores"),
     (re.compile(r"fmha_cutlassF"), "memory-efficient fused attention (xformers, CUTLASS forward)"),
+    (re.compile(r"fmha_cutlassB"), "memory-efficient attention backward (xformers, CUTLASS)"),
+    (re.compile(r"pytorch_flash::flash_bwd"), "FlashAttention-2 backward bundled in PyTorch"),
+    (
+        re.compile(r"flash_bwd_dq_dk_dv"),
+        "dQ, dK and dV in one pass over key blocks (parallel over the keys; dQ added up in FP32)",
+    ),
+    (re.compile(r"dot_do_o"), "backward pre-processing: delta = rowsum(dO ∘ O) per query row"),
+    (re.compile(r"convert_dq"), "dQ, added up in FP32, converted to the input's 16 bits"),
+    (re.compile(r"sdpa.*bprop|flash_bprop"), "fused attention backward (flash-style bprop)"),
+    (re.compile(r"flex_attention_backward"), "FlexAttention backward"),
+    (re.compile(r"softmax_warp_backward"), "softmax backward, one warp per row (rows ≤ 1024)"),
+    (re.compile(r"SoftMaxBackward"), "softmax backward, one block per row (long rows)"),
+    (re.compile(r"_softmax_backward_data"), "softmax backward, fused by Inductor"),
     (re.compile(r"_rf_"), "rf = accumulator kept in the register file"),
     (re.compile(r"pytorch_flash::flash_fwd"), "FlashAttention-2 forward bundled in PyTorch"),
     (re.compile(r"flash_fwd|flash_attn"), "FlashAttention forward"),
@@ -78,6 +93,11 @@ _HINT_ROWS: list[tuple[re.Pattern[str], str] | tuple[re.Pattern[str], str, str]]
     (re.compile(r"triton_tem_"), "Inductor Triton template kernel"),
     (re.compile(r"_attn_fwd|attn_fwd_kernel"), "hand-written Triton attention kernel"),
     (re.compile(r"^_flash_fwd_kernel$"), "", "our Triton FlashAttention (attention/flash_triton)"),
+    (
+        re.compile(r"^_flash_bwd_"),
+        "",
+        "our Triton FlashAttention's backward (attention/flash_triton)",
+    ),
     (re.compile(r"softmax_warp_forward"), "PyTorch softmax, one warp per row (rows ≤ 1024)"),
     (re.compile(r"SoftMaxForward"), "PyTorch softmax, one block per row (long rows)"),
     (
