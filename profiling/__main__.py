@@ -22,7 +22,7 @@ from profiling.runner import (
     quiet_profiler_logs,
     run,
 )
-from profiling.summary import summary_rows
+from profiling.summary_text import summary_rows
 from profiling.workload import ConfigError, Workload, resolve_device
 
 ALIASES = {"analyse": "analyze"}  # the tab is called Analyse

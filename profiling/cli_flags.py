@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from profiling.text_tables import markdown, text_table
-from profiling.workload import DEVICES, DTYPES, LIMITS, ConfigError, known_variants
+from profiling.workload import DEVICES, DTYPES, LIMITS, MODES, ConfigError, known_variants
 
 SUBCOMMANDS = {
     "compare": "several variants at one shape, one after another",
@@ -62,6 +62,11 @@ def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
     parser.add_argument("--verbose", action="store_true", help=verbose)
     steps = "active profiler steps, " + flag_range("steps")
     parser.add_argument("--steps", type=int, default=3, help=steps)
+    modes = (
+        "what one step measures: the forward, the backward alone, or forward + backward "
+        "(default %(default)s)"
+    )
+    parser.add_argument("--mode", default="forward", choices=MODES, help=modes)
 
 
 def shape_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -74,6 +79,7 @@ def shape_of(args: argparse.Namespace) -> dict[str, Any]:
         "causal": not args.no_causal,
         "device": args.device,
         "steps": args.steps,
+        "mode": args.mode,
     }
     if hasattr(args, "seq_len"):
         shape["seq_len"] = args.seq_len
@@ -84,8 +90,10 @@ def shape_text(shape: dict[str, Any]) -> str:
     """`B8 H16 S1024 D64 bfloat16 causal`, without S when the shape has no seq_len (a sweep)."""
     length = f" S{shape['seq_len']}" if "seq_len" in shape else ""
     mask = "causal" if shape["causal"] else "full"
+    mode = "" if shape.get("mode", "forward") == "forward" else f" {shape['mode']}"
     return (
-        f"B{shape['batch']} H{shape['heads']}{length} D{shape['head_dim']} {shape['dtype']} {mask}"
+        f"B{shape['batch']} H{shape['heads']}{length} D{shape['head_dim']} {shape['dtype']} "
+        f"{mask}{mode}"
     )
 
 

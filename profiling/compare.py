@@ -28,7 +28,7 @@ from profiling.peaks import Peak, peak_entry, peak_tflops, peaks_table
 from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
 from profiling.summary import Summary
 from profiling.text_tables import markdown
-from profiling.vocabulary import FORWARD
+from profiling.vocabulary import BACKWARD, FORWARD
 from profiling.workload import (
     DTYPES,
     ConfigError,
@@ -51,6 +51,9 @@ GLANCE_COLUMNS = [
     "TFLOP/s", "% of peak", "rel. err", "ran", "dominant kernel", "decoded", "GPU busy %",
     "idle gaps", "launch delay µs", "CPU launch µs/fwd", "reason",
 ]  # fmt: skip
+# Added after "rel. err" for runs with a backward ("/fwd" figures are then per step)
+TRAINING_COLUMNS = ["fwd GPU µs", "bwd GPU µs", "fwd CPU µs", "bwd CPU µs", "saved MiB",
+                    "dQ err", "dK err", "dV err"]  # fmt: skip
 
 
 @dataclass
@@ -214,9 +217,9 @@ def from_profile(result: ProfileResult) -> VariantRun:
 
 
 def timeline(spans: pd.DataFrame) -> pd.DataFrame:
-    """What a mini-Gantt draws: GPU kernels/memcpy/memset and the attn_fwd CPU spans."""
+    """What a mini-Gantt draws: GPU kernels/memcpy/memset and the attn_fwd, attn_bwd CPU spans."""
     keep = (spans["kind"] == "gpu") & spans["category"].isin(["kernel", "memcpy", "memset"])
-    keep |= (spans["kind"] == "cpu") & (spans["name"] == FORWARD)
+    keep |= (spans["kind"] == "cpu") & spans["name"].isin([FORWARD, BACKWARD])
     cols = ["lane", "kind", "name", "category", "start_us", "dur_us", "end_us", "step"]
     out = spans.loc[keep, cols].copy()
     out["lane"] = out["lane"].astype(str)
@@ -252,6 +255,7 @@ def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd
                     "dominant kernel": summary.dominant_kernel,
                     "decoded": summary.dominant_decoded,
                     "reason": "; ".join(summary.notes),
+                    **training_figures(summary),
                 }
             )
         if launch is not None and launch.busy_pct is not None:
@@ -264,14 +268,36 @@ def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd
                 }
             )
         rows.append(row)
-    table = pd.DataFrame(rows).reindex(columns=GLANCE_COLUMNS)
-    numeric = [
+    columns, numeric = GLANCE_COLUMNS, [
         "kernels/fwd", "GPU µs/fwd", "CPU µs/fwd", "peak MiB", "TFLOP/s", "% of peak",
         "rel. err", "GPU busy %", "launch delay µs", "CPU launch µs/fwd",
     ]  # fmt: skip
+    if any(TRAINING_COLUMNS[0] in row for row in rows):
+        at = GLANCE_COLUMNS.index("rel. err") + 1
+        columns = [*GLANCE_COLUMNS[:at], *TRAINING_COLUMNS, *GLANCE_COLUMNS[at:]]
+        numeric += TRAINING_COLUMNS
+    table = pd.DataFrame(rows).reindex(columns=columns)
     table[numeric] = table[numeric].astype(float)
     table["idle gaps"] = table["idle gaps"].astype("Int64")
     return table
+
+
+def training_figures(summary: Summary) -> dict[str, Any]:
+    """A run with a backward: each phase's GPU and CPU µs per step, the bytes its forward
+    saves for backward beyond the inputs and output, and the gradients' errors."""
+    if summary.mode == "forward":
+        return {}
+    phases = {row["phase"]: row for row in summary.phases}
+    figures: dict[str, Any] = {}
+    for short, name in (("fwd", FORWARD), ("bwd", BACKWARD)):
+        row = phases.get(name, {})
+        figures[f"{short} GPU µs"] = row.get("gpu_us_per_forward")
+        figures[f"{short} CPU µs"] = row.get("cpu_us")
+    extra = summary.saved_extra_bytes
+    figures["saved MiB"] = extra / 1024**2 if extra is not None else None
+    for name in ("dq", "dk", "dv"):
+        figures[f"d{name[1].upper()} err"] = (summary.grad_err or {}).get(name)
+    return figures
 
 
 def bound(cpu_us: float | None, gpu_us: float | None) -> str:

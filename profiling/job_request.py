@@ -121,12 +121,25 @@ def seq_len_list(raw: Any, device: str) -> list[int]:
 
 
 def _page_shape(
-    device: str, seq_len: Any, dtype: Any, batch: Any, heads: Any, head_dim: Any, causal: Any
+    device: str,
+    seq_len: Any,
+    dtype: Any,
+    batch: Any,
+    heads: Any,
+    head_dim: Any,
+    causal: Any,
+    mode: Any = "forward",
 ) -> dict[str, Any]:
     """The shared shape (the requests' own parameters, in their order), checked as a shape
     (Workload's rules), then the page's ranges."""
     shape = shape_from_user(
-        seq_len=seq_len, dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal
+        seq_len=seq_len,
+        dtype=dtype,
+        batch=batch,
+        heads=heads,
+        head_dim=head_dim,
+        causal=causal,
+        mode=mode,
     )
     check_page_ranges(shape, device)
     return shape
@@ -141,12 +154,13 @@ def compare_request(
     head_dim: Any,
     causal: Any,
     device: str,
+    mode: Any = "forward",
 ) -> JobRequest:
     """Validate a Compare: the variant list, the shape, the CPU budget for one run and for the
     whole job (the variants that can run here)."""
     device = device_key(device)
     names = variant_ids(variants, what="compare", limit=MAX_COMPARE_VARIANTS[device])
-    shape = _page_shape(device, seq_len, dtype, batch, heads, head_dim, causal)
+    shape = _page_shape(device, seq_len, dtype, batch, heads, head_dim, causal, mode)
     workloads = [Workload(variant=name, **shape) for name in names]
     check_cpu_budget(workloads[0], device)  # one shape: one per-run check covers every variant
     runnable = _runnable(workloads, device)
@@ -163,6 +177,7 @@ def sweep_request(
     head_dim: Any,
     causal: Any,
     device: str,
+    mode: Any = "forward",
 ) -> JobRequest:
     """Validate a Sweep: variants, every length, the number of points and the CPU budget.
 
@@ -178,7 +193,7 @@ def sweep_request(
             f"{len(names)} variants × {len(lens)} lengths = {points} points; a sweep on this "
             f"machine runs at most {MAX_SWEEP_POINTS[device]}: pick fewer"
         )
-    shape = _page_shape(device, lens[0], dtype, batch, heads, head_dim, causal)
+    shape = _page_shape(device, lens[0], dtype, batch, heads, head_dim, causal, mode)
     shape.pop("seq_len")
     workloads = [
         Workload(variant=name, seq_len=length, **shape) for name in names for length in lens

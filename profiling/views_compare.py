@@ -16,7 +16,13 @@ import plotly.graph_objects as go
 
 from attention import on_zero_gpu
 from profiling.availability import unavailable_reasons
-from profiling.compare import GLANCE_COLUMNS, POST_VARIANTS, CompareResult, default_variants
+from profiling.compare import (
+    GLANCE_COLUMNS,
+    POST_VARIANTS,
+    TRAINING_COLUMNS,
+    CompareResult,
+    default_variants,
+)
 from profiling.compare_figures import gpu_cpu_bars, mini_gantts
 from profiling.peaks import peaks_table
 from profiling.views_shared import significant, without_nan
@@ -55,8 +61,9 @@ GLANCE_CPU_SHARES = {"variant": 11, "status": 9, "CPU µs/fwd": 8, "TFLOP/s": 8,
                      "ran": 11, "dominant kernel": 18, "reason": 28}  # fmt: skip
 GLANCE_DIGITS = {"kernels/fwd": 2, "GPU µs/fwd": 1, "CPU µs/fwd": 1, "peak MiB": 1,
                  "% of peak": 1, "GPU busy %": 1, "launch delay µs": 1,
-                 "CPU launch µs/fwd": 1}  # fmt: skip
-GLANCE_SIGNIFICANT = {"TFLOP/s": 3, "rel. err": 2}
+                 "CPU launch µs/fwd": 1, "fwd GPU µs": 1, "bwd GPU µs": 1, "fwd CPU µs": 1,
+                 "bwd CPU µs": 1, "saved MiB": 1}  # fmt: skip
+GLANCE_SIGNIFICANT = {"TFLOP/s": 3, "rel. err": 2, "dQ err": 2, "dK err": 2, "dV err": 2}
 
 
 def glance_columns(device: str) -> list[str]:
@@ -77,7 +84,11 @@ def glance_widths(device: str) -> list[int | str]:
 
 def glance_view(glance: pd.DataFrame, device: str) -> pd.DataFrame:
     """The glance table as shown: the device's columns, numbers rounded, gaps left empty."""
-    table = glance.reindex(columns=glance_columns(device)).copy()
+    columns = glance_columns(device)
+    if TRAINING_COLUMNS[0] in glance:  # a run with a backward: its phases beside "rel. err"
+        at = columns.index("rel. err") + 1
+        columns = [*columns[:at], *TRAINING_COLUMNS, *columns[at:]]
+    table = glance.reindex(columns=columns).copy()
     for column, digits in GLANCE_DIGITS.items():
         if column in table:
             table[column] = pd.to_numeric(table[column], errors="coerce").round(digits)

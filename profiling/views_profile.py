@@ -18,7 +18,8 @@ from profiling.availability import unavailable_reasons
 from profiling.columns import OPERATOR_COLUMNS
 from profiling.gantt import FigureSpec
 from profiling.launch import LaunchStats
-from profiling.summary import Summary, summary_rows
+from profiling.summary import Summary
+from profiling.summary_text import summary_rows, training_rows, unit
 from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
 
 
@@ -88,8 +89,10 @@ def _split_note(text: str) -> tuple[str, str]:
 def summary_cards(summary: Summary) -> list[tuple[str, str, str]]:
     """(label, value, note) for the strip, from summary_rows so CLI and page agree."""
     rows = dict(summary_rows(summary))
+    per = unit(summary)
     cards = []
     for label, key in STRIP:
+        label, key = label.replace("forward", per), key.replace("forward", per)
         value, note = _split_note(rows.get(key, "n/a"))
         if key == "device":
             value, _, rest = value.rpartition(" · ")
@@ -117,9 +120,17 @@ def summary_html(summary: Summary) -> str:
     """The strip as HTML; every piece of text is escaped."""
     cards = "".join(_card_html(*card) for card in summary_cards(summary))
     rows = dict(summary_rows(summary))
-    extra = " · ".join(f"<b>{escaped(k)}</b> {escaped(rows[k])}" for k in EXTRA if k in rows)
+    per = unit(summary)
+    names = [key.replace("forward", per) for key in EXTRA]
+    extra = " · ".join(f"<b>{escaped(k)}</b> {escaped(rows[k])}" for k in names if k in rows)
+    training = "".join(
+        f'<div class="ap-extra"><b>{escaped(k)}</b> {escaped(v)}</div>'
+        for k, v in training_rows(summary, "n/a")
+    )
     notes = "".join(f'<div class="ap-extra">note: {escaped(n)}</div>' for n in summary.notes)
-    return f'<div class="ap-strip">{cards}</div><div class="ap-extra">{extra}</div>{notes}'
+    return (
+        f'<div class="ap-strip">{cards}</div><div class="ap-extra">{extra}</div>{training}{notes}'
+    )
 
 
 def placeholder_html() -> str:
@@ -197,11 +208,25 @@ def operator_view(operators: pd.DataFrame, device: str) -> pd.DataFrame:
 def kernel_note(summary: Summary) -> str:
     if summary.device != "cuda":
         return "No GPU kernels: this was a CPU run. On a GPU this table lists every kernel."
+    per = unit(summary)
+    phases = (
+        " Each phase's kernels are listed apart (column phase)." if len(summary.phases) > 1 else ""
+    )
     return (
-        f"Per forward (averaged over {summary.forwards} forwards). "
+        f"Per {per} (averaged over {summary.forwards} {per}s).{phases} "
         "Est. occupancy % is CUPTI's estimate, empty where the trace gives 0 (no estimate). "
         "Click a cell to read a long name in full."
     )
+
+
+def phase_kernels(result: Any) -> pd.DataFrame:
+    """The kernel table; for a run of more than one phase, each phase's kernels in turn, the
+    phase named in a last column (a kernel both phases run is listed in each)."""
+    phases = result.trace.phases
+    if len(phases) < 2:
+        return kernel_view(result.kernels)
+    tables = [kernel_view(phase.kernels).assign(phase=name) for name, phase in phases.items()]
+    return pd.concat(tables, ignore_index=True)
 
 
 # -- the whole tab -------------------------------------------------------------------------------
@@ -240,7 +265,7 @@ def page(result: Any) -> Page:
         strip=summary_html(summary) + launch_html(launch),
         summary={**summary_json(summary), "launch": launch_json(launch)},
         operators=operator_view(result.operators, summary.device),
-        kernels=kernel_view(result.kernels),
+        kernels=phase_kernels(result),
         kernel_note=kernel_note(summary),
         figure=run_figure(result, run_title(summary)),
         files={"json": result.trace_json, "gz": result.trace_gz, "txt": result.table_txt},

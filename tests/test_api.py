@@ -13,7 +13,7 @@ from profiling.summary import forward_spans
 
 SMALL = dict(variant="sdpa-math", seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32,
              causal=True)  # fmt: skip
-PARAMETERS = ["variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal"]
+PARAMETERS = ["variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal", "mode"]
 
 
 @pytest.fixture(scope="module")
@@ -93,3 +93,15 @@ def test_a_cpu_runs_gpu_figures_are_null_and_the_strip_says_why(result):
     assert {name: summary[name] for name in gpu_figures} == dict.fromkeys(gpu_figures)
     assert summary["cpu_us_per_forward"] > 0
     assert "CPU run: no GPU work" in strip
+
+
+def test_a_train_step_through_the_api_reports_both_phases(client):
+    """`mode` is the last parameter: calls without it keep today's forward (the fixture above);
+    with it, the summary has each phase, the gradients' errors and the saved bytes."""
+    strip, summary = client.predict(**SMALL, mode="train", api_name="/profile")[:2]
+    assert summary["mode"] == "train"
+    assert [phase["phase"] for phase in summary["phases"]] == ["attn_fwd", "attn_bwd"]
+    assert set(summary["grad_err"]) == {"dq", "dk", "dv"} and summary["saved_extra_bytes"] > 0
+    assert "CPU µs / step" in strip and "phase attn_bwd" in strip and "saved for backward" in strip
+    with pytest.raises(Exception, match="unknown mode 'inference'"):
+        client.predict(**SMALL, mode="inference", api_name="/profile")

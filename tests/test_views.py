@@ -17,7 +17,8 @@ from profiling.availability import unavailable_reasons
 from profiling.gantt import bar_count
 from profiling.kernels import kernel_table
 from profiling.runner import run
-from profiling.summary import Summary, forward_spans, launched_within, summary_rows
+from profiling.summary import Summary, forward_spans, launched_within
+from profiling.summary_text import summary_rows
 from profiling.workload import (
     ConfigError,
     Workload,

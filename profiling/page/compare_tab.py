@@ -51,6 +51,7 @@ def compare(
     heads: float,
     head_dim: float,
     causal: bool,
+    mode: str = "forward",
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile several variants at one shape, one after another, as the post's table.
@@ -64,12 +65,14 @@ def compare(
         heads: number of heads H.
         head_dim: head dimension D (a multiple of 8).
         causal: causal mask (true) or full attention (false).
+        mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
+            backward of one step).
 
     Returns:
         the "at a glance" table, a note naming the datasheet peak used, GPU-vs-CPU bar chart,
         stacked mini-Gantts, a zip of every trace and table.
     """
-    shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal)
+    shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
     validate = partial(job_request.compare_request, variants, seq_len, **shape, device=DEVICE)
     view = views_compare.compare_page
     shown = run_device_job("compare", validate, compare_on_gpu, view, progress)

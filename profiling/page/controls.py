@@ -17,7 +17,13 @@ DEVICE = resolve_device()
 START = views_shared.defaults(DEVICE)
 RANGES = page_ranges(DEVICE)
 DTYPES = ["bfloat16", "float16", "float32"]
-SHAPE_ORDER = ["seq_len", "dtype", "batch", "heads", "head_dim", "causal"]  # the handlers' order
+# the handlers' order (mode last: API calls made before it existed keep their meaning)
+SHAPE_ORDER = ["seq_len", "dtype", "batch", "heads", "head_dim", "causal", "mode"]
+MODES = [
+    ("forward", "forward"),
+    ("backward (measured alone)", "backward"),
+    ("train step (forward + backward)", "train"),
+]
 
 
 def slider(name: str, label: str, info: str | None = None, prefix: str = "") -> gr.Slider:
@@ -36,8 +42,8 @@ def slider(name: str, label: str, info: str | None = None, prefix: str = "") -> 
 
 
 def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
-    """seq_len (optional), dtype, batch, heads, head_dim, causal: laid out as on the Profile
-    tab, by name in the order the handlers take them."""
+    """seq_len (optional), dtype, batch, heads, head_dim, causal, mode: laid out as on the
+    Profile tab, by name in the order the handlers take them."""
     controls: dict[str, Any] = {}
     if seq_len:
         controls["seq_len"] = slider("seq_len", "Sequence length S", prefix=prefix)
@@ -48,6 +54,13 @@ def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
         controls["causal"] = gr.Checkbox(
             value=START["causal"], label="Causal mask", elem_id=prefix + "causal"
         )
+    controls["mode"] = gr.Radio(
+        MODES,
+        value="forward",
+        label="Measure",
+        info="the backward is where training spends most of attention's time and memory",
+        elem_id=prefix + "mode",
+    )
     with gr.Row():
         controls["batch"] = slider("batch", "Batch B", prefix=prefix)
         controls["heads"] = slider("heads", "Heads H", prefix=prefix)

@@ -50,6 +50,7 @@ def profile(
     heads: float,
     head_dim: float,
     causal: bool,
+    mode: str = "forward",
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile one attention variant with torch.profiler and return what ran.
@@ -62,6 +63,8 @@ def profile(
         heads: number of heads H.
         head_dim: head dimension D (a multiple of 8).
         causal: causal mask (true) or full attention (false).
+        mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
+            backward of one step).
 
     Returns:
         summary strip (HTML), summary (JSON), operator table, kernel table, kernel-table note,
@@ -69,7 +72,7 @@ def profile(
     """
     with translated("profile's checks"):
         raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads)
-        workload = page_workload(DEVICE, **raw, head_dim=head_dim, causal=causal)
+        workload = page_workload(DEVICE, **raw, head_dim=head_dim, causal=causal, mode=mode)
     show_waiting(progress)
     with translated(f"profile for {workload}"):
         result = profile_on_gpu(workload, progress)

@@ -53,6 +53,7 @@ def sweep(
     heads: float,
     head_dim: float,
     causal: bool,
+    mode: str = "forward",
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile variants over sequence lengths; refused, unavailable and OOM points are marked.
@@ -65,12 +66,14 @@ def sweep(
         heads: number of heads H.
         head_dim: head dimension D (a multiple of 8).
         causal: causal mask (true) or full attention (false).
+        mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
+            backward of one step).
 
     Returns:
         log–log chart of time per forward vs S, log–log chart of memory vs S, the table of
         points (with status and reason), a zip with one trace per point.
     """
-    shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal)
+    shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
     validate = partial(job_request.sweep_request, variants, seq_lens, **shape, device=DEVICE)
     view = views_sweep.sweep_page
     shown = run_device_job("sweep", validate, sweep_on_gpu, view, progress)

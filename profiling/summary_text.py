@@ -1,0 +1,138 @@
+"""A run's Summary as text: (label, text) rows for the CLI, the page's strip and the docs.
+
+One formatting everywhere: a None figure reads "n/a" with its reason, and the per-step figures
+are named by what one step is (a forward, a backward, or a training step).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling.summary import NO_GPU_WORK, Summary
+
+
+def _num(value: float | None, unit: str = "", digits: int = 1) -> str:
+    if value is None or value != value:  # None or NaN
+        return "n/a"
+    return f"{value:,.{digits}f}{unit}"
+
+
+def _or(value: float | None, missing: str, unit: str = "", digits: int = 1) -> str:
+    """A figure, or `missing` (why there is none) where it is None."""
+    return missing if value is None else _num(value, unit, digits)
+
+
+def _rate(value: float | None) -> str:
+    """One decimal from 10 up (523.4), three significant figures below: a CPU run's 0.00473
+    would read 0.00 with a fixed two decimals (Compare and Sweep show 3 figures too)."""
+    if value is None or value != value:
+        return "n/a"
+    return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
+
+
+def _spread(bounds: list[float] | None, forwards: int) -> str:
+    """` (mean of 3: 1,512.3–1,918.0)`: how far apart the forwards behind a mean were."""
+    if not bounds or len(bounds) != 2:
+        return ""
+    return f" (mean of {forwards}: {bounds[0]:,.1f}–{bounds[1]:,.1f})"
+
+
+UNITS = {"forward": "forward", "backward": "backward", "train": "step"}  # what one "per" is
+
+
+def unit(summary: Summary) -> str:
+    """What the per-step figures are per: a forward, a backward, or a training step."""
+    return UNITS.get(summary.mode, "forward")
+
+
+def summary_rows(summary: Summary) -> list[tuple[str, str]]:
+    """The summary as (label, text) pairs: one formatting for the CLI, the page and the docs."""
+    config = summary.config
+    per = unit(summary)
+    # a None GPU figure: the runner found no GPU work (a CPU run; on a GPU, an empty trace)
+    none = NO_GPU_WORK if summary.device != "cuda" else "n/a (no GPU work in the trace)"
+    bound = {True: f"CPU-bound (CPU time per {per} > GPU time)", False: "GPU-bound", None: none}
+    mask = "causal" if config["causal"] else "full"
+    shape = (
+        f"B{config['batch']} H{config['heads']} S{config['seq_len']} D{config['head_dim']} "
+        f"{config['dtype']} {mask}"
+    )
+    copies = none
+    if summary.memcpy_per_forward is not None and summary.memset_per_forward is not None:
+        copies = (
+            f"{_num(summary.memcpy_per_forward, digits=2)} / "
+            f"{_num(summary.memset_per_forward, digits=2)}"
+        )
+    cpu_us = _num(summary.cpu_us_per_forward) + _spread(summary.cpu_us_range, summary.forwards)
+    error = "n/a"
+    if summary.rel_err is not None:
+        error = f"{summary.rel_err:.2e} ({summary.rel_err_note})"
+    dominant = "n/a"
+    if summary.dominant_kernel:
+        dominant = f"{summary.dominant_kernel} — {summary.dominant_decoded}"
+    rows = [
+        ("variant", f"{summary.variant} — {summary.label}"),
+        ("shape", shape),
+        ("ran", summary.ran),
+        ("device", f"{summary.device_name} · torch {summary.torch_version}"),
+        (f"kernels / {per}", _or(summary.kernels_per_forward, none, digits=2)),
+        (f"memcpy / memset per {per}", copies),
+        (f"GPU µs / {per}", _or(summary.gpu_us_per_forward, none)),
+        (f"CPU µs / {per}", cpu_us),
+        ("bound", bound[summary.cpu_bound]),
+        ("peak memory", _or(summary.peak_mib, none, " MiB")),
+        ("TFLOP/s", f"{_rate(summary.tflops)} ({summary.tflops_basis})"),
+        ("rel. error vs float64", error),
+        ("dominant kernel", dominant),
+        (f"{per}s recorded", str(summary.forwards)),
+    ]
+    rows[1:1] = [("mode", MODE_TEXT[summary.mode])] if summary.mode != "forward" else []
+    rows += training_rows(summary, none)
+    rows += [("note", note) for note in summary.notes]
+    return rows
+
+
+MODE_TEXT = {
+    "backward": "backward: the backward measured alone (its forward runs outside attn_bwd)",
+    "train": "train: one step is the forward (attn_fwd) and the backward (attn_bwd)",
+}
+
+
+def training_rows(summary: Summary, none: str) -> list[tuple[str, str]]:
+    """A run with a backward: each phase per step, the gradients' errors, the saved bytes."""
+    if summary.mode == "forward":
+        return []
+    rows = [(f"phase {row['phase']}", phase_text(row, none)) for row in summary.phases]
+    if summary.grad_err:
+        errors = " / ".join(f"{summary.grad_err[name]:.2e}" for name in ("dq", "dk", "dv"))
+        rows.append(("dQ / dK / dV rel. error", f"{errors} ({summary.grad_err_note})"))
+    if summary.saved is not None:
+        rows.append(("saved for backward", saved_text(summary.saved, summary.saved_extra_bytes)))
+    return rows
+
+
+def phase_text(row: dict[str, Any], none: str) -> str:
+    """`12 kernels · 345.6 GPU µs · 210.0 CPU µs · 312 TFLOP/s · flash_bwd…` per step."""
+    if row["gpu_us_per_forward"] is None:
+        figures = f"{_num(row['cpu_us'])} CPU µs · {_rate(row['tflops'])} TFLOP/s ({none})"
+    else:
+        figures = (
+            f"{_num(row['kernels_per_forward'], digits=2)} kernels · "
+            f"{_num(row['gpu_us_per_forward'])} GPU µs · {_num(row['cpu_us'])} CPU µs · "
+            f"{_rate(row['tflops'])} TFLOP/s"
+        )
+    return figures + (f" · {row['dominant_kernel']}" if row["dominant_kernel"] else "")
+
+
+def saved_text(saved: list[dict[str, Any]], extra: int | None) -> str:
+    """`256.0 MiB beyond the inputs and output: B·H·S² attention matrix 256.0 MiB, …`"""
+    kept = [row for row in saved if row["what"] not in ("q", "k", "v", "output")]
+    parts = ", ".join(f"{row['what']} {_size(row['bytes'])}" for row in kept)
+    return f"{_size(extra or 0)} beyond q, k, v and the output" + (f": {parts}" if parts else "")
+
+
+def _size(size: int) -> str:
+    for limit, name in ((1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")):
+        if size >= limit:
+            return f"{size / limit:,.1f} {name}"
+    return f"{size} B"
