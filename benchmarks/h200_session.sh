@@ -45,6 +45,11 @@ for step in $steps; do
     reference) timeout 120 python3 benchmarks/reference_cost.py 2>&1 | tee "$OUT/reference.txt" ;;
     views) timeout 300 python3 benchmarks/gpu_views.py --out "$OUT/views" 2>&1 | tail -40 ;;
     triton) timeout 240 python3 benchmarks/bench_flash_triton.py 2>&1 | tail -30 ;;
+    fidelity_train) timeout 300 python3 benchmarks/fidelity_train.py 2>&1 | grep -v USDT \
+        | tee "$OUT/fidelity_train.md" | grep "^|" ;;
+    gputrain)
+      ATTNPROF_RESULTS="$OUT/res" timeout 420 python3 -m pytest -m gpu -q -p no:cacheprovider \
+        tests/test_gpu_training.py tests/test_flash_triton_bwd.py 2>&1 | tee "$OUT/pytest-gpu-training.log" | tail -30 ;;
     training) timeout 480 python3 benchmarks/training_h200.py --out "$OUT/training" \
         ${TRAINING_ARGS:-} 2>&1 | grep -v USDT | tee "$OUT/training.md" ;;
   esac

@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attention import VARIANTS
 from benchmarks.shapes import SHAPES
-from profiling.memory_estimate import estimate_bytes
+from profiling import reference_check, runner
+from profiling.memory_estimate import REFERENCE_CHUNK, estimate_bytes
 from profiling.runner import run
 from profiling.workload import Workload
 
@@ -30,24 +31,51 @@ PICTURED = ("naive", "sdpa-flash")  # their post-shape training traces are kept
 
 
 def measured(workload: Workload, out: Path) -> dict:
-    """One run: its summary, per-phase kernels, and the whole run's peak vs the estimate."""
+    """One run: its summary, per-phase kernels, the whole run's peak vs the estimate, and the
+    peak of each stage (warm-up, profiled steps, saved-tensor count, the two reference checks)
+    over the memory held before the run. The reference checks run at their smallest chunk,
+    the one the estimate counts (tests/test_gpu.py does the same)."""
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     baseline = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    peaks: list[int] = []
+    stages: dict[str, float] = {}
     reset = torch.cuda.reset_peak_memory_stats
 
-    def keep_then_reset(*args, **kwargs) -> None:
-        peaks.append(torch.cuda.max_memory_allocated())
-        reset(*args, **kwargs)
+    def stage_done(name: str) -> None:
+        torch.cuda.synchronize()
+        stages[name] = (torch.cuda.max_memory_allocated() - baseline) / 2**20
+        reset()
 
-    torch.cuda.reset_peak_memory_stats = keep_then_reset
+    def staged(name: str, function):
+        def wrapper(*args, **kwargs):
+            result = function(*args, **kwargs)
+            stage_done(name)
+            return result
+
+        return wrapper
+
+    reset()
+    patches = [
+        (torch.cuda, "reset_peak_memory_stats", lambda *a, **k: stage_done("warm-up")),
+        (runner.training, "saved_for_backward", None),
+        (runner, "relative_error", None),
+        (runner, "gradient_errors", None),
+        (reference_check, "REFERENCE_CHUNK", (REFERENCE_CHUNK[0], REFERENCE_CHUNK[0])),
+    ]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    names = {
+        "saved_for_backward": "saved",
+        "relative_error": "reference",
+        "gradient_errors": "grad",
+    }
+    for owner, name, value in patches:
+        setattr(owner, name, staged(names[name], getattr(owner, name)) if value is None else value)
     try:
         result = run(workload, out_dir=out)
     finally:
-        torch.cuda.reset_peak_memory_stats = reset
-    whole = max([*peaks, torch.cuda.max_memory_allocated()]) - baseline
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+    stage_done("end")
     phases = {
         name: phase.kernels[["name", "category", "decoded", "count"]].to_dict("records")
         for name, phase in result.trace.phases.items()
@@ -55,7 +83,8 @@ def measured(workload: Workload, out: Path) -> dict:
     return {
         **result.summary.as_dict(),
         "phase_kernels": phases,
-        "whole_peak_mib": whole / 2**20,
+        "stage_peaks_mib": stages,
+        "whole_peak_mib": max(stages.values()),
         "estimate_mib": estimate_bytes(workload) / 2**20,
         "trace_gz": str(result.trace_gz),
     }
@@ -63,7 +92,7 @@ def measured(workload: Workload, out: Path) -> dict:
 
 def row_text(row: dict) -> str:
     if "error" in row:
-        return f"| {row['variant']} | {row['mode']} | {row['error']} |" + " |" * 8
+        return f"| {row['variant']} | {row['mode']} | {row['error']} |" + " |" * 9
     phases = {p["phase"]: p for p in row["phases"]}
     fwd, bwd = phases.get("attn_fwd", {}), phases.get("attn_bwd", {})
 
@@ -76,15 +105,16 @@ def row_text(row: dict) -> str:
     return (
         f"| {row['variant']} | {row['mode']} | {number(fwd.get('gpu_us_per_forward'))} | "
         f"{number(bwd.get('gpu_us_per_forward'))} | {kernels} | {saved:,.1f} | "
-        f"{number(row['peak_mib'], 0)} | {number(row['estimate_mib'], 0)} | "
+        f"{number(row['peak_mib'], 0)} | {number(row['whole_peak_mib'], 0)} | "
+        f"{number(row['estimate_mib'], 0)} | "
         f"{number(bwd.get('tflops'))} | {errors} | {row['ran']} |"
     )
 
 
 HEADER = (
-    "| variant | mode | fwd GPU µs | bwd GPU µs | kernels fwd / bwd | saved MiB | peak MiB "
-    "| estimate MiB | bwd TFLOP/s | dQ / dK / dV rel. err | ran |\n"
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
+    "| variant | mode | fwd GPU µs | bwd GPU µs | kernels fwd / bwd | saved MiB | step peak MiB "
+    "| whole-run peak MiB | estimate MiB | bwd TFLOP/s | dQ / dK / dV rel. err | ran |\n"
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
 )
 
 
