@@ -10,6 +10,6 @@ VARIANT = sdpa_variant(
     lesson="F.scaled_dot_product_attention unpinned: the trace shows which backend PyTorch chose",
     backend=None,
     score_matrices=3,  # estimated as the math backend, the largest it may pick
-    backward_matrices=4,
+    backward_matrices=5,
     upcasts=True,
 )

@@ -18,6 +18,7 @@ from profiling.workload import Workload
 REFERENCE_FLOPS = {"cuda": 2e12, "cpu": 4e9}  # float64 work we allow the reference, per device
 
 
+@torch.no_grad()  # a train run's q, k, v require grad: no graph may hold the chunks' scores
 def relative_error(
     tensors: dict[str, torch.Tensor], workload: Workload, layout: str, device: str, spare: int = 0
 ) -> Callable[[], tuple[float, str]]:

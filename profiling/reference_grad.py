@@ -21,6 +21,7 @@ NAMES = ("dq", "dk", "dv")
 BACKWARD_WORK = 3.0  # the reference's backward chunk does about 3× a forward chunk's matmuls
 
 
+@torch.no_grad()  # q, k, v require grad: no graph may hold the chunks' matrices
 def gradient_errors(
     tensors: dict[str, torch.Tensor], workload: Workload, layout: str, device: str
 ) -> Callable[[], tuple[dict[str, float], str]]:

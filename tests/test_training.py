@@ -280,3 +280,28 @@ def test_an_h200_naive_training_step_keeps_its_copy_and_differentiates_the_softm
     decoded = " | ".join(backward.kernels["decoded"])
     assert "softmax backward" in decoded and "masked_fill" in decoded
     assert (backward.kernels["category"] == "gemm").sum() == 4  # dP, dV, dQ, dK
+
+
+@pytest.mark.parametrize("check", ["output", "gradients"])
+def test_the_reference_checks_build_no_graph_on_inputs_that_require_grad(check):
+    """A train run's q, k, v require grad and the checks run with grad mode on: a graph would
+    keep every chunk's float64 scores alive until the check is read (on the H200, 8 GiB at
+    B4 H16 S4096 for a run whose estimate was 1.3 GiB)."""
+    from profiling.reference_check import relative_error
+
+    workload = small("naive", "train", seq_len=64)
+    tensors = {n: torch.randn(1, 2, 64, 32, requires_grad=True) for n in training.INPUTS}
+    for name in ("out", "grad_out", "dq", "dk", "dv"):
+        tensors[name] = torch.randn(1, 2, 64, 32)
+    packed: list[tuple] = []
+
+    def pack(tensor):
+        packed.append(tuple(tensor.shape))
+        return tensor
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        if check == "output":
+            relative_error(tensors, workload, "bhsd", "cpu")()
+        else:
+            gradient_errors(tensors, workload, "bhsd", "cpu")()
+    assert packed == []
