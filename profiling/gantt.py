@@ -43,7 +43,7 @@ from profiling.gantt_detail import (
 )
 from profiling.gantt_rows import MAX_ROWS, busiest_rows, row_index
 from profiling.trace_query import is_in, step_rows
-from profiling.vocabulary import FORWARD
+from profiling.vocabulary import BACKWARD, FORWARD
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -54,7 +54,10 @@ LINKS_NAME = "launch → kernel"
 ROW_HEIGHT = 26  # px per row; the figure's height follows the number of rows
 BASE_HEIGHT = 150  # px for axes, title and margins
 MIN_HEIGHT = 380
-MAX_MARKERS = 60  # step lines / attn_fwd regions drawn; more would only add clutter
+MAX_MARKERS = 60  # step lines / phase regions drawn; more would only add clutter
+# Each phase's shade behind the bars, and its label's colour (a train step has both)
+PHASE_FILL = {FORWARD: "rgba(214,51,108,0.07)", BACKWARD: "rgba(31,119,180,0.09)"}
+PHASE_TEXT = {FORWARD: "#a3284f", BACKWARD: "#1f5f8f"}
 _STEP_PREFIX = "ProfilerStep#"
 
 
@@ -306,35 +309,43 @@ def _boundary_rows(
             rows = rows[(end[rows] >= window[0]) & (start[rows] <= window[1])]
         return rows[np.argsort(start[rows], kind="stable")][:MAX_MARKERS]
 
-    forwards = np.flatnonzero(is_in(spans["kind"], "cpu") & is_in(spans["name"], FORWARD))
-    return first(steps), first(forwards)
+    phases = np.flatnonzero(is_in(spans["kind"], "cpu") & is_in(spans["name"], *PHASE_FILL))
+    return first(steps), first(phases)
 
 
 def _marks(
     spans: pd.DataFrame, steps: np.ndarray, window: tuple[float, float] | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Shade each attn_fwd, draw a dashed line at each ProfilerStep start (labelled on top)."""
-    steps, forwards = _boundary_rows(spans, steps, window)
+    """Shade each attn_fwd and attn_bwd, draw a dashed line at each ProfilerStep start
+    (labelled on top)."""
+    steps, phases = _boundary_rows(spans, steps, window)
     start = spans["start_us"].to_numpy(dtype=float)
     end = spans["end_us"].to_numpy(dtype=float)
     names = column_strings(spans["name"])
     return mark_dicts(
-        [(start[i], end[i]) for i in forwards.tolist()],
+        [(start[i], end[i], names[i]) for i in phases.tolist()],
         [(start[i], end[i], names[i]) for i in steps.tolist()],
     )
 
 
 def mark_dicts(
-    forwards: list[tuple[float, float]], steps: list[tuple[float, float, str]]
+    phases: list[tuple[float, float, str]], steps: list[tuple[float, float, str]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Shapes and labels for the forwards (start, end) and steps (start, end, name) in view."""
+    """Shapes and labels for the phases (start, end, name: attn_fwd or attn_bwd, each its own
+    shade, labelled at the bottom when a trace has both) and the steps in view."""
     shapes: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
-    for x0, x1 in forwards:
+    both = len({name for _, _, name in phases}) > 1
+    for x0, x1, name in phases:
         shapes.append(
             dict(type="rect", xref="x", yref="paper", x0=x0, x1=x1, y0=0, y1=1,
-                 fillcolor="rgba(214,51,108,0.07)", line=dict(width=0), layer="below")
+                 fillcolor=PHASE_FILL[name], line=dict(width=0), layer="below")
         )  # fmt: skip
+        if both:
+            notes.append(
+                dict(x=x0, y=0, xref="x", yref="paper", yanchor="bottom", xanchor="left",
+                     text=name, showarrow=False, font=dict(size=9, color=PHASE_TEXT[name]))
+            )  # fmt: skip
     for x, _, name in steps:
         shapes.append(
             dict(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1,

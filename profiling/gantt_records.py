@@ -15,6 +15,7 @@ import numpy as np
 
 from profiling.gantt import (
     MAX_MARKERS,
+    PHASE_FILL,
     FigureSpec,
     bar_trace,
     figure_layout,
@@ -32,7 +33,6 @@ from profiling.gantt_bars import (
 )
 from profiling.gantt_rows import row_label
 from profiling.small_trace import SmallTrace, Span, by_start, deepest_levels
-from profiling.vocabulary import FORWARD
 
 
 def gantt(t: SmallTrace, title: str | None = None) -> FigureSpec:
@@ -76,9 +76,9 @@ def gantt(t: SmallTrace, title: str | None = None) -> FigureSpec:
             ys += [row_of[s.link], row_of[s.index], None]
         traces.append(links_trace(xs, ys))
     steps = [s for s in spans if s.own_step >= 0]
-    forwards = [s for s in spans if not s.gpu and s.name == FORWARD]
+    phases = [s for s in spans if not s.gpu and s.name in PHASE_FILL]
     shapes, annotations = mark_dicts(
-        [(s.start, s.end) for s in by_start(forwards)[:MAX_MARKERS]],
+        [(s.start, s.end, s.name) for s in by_start(phases)[:MAX_MARKERS]],
         [(s.start, s.end, s.name) for s in by_start(steps)[:MAX_MARKERS]],
     )
     layout = figure_layout(rows, shapes, annotations, "", title, x_title(bool(steps)))

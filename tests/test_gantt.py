@@ -116,13 +116,19 @@ def test_time_axis_boundaries_and_links(fixture_trace):
     fig = build_gantt(spans, fixture_trace.lanes)
     assert fig.layout.xaxis.title.text == X_TITLE == "µs from first profiled step"
     n_steps = len(fixture_trace.steps())
-    forwards = spans[(spans["name"] == "attn_fwd") & (spans["kind"] == "cpu")]
+    phases = spans[spans["name"].isin(["attn_fwd", "attn_bwd"]) & (spans["kind"] == "cpu")]
     rects = [s for s in fig.layout.shapes if s.type == "rect"]
     lines = [s for s in fig.layout.shapes if s.type == "line"]
-    assert len(rects) == len(forwards) == 3
+    train = "attn_bwd" in set(phases["name"])  # a train step: each phase shaded and named
+    assert len(rects) == len(phases) == (6 if train else 3)
+    assert len({s.fillcolor for s in rects}) == (2 if train else 1)
     assert len(lines) == n_steps + 1  # each step's start, and the last step's end
     assert min(s.x0 for s in lines) == pytest.approx(0.0)
-    assert [a.text for a in fig.layout.annotations] == ["step 2", "step 3", "step 4"]
+    labels = [a.text for a in fig.layout.annotations]
+    assert [t for t in labels if t.startswith("step")] == ["step 2", "step 3", "step 4"]
+    assert sorted(t for t in labels if t.startswith("attn")) == sorted(
+        phases["name"] if train else []
+    )
     link = next(t for t in fig.data if t.name == LINKS_NAME)
     assert link.visible == "legendonly"
     linked = int(((spans["kind"] == "gpu") & (spans["link"] >= 0)).sum())
