@@ -13,6 +13,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
@@ -164,11 +165,29 @@ def sweep_memory_figure(result: SweepResult) -> go.Figure:
             hovertemplate=f"{variant}<br>S=%{{x}}<br>estimate %{{y:,.0f}} MiB<extra></extra>",
             row=1, col=1,
         )  # fmt: skip
+        _add_saved(fig, mine, variant, color)
     _add_misses(fig, result)
     measured_note = "" if result.device == "cuda" else " (CPU: estimate only, no peak measured)"
     _sweep_axes(fig, result, "MiB (log)")
     fig.update_layout(title=f"Memory vs sequence length · {_shape(result.shape)}{measured_note}")
     return fig
+
+
+def _add_saved(fig: go.Figure, points: pd.DataFrame, variant: str, color: str) -> None:
+    """A training sweep: what the forward saves for backward, dashed (S² for naive, S for a
+    fused kernel's log-sum-exp). A point that saves nothing beyond its inputs has no log value."""
+    if "saved MiB" not in points:
+        return
+    saved = points[(points["status"] == "ok") & (points["saved MiB"] > 0)]
+    if saved.empty:
+        return
+    fig.add_scatter(
+        x=saved["seq_len"], y=saved["saved MiB"], mode="lines+markers",
+        name=f"{variant} saved for backward", legendgroup=variant,
+        line={"color": color, "dash": "dash"}, marker={"symbol": "diamond"},
+        hovertemplate=f"{variant}<br>S=%{{x}}<br>saved for backward %{{y:,.1f}} MiB<extra></extra>",
+        row=1, col=1,
+    )  # fmt: skip
 
 
 SWEEP_PLOT_PX = 320  # the data's plot area; the strip of missed points adds its own height

@@ -39,6 +39,7 @@ SWEEP_COLUMNS = [
     "variant", "seq_len", "status", "GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB",
     "TFLOP/s", "reason",
 ]  # fmt: skip
+SAVED = "saved MiB"  # a training sweep's column: what the forward keeps for backward
 
 
 @dataclass
@@ -53,6 +54,7 @@ class SweepPoint:
     estimate_mib: float | None = None
     tflops: float | None = None
     trace_gz: Path | None = None
+    saved_mib: float | None = None  # saved for backward beyond the inputs and output
 
 
 @dataclass
@@ -245,6 +247,7 @@ def _profile_point(
         estimate_mib=estimate_mib,
         tflops=summary.tflops,
         trace_gz=result.trace_gz,
+        saved_mib=None if summary.saved_extra_bytes is None else summary.saved_extra_bytes / 2**20,
     )
     return point, summary.device_name
 
@@ -262,11 +265,16 @@ def sweep_table(points: Sequence[SweepPoint]) -> pd.DataFrame:
             "est. MiB": point.estimate_mib,
             "TFLOP/s": point.tflops,
             "reason": point.reason,
+            SAVED: point.saved_mib,
         }
         for point in points
     ]
-    table = pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+    columns = list(SWEEP_COLUMNS)
+    if any(point.saved_mib is not None for point in points):  # a sweep of training runs
+        columns.insert(columns.index("est. MiB") + 1, SAVED)
+    table = pd.DataFrame(rows, columns=columns)
     numeric = ["GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB", "TFLOP/s"]
+    numeric += [SAVED] if SAVED in columns else []
     table[numeric] = table[numeric].astype(float)
     return table
 

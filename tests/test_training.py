@@ -305,3 +305,20 @@ def test_the_reference_checks_build_no_graph_on_inputs_that_require_grad(check):
         else:
             gradient_errors(tensors, workload, "bhsd", "cpu")()
     assert packed == []
+
+
+def test_a_training_sweep_charts_what_each_variant_saves_for_backward(tmp_path):
+    """Naive's saved bytes grow with S² (the probabilities), a fused kernel's with S (one
+    log-sum-exp per row); a forward sweep has no such column."""
+    from profiling.compare_figures import sweep_memory_figure
+    from profiling.sweep import sweep
+
+    shape = {k: v for k, v in SHAPE.items() if k != "seq_len"}
+    result = sweep(["naive", "sdpa-flash"], [128, 256], device="cpu", mode="train", **shape)
+    saved = result.table.set_index(["variant", "seq_len"])["saved MiB"]
+    assert saved["naive", 256] / saved["naive", 128] == pytest.approx(4, rel=0.05)
+    assert saved["sdpa-flash", 256] / saved["sdpa-flash", 128] == pytest.approx(2)
+    names = [trace.name for trace in sweep_memory_figure(result).data]
+    assert "naive saved for backward" in names and "sdpa-flash saved for backward" in names
+    forward = sweep(["sdpa-flash"], [128], device="cpu", **shape)
+    assert "saved MiB" not in forward.table
