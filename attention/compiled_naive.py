@@ -29,6 +29,10 @@ VARIANT = Variant(
     id="compiled-naive",
     label="torch.compile(naive in-place)",
     lesson="Inductor fuses scale, mask and softmax into Triton kernels around two cuBLAS matmuls",
+    backward_lesson=(
+        "Inductor fuses the backward's pointwise work (softmax backward, mask, scale) into "
+        "one kernel, but the S² probabilities are still saved for it"
+    ),
     layout="bhsd",
     build=build,
     unavailable=compiler("torch.compile"),

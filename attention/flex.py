@@ -47,6 +47,10 @@ VARIANT = Variant(
     id="flex",
     label="FlexAttention (compiled)",
     lesson="a causal block_mask compiled by Inductor into one Triton kernel",
+    backward_lesson=(
+        "Inductor generates the backward too, from the same block mask: a Triton template and"
+        " a small reduction (torch has no FlexAttention backward on CPU)"
+    ),
     layout="bhsd",
     build=build,
     unavailable=compiler("FlexAttention"),

@@ -15,6 +15,10 @@ VARIANT = Variant(
         "a pre-built, version-pinned FlashAttention loaded with kernels.get_kernel, in its own "
         "[batch, seq, heads, dim] layout"
     ),
+    backward_lesson=(
+        "the loaded build's backward; offline, our Triton FlashAttention-2 backward "
+        "(attention/flash_triton): delta, dK/dV over key blocks, dQ"
+    ),
     layout="bshd",
     build=hub.builder(lambda: hub.load(REPO)),
     unavailable=kernels_hub(REPO, ((8, 0), (9, 0), (10, 0), (12, 0))),

@@ -12,6 +12,10 @@ VARIANT = Variant(
     id="kernels-flash-attn3",
     label="FlashAttention-3 from the kernels Hub (Hopper)",
     lesson="FlashAttention-3: Hopper's wgmma and TMA, loaded from the Hub",
+    backward_lesson=(
+        "the loaded build's backward; offline, our Triton FlashAttention-2 backward "
+        "(attention/flash_triton): delta, dK/dV over key blocks, dQ"
+    ),
     layout="bshd",
     build=hub.builder(lambda: hub.load(REPO)),
     unavailable=kernels_hub(REPO, ((8, 0), (9, 0))),

@@ -36,6 +36,10 @@ VARIANT = Variant(
         "our own Triton FlashAttention loaded through kernels from disk: readable source next "
         "to the vendor kernels"
     ),
+    backward_lesson=(
+        "our Triton FlashAttention-2 backward, readable: _flash_bwd_preprocess (delta), "
+        "_flash_bwd_dkdv (over key blocks), _flash_bwd_dq"
+    ),
     layout="bshd",
     build=hub.builder(hub.load_local_build),
     unavailable=local_triton,

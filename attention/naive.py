@@ -66,6 +66,11 @@ VARIANT = Variant(
         "matmul → scale → masked_fill → softmax → matmul; the out-of-place masked_fill hides a "
         "full Memcpy of the scores"
     ),
+    backward_lesson=(
+        "autograd runs the graph in reverse: softmax backward, four GEMMs (dP, dV, dQ, dK), "
+        "the mask and the scale again, and it keeps the B·H·S² probabilities alive for it "
+        "(257 MiB at the post's shape)"
+    ),
     layout="bhsd",
     build=builder(inplace=False),
     score_matrices=3,  # the scores, their masked copy, the softmax (and the S² bool mask)

@@ -8,6 +8,7 @@ VARIANT = sdpa_variant(
     id="sdpa-auto",
     label="SDPA (PyTorch picks the backend)",
     lesson="F.scaled_dot_product_attention unpinned: the trace shows which backend PyTorch chose",
+    backward_lesson=("the backward of whichever backend SDPA picked (the trace shows which)"),
     backend=None,
     score_matrices=3,  # estimated as the math backend, the largest it may pick
     backward_matrices=5,

@@ -21,6 +21,10 @@ VARIANT = sdpa_variant(
         "one fused FlashAttention-2 kernel; fastest though its occupancy reads low (255 "
         "registers/thread)"
     ),
+    backward_lesson=(
+        "FlashAttention-2's three kernels: dot_do_o (delta = rowsum(dO ∘ O)), dq_dk_dv (one "
+        "pass over key blocks), convert_dq (FP32 dQ to bf16); it keeps only the log-sum-exp"
+    ),
     backend="flash",
     unavailable=flash_cpu_or_cuda,
     compare_default="always",

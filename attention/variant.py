@@ -88,6 +88,8 @@ class Variant:
     backward_matrices: int = 0
     # Added to the lesson with the causal mask off, when the mask was the lesson.
     lesson_without_mask: str = ""
+    # What its backward teaches (shown for backward and train runs), one line.
+    backward_lesson: str = ""
     # In Compare's default list: always (the post's six, listed with the reason when they
     # cannot run), where it runs (the Hub builds), or only when asked for.
     compare_default: CompareDefault = "no"

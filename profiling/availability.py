@@ -17,21 +17,29 @@ from profiling.workload import DTYPES
 log = logging.getLogger(__name__)
 
 
-def unavailable_reasons(device: str, dtype: str) -> dict[str, str | None]:
+def unavailable_reasons(device: str, dtype: str, mode: str = "forward") -> dict[str, str | None]:
     """Variant id → why it cannot run here (None when it can, or on ZeroGPU outside the slot
-    when that cannot be known yet). Each variant is checked on its own: one failing check says
-    so for its variant only."""
+    when that cannot be known yet); a mode with a backward asks its backward's rule too. Each
+    variant is checked on its own: one failing check says so for its variant only."""
     torch_dtype = DTYPES.get(dtype, torch.float32)
-    return {vid: checked_reason(variant, device, torch_dtype) for vid, variant in VARIANTS.items()}
+    return {
+        vid: checked_reason(variant, device, torch_dtype, backward=mode != "forward")
+        for vid, variant in VARIANTS.items()
+    }
 
 
-def checked_reason(variant: Variant, device: str, dtype: torch.dtype) -> str | None:
+def checked_reason(
+    variant: Variant, device: str, dtype: torch.dtype, backward: bool = False
+) -> str | None:
     """The variant's rule, failing closed: a check that raises marks it unavailable with the
     error, except on ZeroGPU. There, outside the GPU slot, `spaces` emulates CUDA (a stand-in
     for torch.cuda whose calls that reach the driver raise), so a device query can fail by
     design; the variant is offered and the runner checks again inside the slot, on the GPU."""
     try:
-        return variant.unavailable(device, dtype)
+        reason = variant.unavailable(device, dtype)
+        if reason is None and backward:
+            reason = variant.backward_unavailable(device, dtype)
+        return reason
     except Exception as exc:
         if on_zero_gpu():
             return None

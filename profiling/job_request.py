@@ -205,7 +205,9 @@ def sweep_request(
 
 def _runnable(workloads: Sequence[Workload], device: str) -> list[Workload]:
     """Those whose variant can run here (the others cost nothing: they are listed, not run)."""
-    reasons = unavailable_reasons(device, workloads[0].dtype) if workloads else {}
+    reasons = (
+        unavailable_reasons(device, workloads[0].dtype, workloads[0].mode) if workloads else {}
+    )
     return [w for w in workloads if not reasons.get(w.variant)]
 
 

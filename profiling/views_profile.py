@@ -23,10 +23,10 @@ from profiling.summary_text import summary_rows, training_rows, unit
 from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
 
 
-def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
+def variant_choices(device: str, dtype: str, mode: str = "forward") -> list[tuple[str, str]]:
     """(label, id) pairs for every variant picker (Profile, Compare, Sweep): the variant's label,
     and for an unavailable one the reason too."""
-    reasons = unavailable_reasons(device, dtype)
+    reasons = unavailable_reasons(device, dtype, mode)
     out = []
     for variant_id, spec in VARIANTS.items():
         why = reasons.get(variant_id)
@@ -34,9 +34,12 @@ def variant_choices(device: str, dtype: str) -> list[tuple[str, str]]:
     return out
 
 
-def lesson_markdown(variant: str, device: str, dtype: str, causal: bool = True) -> str:
+def lesson_markdown(
+    variant: str, device: str, dtype: str, causal: bool = True, mode: str = "forward"
+) -> str:
     """The chosen variant's one-line lesson, and the reason when it cannot run here. Where the
-    lesson is about the mask (the naive variants), full attention says what changes without it."""
+    lesson is about the mask (the naive variants), full attention says what changes without it;
+    a mode with a backward adds what the backward teaches."""
     spec = VARIANTS.get(variant)
     if spec is None:
         return "Pick a variant to see what its trace teaches."
@@ -45,7 +48,9 @@ def lesson_markdown(variant: str, device: str, dtype: str, causal: bool = True) 
     text = f"**{spec.label}** · `{spec.id}`\n\n{lesson}."
     if spec.lesson_without_mask and not causal:
         text += f"\n\n{spec.lesson_without_mask}."
-    why = unavailable_reasons(device, dtype).get(variant)
+    if mode != "forward" and spec.backward_lesson:
+        text += f"\n\n**Backward:** {spec.backward_lesson}."
+    why = unavailable_reasons(device, dtype, mode).get(variant)
     if why:
         text += f"\n\n**Unavailable here:** {why}."
     return text

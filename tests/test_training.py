@@ -322,3 +322,17 @@ def test_a_training_sweep_charts_what_each_variant_saves_for_backward(tmp_path):
     assert "naive saved for backward" in names and "sdpa-flash saved for backward" in names
     forward = sweep(["sdpa-flash"], [128], device="cpu", **shape)
     assert "saved MiB" not in forward.table
+
+
+def test_the_pickers_say_which_backward_cannot_run_here_and_what_a_backward_teaches():
+    from profiling import views_profile
+
+    forward = dict(views_profile.variant_choices("cpu", "float32"))
+    train = dict(views_profile.variant_choices("cpu", "float32", "train"))
+    flex = "flex"
+    assert next(label for label, vid in forward.items() if vid == flex) == VARIANTS[flex].label
+    assert any(vid == flex and "no backward on CPU" in label for label, vid in train.items())
+    lesson = views_profile.lesson_markdown("sdpa-flash", "cpu", "float32", mode="train")
+    assert "**Backward:**" in lesson and "dq_dk_dv" in lesson
+    assert "Backward" not in views_profile.lesson_markdown("sdpa-flash", "cpu", "float32")
+    assert all(variant.backward_lesson for variant in VARIANTS.values())

@@ -91,16 +91,18 @@ def profile(
     )
 
 
-def show_lesson(variant: str, dtype: str, causal: bool = True) -> str:
+def show_lesson(variant: str, dtype: str, causal: bool = True, mode: str = "forward") -> str:
     """The chosen variant's lesson (and why it cannot run here)."""
-    return views_profile.lesson_markdown(variant, DEVICE, dtype, causal)
+    return views_profile.lesson_markdown(variant, DEVICE, dtype, causal, mode)
 
 
-def relabel_variants(variant: str, dtype: str, causal: bool = True) -> tuple[Any, str]:
-    """Availability depends on the dtype: refresh the dropdown's labels and the lesson."""
+def relabel_variants(
+    variant: str, dtype: str, causal: bool = True, mode: str = "forward"
+) -> tuple[Any, str]:
+    """Availability depends on the dtype and the mode: refresh the labels and the lesson."""
     return (
-        gr.Dropdown(choices=views_profile.variant_choices(DEVICE, dtype), value=variant),
-        views_profile.lesson_markdown(variant, DEVICE, dtype, causal),
+        gr.Dropdown(choices=views_profile.variant_choices(DEVICE, dtype, mode), value=variant),
+        views_profile.lesson_markdown(variant, DEVICE, dtype, causal, mode),
     )
 
 
@@ -168,7 +170,8 @@ def build() -> None:
     )
     clear_on_failure(profiled, outputs, said={outputs[0]: views_profile.failed_html()})
     enable_downloads(profiled, outputs[-3:])
-    lesson_inputs = [variant, shape["dtype"], shape["causal"]]
+    lesson_inputs = [variant, shape["dtype"], shape["causal"], shape["mode"]]
     for control in (variant, shape["causal"]):
         control.change(show_lesson, lesson_inputs, lesson, **QUIET)
-    shape["dtype"].change(relabel_variants, lesson_inputs, [variant, lesson], **QUIET)
+    for control in (shape["dtype"], shape["mode"]):
+        control.change(relabel_variants, lesson_inputs, [variant, lesson], **QUIET)
