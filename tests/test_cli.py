@@ -211,3 +211,20 @@ def test_a_cpu_runs_gpu_figures_print_as_not_existing(tmp_path):
     for label in ("kernels / forward", "memcpy / memset per forward", "GPU µs / forward"):
         assert rows[label].strip() == "n/a (CPU run: no GPU work)", p.stdout
     assert rows["bound"].strip() == rows["peak memory"].strip() == "n/a (CPU run: no GPU work)"
+
+
+def test_a_training_step_from_the_command_line(tmp_path):
+    """--mode train: the tag says so, the trace holds both phases, the summary each of them;
+    `--variant all` lists flex as unavailable on a CPU (no FlexAttention backward there)."""
+    shape = ["--seq-len", "64", "--batch", "1", "--heads", "2", "--head-dim", "16"]
+    shape += ["--dtype", "float32", "--device", "cpu", "--mode", "train"]
+    p = cli("--variant", "sdpa-flash", *shape, "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    tag = "sdpa-flash_1_2_64_16_float32_causal_cpu_3steps_train"
+    events = json.loads(gzip.decompress((tmp_path / "sdpa-flash" / f"{tag}.json.gz").read_bytes()))
+    names = [e.get("name") for e in events["traceEvents"]]
+    assert names.count("attn_fwd") == names.count("attn_bwd") == names.count("attn_step") == 3
+    for line in ("CPU µs / step", "phase attn_fwd", "phase attn_bwd", "dQ / dK / dV rel. error"):
+        assert line in p.stdout, line
+    p = cli("--variant", "all", *shape, "--out", str(tmp_path / "all"))
+    assert "flex" in p.stdout + p.stderr and "no backward on CPU" in p.stdout + p.stderr
