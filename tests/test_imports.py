@@ -31,6 +31,7 @@ TORCH_FREE = [
     "profiling.run_trace",
     "profiling.kernels",
     "profiling.summary",
+    "profiling.summary_text",
     "profiling.launch",
     "profiling.launch_tables",
     "profiling.gantt_rows",
