@@ -289,6 +289,31 @@ def test_exports_and_kernel_names(mod: types.ModuleType) -> None:
         mod.flash_bwd_config.check_backward_config(mod.default_backward_config(head_dim))
 
 
+def test_inference_and_training_share_the_autotuner_key(
+    mod: types.ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Triton's autotuner keys on every tensor argument's dtype: the same dtypes in inference
+    and training launches mean one tuned config, hence bit-identical outputs on the GPU."""
+    seen: list[tuple[list[str], bool]] = []
+
+    class RecordingAutotuner:
+        def __getitem__(self, grid: Any) -> Any:
+            def launch(*args: Any, **kwargs: Any) -> None:
+                dtypes = [str(a.dtype) for a in args if isinstance(a, torch.Tensor)]
+                seen.append((dtypes, kwargs["STORE_LSE"]))
+
+            return launch
+
+    monkeypatch.setattr(mod.flash_fwd, "_flash_fwd_autotuned", RecordingAutotuner())
+    monkeypatch.setattr(mod.flash_fwd, "INTERPRET", False)  # take the autotuned path
+    monkeypatch.setattr(mod.flash_common, "INTERPRET", True)  # accept CPU tensors
+    q = torch.randn(1, 8, 1, 64, dtype=torch.bfloat16)
+    mod.flash_fwd._launch(q, q, q, None, True, None)
+    mod.flash_fwd._launch(q, q, q, None, True, None, return_lse=True)
+    (inference, store_a), (training, store_b) = seen
+    assert inference == training and (store_a, store_b) == (False, True)
+
+
 # ---------------------------------------------------------------------------------------
 # GPU: the compiled kernels at training shapes
 # ---------------------------------------------------------------------------------------

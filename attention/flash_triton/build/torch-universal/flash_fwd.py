@@ -301,6 +301,20 @@ def last_autotune_choice() -> str | None:
     return f"BM{c['block_m']} BN{c['block_n']} w{c['num_warps']} s{c['num_stages']}"
 
 
+_LSE_STAND_IN: dict[torch.device, torch.Tensor] = {}
+
+
+def _lse_stand_in(device: torch.device) -> torch.Tensor:
+    """An fp32 tensor for the Lse argument of inference launches, which never write it.
+
+    Triton's autotuner keys on every tensor argument's dtype: with fp32 here too, inference
+    and training share one tuned config, so both give bit-identical outputs.
+    """
+    if device not in _LSE_STAND_IN:
+        _LSE_STAND_IN[device] = torch.empty(1, dtype=torch.float32, device=device)
+    return _LSE_STAND_IN[device]
+
+
 def _launch(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -331,7 +345,7 @@ def _launch(
     if upcast_dot(q.dtype):  # the CPU interpreter's bf16 tl.dot bug (flash_common.upcast_dot)
         meta["UPCAST_DOT"] = True
     args = (
-        q, k, v, out, out if lse is None else lse, scale, seqlen, n_heads,
+        q, k, v, out, _lse_stand_in(q.device) if lse is None else lse, scale, seqlen, n_heads,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         triton.next_power_of_2(seqlen),
     )  # fmt: skip
