@@ -51,6 +51,8 @@ def test_a_trace_against_itself_has_no_delta():
     kernels, operators = diff(tr, CUDNN.read_bytes())  # a Trace and raw gzip bytes
     assert (kernels["delta_us"] == 0).all() and (operators["delta_us"] == 0).all()
     assert (kernels["where"] == "both").all()
+    # nothing moved: every row says so, and ranks after the noise (CHANGES' last)
+    assert (kernels["change"] == "none").all() and (operators["change"] == "none").all()
 
 
 def test_labelled_names_the_columns_after_the_runs():
@@ -379,3 +381,104 @@ def test_each_span_is_given_the_window_starts_inside_puts_it_in():
         for i, spot in enumerate(spots):
             inside = starts_inside(spans, rows, np.array([spot]))
             assert np.array_equal(found == i, inside), f"window {i}"
+        # a span in no window reads -1 (the docstring's "none"), not some other marker
+        anywhere = starts_inside(spans, rows, spots)
+        assert np.array_equal(found == -1, ~anywhere)
+    assert (_window_of(spans, rows, windows(generated)[0]) == -1).sum() > 100  # some are out
+
+
+def test_structural_weight_reads_each_rule():
+    """What a count change costs decides which leads the table and the headline. Each row here
+    is decided by one rule of structural_weight, worked out by hand; a one-sided row's 0/0 per
+    call is masked quietly (no RuntimeWarning in the app's log)."""
+    import warnings
+
+    import pandas as pd
+
+    from profiling.diff import structural_weight
+
+    rows = [  # count_a, count_b, total_us_a, total_us_b, spread_us, where: expected weight
+        (1, 0, 7, 0, 0, "a", 7),  # only in A: all of its time
+        (0, 2, 0, 9, 0, "b", 9),  # only in B: likewise
+        (8, 6, 2, 2_690, 0, "both", 0.5),  # time against the count: 2 calls × 0.25 µs
+        (2, 3, 20, 60, 10, "both", 30),  # with the count: +40 µs beyond a 10 µs spread
+        (1, 2, 10, 50, np.nan, "both", 40),  # no spread known: all of the +40 µs
+        (1, 2, 10, 12, 0, "both", 6),  # one call per forward on A: 1 × min(10, 6) µs
+        (2, 1, 12, 10, 0, "both", 6),  # one on B: 1 × min(6, 10) µs
+    ]
+    columns = ["count_a", "count_b", "total_us_a", "total_us_b", "spread_us", "where"]
+    table = pd.DataFrame([row[:-1] for row in rows], columns=columns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        weights = structural_weight(table)
+    assert weights.tolist() == pytest.approx([row[-1] for row in rows])
+
+
+def test_spread_counts_a_missing_name_or_an_empty_window_as_zero():
+    """A forward without an operator ran it for 0 µs (a forward with nothing at all, too); a
+    name on one side only has that side's spread; two windows are enough to read one; the
+    sums' spread adds A's and B's, and scales with the windows in totals."""
+    a = _forwards({"aten::mm": [10], "aten::bmm": [20]}, {"aten::mm": [10]}, {})
+    b = _forwards(
+        {"aten::mm": [10], "aten::bmm": [20], "aten::add": [5]},
+        {"aten::mm": [10], "aten::bmm": [20], "aten::add": [9]},
+    )
+    _, same = diff(a, a)
+    spread = same.set_index("operator")["spread_us"]
+    assert (spread["aten::mm"], spread["aten::bmm"]) == (20, 40)  # A's 10 and 20, twice
+    assert same.attrs["sum_spread"] == {"total_us": 60, "self_us": 60}  # sums 30, 10, 0
+    _, totals = diff(a, a, per_forward=False)
+    assert totals.set_index("operator").loc["aten::mm", "spread_us"] == 60  # × 3 forwards
+    assert totals.attrs["sum_spread"]["total_us"] == 180
+    _, operators = diff(a, b)
+    ops = operators.set_index("operator")
+    assert ops.loc["aten::add", "where"] == "b" and ops.loc["aten::add", "spread_us"] == 4
+    assert (ops.loc["aten::mm", "spread_us"], ops.loc["aten::bmm", "spread_us"]) == (10, 20)
+    assert operators.attrs["sum_spread"] == {"total_us": 34, "self_us": 34}  # 30 + 4
+    measures = [c for c in OPERATOR_DIFF_COLUMNS if c not in ("operator", "where", "change")]
+    assert (operators[measures].dtypes == np.float64).all()  # numbers for library callers
+
+
+def test_a_change_as_large_as_the_spread_is_noise():
+    """The spread is inclusive: B 100 µs slower on average, with a 100 µs spread, is noise."""
+    a = _forwards({"aten::mm": [100]}, {"aten::mm": [100]})
+    b = _forwards({"aten::mm": [150]}, {"aten::mm": [250]})
+    _, operators = diff(a, b)
+    mm = operators.set_index("operator").loc["aten::mm"]
+    assert (mm["delta_us"], mm["spread_us"], mm["change"]) == (100, 100, "noise")
+
+
+def test_a_span_at_a_window_end_counts_in_that_window():
+    """starts_inside counts a span that starts exactly as a forward ends (the totals do), so
+    the spread must read it in that forward too."""
+    from tests.conftest import from_document
+
+    def X(name, ts, dur, cat="cpu_op"):
+        return {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "pid": 1, "tid": 1}
+
+    events = [X("attn_fwd", 0, 100, "user_annotation"), X("aten::mm", 100, 10)]
+    events += [X("attn_fwd", 1_000, 100, "user_annotation"), X("aten::mm", 1_100, 30)]
+    both = from_document({"traceEvents": events})
+    _, operators = diff(both, both)
+    mm = operators.set_index("operator").loc["aten::mm"]
+    assert (mm["count_a"], mm["total_us_a"], mm["spread_us"]) == (1, 20, 40)
+
+
+def test_a_redispatch_to_itself_adds_no_time_to_its_window():
+    """An op's span inside a span of its own name is one call (as operator_sums counts it):
+    the forward where aten::to redispatched took as long as the one where it did not."""
+    from tests.conftest import from_document
+
+    def X(name, ts, dur):
+        return {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": "cpu_op", "pid": 1, "tid": 1}
+
+    events = []
+    for i in range(2):
+        events += [{**X("attn_fwd", i * 1_000, 900), "cat": "user_annotation"}]
+        events += [X("aten::to", i * 1_000 + 10, 20)]
+    events += [X("aten::to", 12, 15)]  # the first forward's redispatch
+    trace_ = from_document({"traceEvents": events})
+    _, operators = diff(trace_, trace_)
+    to = operators.set_index("operator").loc["aten::to"]
+    assert (to["count_a"], to["total_us_a"], to["spread_us"]) == (1, 20, 0)
+    assert (to["self_us_a"], to["spread_self_us"]) == (20, 0)  # 5 + 15 µs against 20
