@@ -87,7 +87,7 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
         (f"{per}s recorded", str(summary.forwards)),
     ]
     rows[1:1] = [("mode", MODE_TEXT[summary.mode])] if summary.mode != "forward" else []
-    rows += training_rows(summary, none)
+    rows += training_rows(summary)
     rows += [("note", note) for note in summary.notes]
     return rows
 
@@ -98,11 +98,11 @@ MODE_TEXT = {
 }
 
 
-def training_rows(summary: Summary, none: str) -> list[tuple[str, str]]:
+def training_rows(summary: Summary) -> list[tuple[str, str]]:
     """A run with a backward: each phase per step, the gradients' errors, the saved bytes."""
     if summary.mode == "forward":
         return []
-    rows = [(f"phase {row['phase']}", phase_text(row, none)) for row in summary.phases]
+    rows = [(f"phase {row['phase']}", phase_text(row)) for row in summary.phases]
     if summary.grad_err:
         errors = " / ".join(f"{summary.grad_err[name]:.2e}" for name in ("dq", "dk", "dv"))
         rows.append(("dQ / dK / dV rel. error", f"{errors} ({summary.grad_err_note})"))
@@ -111,10 +111,10 @@ def training_rows(summary: Summary, none: str) -> list[tuple[str, str]]:
     return rows
 
 
-def phase_text(row: dict[str, Any], none: str) -> str:
+def phase_text(row: dict[str, Any]) -> str:
     """`12 kernels · 345.6 GPU µs · 210.0 CPU µs · 312 TFLOP/s · flash_bwd…` per step."""
-    if row["gpu_us_per_forward"] is None:
-        figures = f"{_num(row['cpu_us'])} CPU µs · {_rate(row['tflops'])} TFLOP/s ({none})"
+    if row["gpu_us_per_forward"] is None:  # a CPU run: its rate is of CPU time
+        figures = f"{_num(row['cpu_us'])} CPU µs · {_rate(row['tflops'])} TFLOP/s of CPU time"
     else:
         figures = (
             f"{_num(row['kernels_per_forward'], digits=2)} kernels · "

@@ -130,7 +130,7 @@ def summary_html(summary: Summary) -> str:
     extra = " · ".join(f"<b>{escaped(k)}</b> {escaped(rows[k])}" for k in names if k in rows)
     training = "".join(
         f'<div class="ap-extra"><b>{escaped(k)}</b> {escaped(v)}</div>'
-        for k, v in training_rows(summary, "n/a")
+        for k, v in training_rows(summary)
     )
     notes = "".join(f'<div class="ap-extra">note: {escaped(n)}</div>' for n in summary.notes)
     return (

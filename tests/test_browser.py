@@ -177,6 +177,37 @@ def test_profile_from_the_page(page, tmp_path):
         page.click("#download-gz")  # the button holds no file any more
 
 
+def test_a_training_step_from_the_page(browser, url, tmp_path):
+    """Measure → train step: the lesson says what the backward teaches, the strip gives each
+    phase, the gradients' errors and the saved bytes, and the Gantt shades both phases."""
+    expect = sync_api.expect
+    page = open_page(browser, url)
+    page.wait_for_selector("#profile-button")
+    page.click("#variant input")
+    page.get_by_role("option", name="SDPA · FlashAttention backend", exact=True).click()
+    page.get_by_label("train step (forward + backward)").check()
+    expect(page.locator("#lesson")).to_contain_text("Backward:")
+    expect(page.locator("#lesson")).to_contain_text("dq_dk_dv")
+    page.click("#profile-button")
+    summary = page.locator("#summary")
+    expect(summary).to_contain_text("phase attn_bwd", timeout=TIMEOUT_MS)
+    for text in (
+        "CPU µs / step",
+        "phase attn_fwd",
+        "dQ / dK / dV rel. error",
+        "saved for backward",
+    ):
+        expect(summary).to_contain_text(text)
+    page.wait_for_selector('#gantt [data-testid="plotly"] .main-svg')
+    expect(page.locator("#gantt")).to_contain_text("attn_bwd")
+    page.mouse.move(0, 0)
+    page.wait_for_timeout(500)
+    shot = screenshot_path("screenshot-train-cpu.png", tmp_path)
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+    page.context.close()
+
+
 def test_a_phone_wide_page_scrolls_charts_and_tables_instead_of_squeezing(browser, url):
     """At 420 px the Gantt kept a ~95 px plot area and table cells broke numbers mid-digit."""
     context = browser.new_context(viewport={"width": 420, "height": 900})
