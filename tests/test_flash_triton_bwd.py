@@ -132,7 +132,7 @@ def grad_errors(mod: types.ModuleType, case: dict[str, Any], device: str = "cpu"
 
 
 # ---------------------------------------------------------------------------------------
-# CPU: Triton interpreter in a child process
+# CPU: Triton interpreter in a child process; then configs, exports, kernel names
 # ---------------------------------------------------------------------------------------
 
 # Run in the child with TRITON_INTERPRET=1; argv[1] = JSON list of cases; prints JSON results.
@@ -252,11 +252,6 @@ def test_interpreter_grads_match_float64(name: str, fast_results: dict[str, dict
 @pytest.mark.parametrize("name", list(SLOW_CASES))
 def test_interpreter_grads_match_float64_more(name: str, slow_results: dict[str, dict]) -> None:
     check_case(name, SLOW_CASES[name], slow_results[name])
-
-
-# ---------------------------------------------------------------------------------------
-# CPU: configs, exports, kernel names
-# ---------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,26 @@ def _mma(a, b, acc, UPCAST_DOT: tl.constexpr):
     return acc
 
 
+@triton.jit
+def _row_ptrs(base, row0, stride_s, stride_d, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """Pointers to rows [row0, row0 + ROWS) x all features of one (batch, head)'s [seq, D]
+    matrix at base; the row offset in int64 (long sequences)."""
+    offs_r = tl.arange(0, ROWS)
+    offs_d = tl.arange(0, HEAD_DIM)
+    return (
+        base + tl.cast(row0, tl.int64) * stride_s
+        + (offs_r[:, None] * stride_s + offs_d[None, :] * stride_d)
+    )  # fmt: skip
+
+
+@triton.jit
+def _load_rows(base, row0, stride_s, stride_d, seqlen, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """The (ROWS, HEAD_DIM) tile of rows from row0 (as _row_ptrs), zeros past seqlen."""
+    rows_ok = row0 + tl.arange(0, ROWS) < seqlen
+    ptrs = _row_ptrs(base, row0, stride_s, stride_d, ROWS, HEAD_DIM)
+    return tl.load(ptrs, mask=rows_ok[:, None], other=0.0)
+
+
 @triton.jit(do_not_specialize=["seqlen", "n_heads"])
 def _flash_bwd_preprocess(
     Out, DOut, Delta, seqlen, n_heads,
@@ -125,11 +145,8 @@ def _flash_bwd_dkdv(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr = False,
 ):  # fmt: skip
     """One program = one (batch, head) x BLOCK_N keys: their dK and dV (strides stride_g*).
-
-    Causal: query tiles before the key tile see none of it and are skipped; the BLOCK_N rows
-    from the tile's start form the masked diagonal; later full tiles go unmasked. Key tile 0
-    sees the most queries and is launched first.
-    """
+    Causal: earlier query tiles are skipped, the BLOCK_N rows from the key tile's start are the
+    masked diagonal, later full tiles go unmasked. Key tile 0 (most queries) launches first."""
     pid_bh = tl.program_id(0)
     n0 = tl.program_id(1) * BLOCK_N
     b = (pid_bh // n_heads).to(tl.int64)
@@ -138,25 +155,15 @@ def _flash_bwd_dkdv(
     do_base = DOut + b * stride_dob + h * stride_doh
     lse_base = Lse + pid_bh.to(tl.int64) * seqlen
     delta_base = Delta + pid_bh.to(tl.int64) * seqlen
-    offs_nt = tl.arange(0, BLOCK_N)
-    offs_n = n0 + offs_nt  # (BLOCK_N,) key positions
-    offs_d = tl.arange(0, HEAD_DIM)
+    offs_n = n0 + tl.arange(0, BLOCK_N)  # (BLOCK_N,) key positions
     key_ok = offs_n < seqlen
-    n0_64 = n0.to(tl.int64)
-    k_ptrs = K + b * stride_kb + h * stride_kh + n0_64 * stride_ks
-    k = tl.load(
-        k_ptrs + (offs_nt[:, None] * stride_ks + offs_d[None, :] * stride_kd),
-        mask=key_ok[:, None], other=0.0,
-    )  # (BLOCK_N, D)  # fmt: skip
-    v_ptrs = V + b * stride_vb + h * stride_vh + n0_64 * stride_vs
-    v = tl.load(
-        v_ptrs + (offs_nt[:, None] * stride_vs + offs_d[None, :] * stride_vd),
-        mask=key_ok[:, None], other=0.0,
-    )  # (BLOCK_N, D)  # fmt: skip
+    k_base = K + b * stride_kb + h * stride_kh
+    k = _load_rows(k_base, n0, stride_ks, stride_kd, seqlen, BLOCK_N, HEAD_DIM)  # resident
+    v_base = V + b * stride_vb + h * stride_vh
+    v = _load_rows(v_base, n0, stride_vs, stride_vd, seqlen, BLOCK_N, HEAD_DIM)  # resident
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     qk_scale = softmax_scale * 1.4426950408889634  # scores in log2 units: exp2 in the loop
-
     full_end = (seqlen // BLOCK_M) * BLOCK_M  # query tiles below this need no row mask
     lo_full = 0
     if CAUSAL:  # the diagonal block: rows [n0, n0 + BLOCK_N) see part of the key tile
@@ -179,12 +186,11 @@ def _flash_bwd_dkdv(
         offs_n, tl.maximum(lo_full, full_end), seqlen, seqlen, qk_scale,
         HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, UPCAST_DOT,
     )  # fmt: skip
-    g_off = (
-        b * stride_gb + h * stride_gh + n0_64 * stride_gs
-        + (offs_nt[:, None] * stride_gs + offs_d[None, :] * stride_gd)
-    )  # fmt: skip
-    tl.store(DK + g_off, (dk * softmax_scale).to(DK.dtype.element_ty), mask=key_ok[:, None])
-    tl.store(DV + g_off, dv.to(DV.dtype.element_ty), mask=key_ok[:, None])
+    g_base = b * stride_gb + h * stride_gh  # dK and dV share their strides
+    dk_rows = _row_ptrs(DK + g_base, n0, stride_gs, stride_gd, BLOCK_N, HEAD_DIM)
+    tl.store(dk_rows, (dk * softmax_scale).to(DK.dtype.element_ty), mask=key_ok[:, None])
+    dv_rows = _row_ptrs(DV + g_base, n0, stride_gs, stride_gd, BLOCK_N, HEAD_DIM)
+    tl.store(dv_rows, dv.to(DV.dtype.element_ty), mask=key_ok[:, None])
 
 
 @triton.jit
@@ -255,21 +261,12 @@ def _flash_bwd_dq(
     m0 = pid_m * BLOCK_M
     b = (pid_bh // n_heads).to(tl.int64)
     h = (pid_bh % n_heads).to(tl.int64)
-    offs_mt = tl.arange(0, BLOCK_M)
-    offs_m = m0 + offs_mt  # (BLOCK_M,) query positions
-    offs_d = tl.arange(0, HEAD_DIM)
+    offs_m = m0 + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query positions
     row_ok = offs_m < seqlen
-    m0_64 = m0.to(tl.int64)
-    q_ptrs = Q + b * stride_qb + h * stride_qh + m0_64 * stride_qs
-    q = tl.load(
-        q_ptrs + (offs_mt[:, None] * stride_qs + offs_d[None, :] * stride_qd),
-        mask=row_ok[:, None], other=0.0,
-    )  # (BLOCK_M, D)  # fmt: skip
-    do_ptrs = DOut + b * stride_dob + h * stride_doh + m0_64 * stride_dos
-    do = tl.load(
-        do_ptrs + (offs_mt[:, None] * stride_dos + offs_d[None, :] * stride_dod),
-        mask=row_ok[:, None], other=0.0,
-    )  # (BLOCK_M, D)  # fmt: skip
+    q_base = Q + b * stride_qb + h * stride_qh
+    q = _load_rows(q_base, m0, stride_qs, stride_qd, seqlen, BLOCK_M, HEAD_DIM)  # resident
+    do_base = DOut + b * stride_dob + h * stride_doh
+    do = _load_rows(do_base, m0, stride_dos, stride_dod, seqlen, BLOCK_M, HEAD_DIM)  # resident
     row_base = pid_bh.to(tl.int64) * seqlen
     lse = tl.load(Lse + row_base + offs_m, mask=row_ok, other=0.0) * 1.4426950408889634
     delta = tl.load(Delta + row_base + offs_m, mask=row_ok, other=0.0)
@@ -277,7 +274,6 @@ def _flash_bwd_dq(
     v_base = V + b * stride_vb + h * stride_vh
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = softmax_scale * 1.4426950408889634
-
     if CAUSAL:  # keys < m0 are seen whole by every row (m0 is a multiple of BLOCK_N)
         hi_full = m0
         hi_end = tl.minimum(m0 + BLOCK_M, seqlen)
@@ -294,11 +290,10 @@ def _flash_bwd_dq(
         offs_m, hi_full, hi_end, seqlen, qk_scale,
         HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, UPCAST_DOT,
     )  # fmt: skip
-    g_ptrs = (
-        DQ + b * stride_gb + h * stride_gh + m0_64 * stride_gs
-        + (offs_mt[:, None] * stride_gs + offs_d[None, :] * stride_gd)
-    )  # fmt: skip
-    tl.store(g_ptrs, (dq * softmax_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None])
+    dq_rows = _row_ptrs(
+        DQ + b * stride_gb + h * stride_gh, m0, stride_gs, stride_gd, BLOCK_M, HEAD_DIM
+    )
+    tl.store(dq_rows, (dq * softmax_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None])
 
 
 PREPROCESS_ROWS = 128  # rows of delta per preprocess program
