@@ -15,7 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from profiling.diff import diff, labelled, structural_weight
+from profiling.diff import as_trace, diff, labelled, structural_weight
+from profiling.diff_phases import phase_table
 from profiling.trace import Trace
 from profiling.trace_events import TraceError
 from profiling.uploads import load_upload
@@ -247,15 +248,43 @@ def _rounded(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def diff_page(a: Trace | Path, b: Trace | Path, label_a: str, label_b: str) -> DiffPage:
-    """Two traces → headline and the two delta tables (columns named after the labels)."""
+    """Two traces → headline and the two delta tables (columns named after the labels); two
+    training traces also get a line per phase (attn_fwd, attn_bwd), aligned by name."""
     if label_a == label_b:
         raise ConfigError(f"the two labels must differ (both are {show(label_a)})")
+    a, b = as_trace(a), as_trace(b)
     kernels, operators = diff(a, b, label_a, label_b)
+    phases = phase_table(a, b)
+    by_phase = "" if phases is None else "\n".join(phase_lines(phases, (label_a, label_b))) + "\n\n"
     return DiffPage(
-        headline=f"{diff_headline(kernels, operators)}\n\n{diff_scopes(kernels)}",
+        headline=f"{diff_headline(kernels, operators)}\n\n{by_phase}{diff_scopes(kernels)}",
         kernels=labelled(_rounded(kernels)),
         operators=labelled(_rounded(operators)),
     )
+
+
+def phase_lines(table: pd.DataFrame, labels: tuple[str, str]) -> list[str]:
+    """One line per phase for the Diff's headline, in the tables' B − A sense (a CPU-only
+    trace's phases have no GPU µs: their CPU µs are compared instead)."""
+    label_a, label_b = labels
+    lines = []
+    for row in table.itertuples(index=False):
+        if pd.isna(row.steps_a) or pd.isna(row.steps_b):
+            where = label_a if pd.isna(row.steps_b) else label_b
+            lines.append(f"{row.phase}: only in {where}")
+            continue
+        if pd.isna(row.gpu_us_a) or pd.isna(row.gpu_us_b):
+            lines.append(
+                f"{row.phase}: {row.cpu_us_a:,.1f} → {row.cpu_us_b:,.1f} CPU µs per step "
+                f"({signed_us(row.delta_cpu_us)}; no GPU work) ({label_a} → {label_b})"
+            )
+            continue
+        lines.append(
+            f"{row.phase}: {row.gpu_us_a:,.1f} → {row.gpu_us_b:,.1f} GPU µs per step "
+            f"({signed_us(row.delta_gpu_us)}), {count_text(row.kernels_a)} → "
+            f"{count_text(row.kernels_b)} kernels ({label_a} → {label_b})"
+        )
+    return lines
 
 
 def diff_upload_page(trace_a: Any, trace_b: Any, label_a: Any, label_b: Any) -> DiffPage:

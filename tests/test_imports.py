@@ -39,6 +39,7 @@ TORCH_FREE = [
     "profiling.gantt_detail",
     "profiling.gantt",
     "profiling.diff",
+    "profiling.diff_phases",
     "profiling.analyze",
     "profiling.peaks",
     "profiling.text_tables",

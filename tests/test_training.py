@@ -336,3 +336,27 @@ def test_the_pickers_say_which_backward_cannot_run_here_and_what_a_backward_teac
     assert "**Backward:**" in lesson and "dq_dk_dv" in lesson
     assert "Backward" not in views_profile.lesson_markdown("sdpa-flash", "cpu", "float32")
     assert all(variant.backward_lesson for variant in VARIANTS.values())
+
+
+def test_diff_of_two_training_steps_aligns_their_phases():
+    from profiling.views_diff import diff_page
+    from tests.conftest import FIXTURES
+
+    naive = FIXTURES / TRAIN_FIXTURE.format("naive")
+    flash = FIXTURES / TRAIN_FIXTURE.format("sdpa-flash")
+    headline = diff_page(naive, flash, "naive", "flash").headline
+    assert "attn_fwd: 1,074.5 → 97.1 GPU µs per step (−977.4 µs), 5 → 1 kernels" in headline
+    assert "attn_bwd: 1,422.9 → 307.3 GPU µs per step (−1,115.6 µs), 9 → 5 kernels" in headline
+    forward_only = FIXTURES / "sdpa_flash_8_16_1024_64_bf16.json.gz"
+    assert "attn_bwd" not in diff_page(forward_only, forward_only, "A", "B").headline
+    mixed = diff_page(forward_only, flash, "inference", "training").headline
+    assert "attn_bwd: only in training" in mixed
+
+
+def test_diff_of_two_cpu_training_steps_compares_cpu_time(tmp_path):
+    from profiling.views_diff import diff_page
+
+    a = run(small("naive", "train"), out_dir=tmp_path / "a").trace_gz
+    b = run(small("sdpa-flash", "train"), out_dir=tmp_path / "b").trace_gz
+    headline = diff_page(a, b, "naive", "flash").headline
+    assert "attn_bwd:" in headline and "CPU µs per step" in headline and "no GPU work" in headline
