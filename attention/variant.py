@@ -42,6 +42,30 @@ class Problem:
     causal: bool
     dtype: torch.dtype
     device: str
+    # Inference shapes (None: as today). seq_len is the keys' length (a decode's KV cache);
+    # q_len the queries' (bottom-right aligned: attention/masks.py); kv_heads divides heads.
+    q_len: int | None = None
+    kv_heads: int | None = None
+    window: int | None = None  # a sliding window: each query sees the last `window` keys
+
+    @property
+    def queries(self) -> int:
+        return self.q_len or self.seq_len
+
+    @property
+    def key_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def group(self) -> int:
+        """Query heads per K/V head: 1 is multi-head, `heads` is multi-query attention."""
+        return self.heads // self.key_heads
+
+    @property
+    def square(self) -> bool:
+        """As every run before issue 21: queries = keys, one K/V head per query head, no
+        window; a variant's original code path."""
+        return self.queries == self.seq_len and self.group == 1 and self.window is None
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,6 @@ it changes elsewhere (tests/test_workload.py adds one to see it).
 from __future__ import annotations
 
 import dataclasses
-import functools
-import math
-import reprlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -25,7 +22,9 @@ from typing import Any
 import torch
 
 from attention import VARIANTS, Problem, Variant
+from attention.masks import visible_pairs
 from profiling.summary import BACKWARD_FLOPS, attention_flops
+from profiling.user_values import ConfigError, coerced, field_rules, show
 from profiling.vocabulary import BACKWARD, FORWARD, STEP
 
 DTYPES: dict[str, torch.dtype] = {
@@ -49,6 +48,9 @@ LIMITS: dict[str, tuple[int, int]] = {
     "heads": (1, 128),
     "head_dim": (16, 256),
     "steps": (1, 10),
+    "q_len": (1, 131072),
+    "kv_heads": (1, 128),
+    "window": (1, 131072),
 }
 HEAD_DIM_MULTIPLE = 8  # every fused backend needs head_dim % 8 == 0
 MAX_ELEMENTS = 2**31 - 1  # per input tensor; int32 indexing in several kernels
@@ -71,10 +73,6 @@ PAGE_RANGES: dict[str, dict[str, tuple[int, int, int]]] = {
     },
 }
 CPU_MAX_FLOPS = 2e10  # per forward, on CPU only: a CPU Space must stay responsive
-
-
-class ConfigError(ValueError):
-    """A request that cannot run as asked; the message says what to change."""
 
 
 def passes(check: Callable[..., None], *args: Any) -> bool:
@@ -100,11 +98,16 @@ class Workload:
     device: str = "auto"
     steps: int = 3
     mode: str = "forward"
+    # Inference shapes (issue 21); None keeps today's square multi-head attention. seq_len is
+    # the keys' length (a decode's KV cache), q_len the queries' (bottom-right aligned).
+    kv_heads: int | None = None
+    q_len: int | None = None
+    window: int | None = None
 
     @classmethod
     def from_user(cls, **raw: Any) -> Workload:
         """Coerce and validate loosely typed input (API JSON, CLI, sliders) or raise ConfigError."""
-        values = _coerced(raw, cls, tuple(_rules(cls)), "parameter")
+        values = coerced(raw, cls, tuple(field_rules(cls)), "parameter", LIMITS)
         return cls(**_checked(values, cls))
 
     def validated(self) -> Workload:
@@ -128,8 +131,27 @@ class Workload:
 
     @property
     def forward_flops(self) -> float:
-        """FLOPs of one forward (causal counted as half)."""
-        return attention_flops(self.batch, self.heads, self.seq_len, self.head_dim, self.causal)
+        """FLOPs of one forward: 4·D per visible (query, key) pair per head (the square causal
+        case counted as half, as always)."""
+        if self.q_len is None and self.window is None:
+            return attention_flops(self.batch, self.heads, self.seq_len, self.head_dim, self.causal)
+        pairs = visible_pairs(self.queries, self.seq_len, self.causal, self.window)
+        return 4.0 * self.batch * self.heads * self.head_dim * pairs
+
+    @property
+    def queries(self) -> int:
+        return self.q_len or self.seq_len
+
+    @property
+    def key_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def io_bytes(self) -> int:
+        """Bytes a forward must move at least: q and the output once each, K and V once."""
+        queries = self.batch * self.heads * self.queries * self.head_dim
+        keys = self.batch * self.key_heads * self.seq_len * self.head_dim
+        return (2 * queries + 2 * keys) * self.torch_dtype.itemsize
 
     def phase_flops(self, phase: str) -> float:
         """A phase's FLOPs: the backward counted as BACKWARD_FLOPS × the forward's."""
@@ -161,6 +183,9 @@ class Workload:
             causal=self.causal,
             dtype=self.torch_dtype,
             device=device,
+            q_len=self.q_len,
+            kv_heads=self.kv_heads,
+            window=self.window,
         )
 
     @property
@@ -187,8 +212,15 @@ class Workload:
         return asdict(self)
 
     def shape_text(self) -> str:
+        """`B4 H32/KV8 Q1 S8192 D128 bfloat16 window 1024 train`: the parts a run sets."""
+        heads = f"H{self.heads}" + (f"/KV{self.kv_heads}" if self.kv_heads else "")
+        queries = f" Q{self.q_len}" if self.q_len else ""
+        window = f" window {self.window}" if self.window else ""
         mode = "" if self.mode == "forward" else f" {self.mode}"
-        return f"B{self.batch} H{self.heads} S{self.seq_len} D{self.head_dim} {self.dtype}{mode}"
+        return (
+            f"B{self.batch} {heads}{queries} S{self.seq_len} D{self.head_dim} {self.dtype}"
+            f"{window}{mode}"
+        )
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Workload))
@@ -198,7 +230,7 @@ SHAPE_FIELDS = tuple(name for name in FIELDS if name != "variant")
 def shape_from_user(**raw: Any) -> dict[str, Any]:
     """A shape checked as a shape: every field but the variant, coerced and validated like
     `Workload.from_user` (defaults filled in). What the runs of a Compare or Sweep share."""
-    return _checked(_coerced(raw, Workload, SHAPE_FIELDS, "shape parameter"), Workload)
+    return _checked(coerced(raw, Workload, SHAPE_FIELDS, "shape parameter", LIMITS), Workload)
 
 
 def shape_tag(shape: Mapping[str, Any], device: str) -> str:
@@ -207,9 +239,14 @@ def shape_tag(shape: Mapping[str, Any], device: str) -> str:
     mask = "causal" if shape["causal"] else "full"
     length = f"_{shape['seq_len']}" if "seq_len" in shape else ""
     mode = shape.get("mode", "forward")
+    extra = "".join(
+        f"_{short}{shape[name]}"
+        for name, short in (("kv_heads", "kv"), ("q_len", "q"), ("window", "w"))
+        if shape.get(name) is not None
+    )
     return (
         f"{shape['batch']}_{shape['heads']}{length}_{shape['head_dim']}_{shape['dtype']}_{mask}"
-        f"_{device}_{shape['steps']}steps" + ("" if mode == "forward" else f"_{mode}")
+        f"_{device}_{shape['steps']}steps" + ("" if mode == "forward" else f"_{mode}") + extra
     )
 
 
@@ -231,47 +268,10 @@ def known_variants(names: Iterable[str]) -> list[str]:
     return names
 
 
-# -- field rules ------------------------------------------------------------------------
-@functools.cache
-def _rules(cls: type) -> dict[str, tuple[str, bool, Any]]:
-    """Field name → (kind: int, bool or str; whether None is allowed; default), read from the
-    class's annotations ("int", "int | None"…): a new field needs no entry here."""
-    rules = {}
-    for declared in dataclasses.fields(cls):
-        parts = [part.strip() for part in str(declared.type).split("|")]
-        kind = next(part for part in parts if part != "None")
-        rules[declared.name] = (kind, "None" in parts, declared.default)
-    return rules
-
-
-def _coerced(
-    raw: Mapping[str, Any], cls: type, names: tuple[str, ...], what: str
-) -> dict[str, Any]:
-    """Each of `names` from `raw` (its default when absent) as its type, or ConfigError."""
-    unknown = sorted(set(raw) - set(names))
-    if unknown:
-        raise ConfigError(f"unknown {what}(s): {', '.join(unknown)}")
-    values: dict[str, Any] = {}
-    for name in names:
-        kind, optional, default = _rules(cls)[name]
-        value = raw.get(name, default)
-        if value is None:
-            if not optional:
-                raise ConfigError(f"{name} is missing")
-        elif kind == "int":
-            value = _whole_number(name, value)
-        elif kind == "bool":
-            value = _boolean(name, value)
-        else:
-            value = _choice_text(name, value)
-        values[name] = value
-    return values
-
-
 def _checked(values: dict[str, Any], cls: type) -> dict[str, Any]:
     """Range and consistency checks that need no device, on the fields `values` holds (a None
     where the field allows it is not checked); returns `values` or raises ConfigError."""
-    kinds = {name: _rules(cls)[name][0] for name, value in values.items() if value is not None}
+    kinds = {name: field_rules(cls)[name][0] for name, value in values.items() if value is not None}
     for name in kinds:
         if kinds[name] == "str" and values[name] not in choices(name):
             raise ConfigError(
@@ -296,56 +296,30 @@ def _checked(values: dict[str, Any], cls: type) -> dict[str, Any]:
         raise ConfigError(
             "batch × heads × seq_len × head_dim exceeds 2³¹ elements per tensor; reduce one of them"
         )
+    _check_inference_shape(values)
     return values
 
 
-class _Shorter(reprlib.Repr):
-    """reprlib's bounded repr, which also names a huge integer's size instead of printing it."""
-
-    def repr_int(self, value: int, level: int) -> str:
-        if value.bit_length() > 256:  # repr of a huge int is slow, and refused past 4300 digits
-            return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1:,} digits"
-        return super().repr_int(value, level)
-
-
-_SHORT_REPR = _Shorter()  # keyword arguments only from Python 3.12
-_SHORT_REPR.maxlevel, _SHORT_REPR.maxlist, _SHORT_REPR.maxtuple, _SHORT_REPR.maxdict = 2, 4, 4, 4
-_SHORT_REPR.maxstring = _SHORT_REPR.maxother = 40
-
-
-def show(value: Any, width: int = 40) -> str:
-    """A caller's value, shortened for a message (bounded work, however big the value)."""
-    text = _SHORT_REPR.repr(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _whole_number(name: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise ConfigError(f"{name} must be a whole number, got {value!r}")
-    if isinstance(value, float):
-        if not math.isfinite(value) or not value.is_integer():
-            raise ConfigError(f"{name} must be a whole number, got {show(value)}")
-        value = int(value)
-    if not isinstance(value, int):
-        raise ConfigError(f"{name} must be a whole number, got {show(value)}")
-    low, high = LIMITS[name]
-    if not low <= value <= high:
-        raise ConfigError(f"{name} must be between {low} and {high}, got {show(value)}")
-    return value
-
-
-def _boolean(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    raise ConfigError(f"{name} must be true or false, got {show(value)}")
-
-
-def _choice_text(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f"{name} must be text, got {show(value)}")
-    return value.strip()
+def _check_inference_shape(values: dict[str, Any]) -> None:
+    """kv_heads divides heads, q_len at most seq_len (the keys), a window only where queries
+    see keys in order (causal) and no wider than the keys."""
+    heads, kv_heads = values["heads"], values.get("kv_heads")
+    if kv_heads is not None and (kv_heads > heads or heads % kv_heads):
+        raise ConfigError(
+            f"kv_heads must divide heads ({heads}): each K/V head serves a group of query "
+            f"heads, got {kv_heads}"
+        )
+    q_len, seq_len = values.get("q_len"), values["seq_len"]
+    if q_len is not None and q_len > seq_len:
+        raise ConfigError(
+            f"q_len ({q_len}) must be at most seq_len ({seq_len}), the keys' length (the KV "
+            "cache a decode step reads)"
+        )
+    window = values.get("window")
+    if window is not None and not values["causal"]:
+        raise ConfigError("a sliding window needs the causal mask: each query sees the last keys")
+    if window is not None and window > seq_len:
+        raise ConfigError(f"window ({window}) must be at most seq_len ({seq_len})")
 
 
 # -- the page: its ranges and the CPU budget --------------------------------------------
