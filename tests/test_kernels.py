@@ -84,7 +84,7 @@ def read_instead(path, small_path: bool, monkeypatch) -> None:
     """The run reads `path` in place of its own trace (a CPU run has no kernels), through the
     runner's small-trace path or its trace-model path."""
     read = run_trace.read
-    monkeypatch.setattr(run_trace, "read", lambda _: read(path))
+    monkeypatch.setattr(run_trace, "read", lambda _, *phases: read(path, *phases))
     if not small_path:
         monkeypatch.setattr(small_trace, "parse", lambda _: None)
 
