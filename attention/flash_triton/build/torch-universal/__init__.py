@@ -3,8 +3,10 @@ readable source)."""
 
 from .flash_autograd import (
     BackwardConfig,
+    DecodeConfig,
     FlashAttnFunction,
     TileConfig,
+    flash_attn_decode,
     flash_attn_func,
     flash_attn_func_with_config,
 )
@@ -20,11 +22,13 @@ from .flash_fwd import (
 __all__ = [
     "SUPPORTED_HEAD_DIMS",
     "BackwardConfig",
+    "DecodeConfig",
     "FlashAttnFunction",
     "TileConfig",
     "autotune_configs",
     "default_backward_config",
     "flash_attn_backward",
+    "flash_attn_decode",
     "flash_attn_func",
     "flash_attn_func_with_config",
     "last_autotune_choice",

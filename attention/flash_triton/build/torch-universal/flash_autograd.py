@@ -14,6 +14,7 @@ import torch
 from .flash_bwd import flash_attn_backward
 from .flash_bwd_config import BackwardConfig, TileConfig
 from .flash_common import resolve_scale
+from .flash_decode import DecodeConfig, flash_attn_decode, flash_decode, use_decode_path
 from .flash_fwd import _launch, fixed_config
 
 
@@ -30,11 +31,15 @@ class FlashAttnFunction(torch.autograd.Function):
         causal: bool,
         forward_config: dict[str, Any] | None,
         backward_config: BackwardConfig | None,
+        window_size: tuple[int, int] = (-1, -1),
     ) -> torch.Tensor:
-        out, lse = _launch(q, k, v, softmax_scale, causal, forward_config, return_lse=True)
+        out, lse = _launch(
+            q, k, v, softmax_scale, causal, forward_config, return_lse=True, window_size=window_size
+        )
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.softmax_scale = resolve_scale(softmax_scale, q.shape[-1])
         ctx.causal = bool(causal)
+        ctx.window_size = tuple(window_size)
         ctx.backward_config = backward_config
         return out
 
@@ -45,8 +50,9 @@ class FlashAttnFunction(torch.autograd.Function):
         dq, dk, dv = flash_attn_backward(
             dout, q, k, v, out, lse, ctx.softmax_scale, ctx.causal,
             config=ctx.backward_config, needs=tuple(ctx.needs_input_grad[:3]),
+            window_size=ctx.window_size,
         )  # fmt: skip
-        return dq, dk, dv, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None
 
 
 def needs_backward(q: Any, k: Any, v: Any) -> bool:
@@ -65,19 +71,25 @@ def flash_attn_func(
     v: torch.Tensor,
     softmax_scale: float | None = None,
     causal: bool = False,
+    window_size: tuple[int, int] = (-1, -1),
 ) -> torch.Tensor:
-    """softmax(q k^T * scale [+ causal mask]) v for q, k, v of shape [batch, seq, heads, head_dim].
+    """softmax(q k^T * scale [+ mask]) v, FlashAttention's conventions.
 
-    fp16 or bf16, head_dim in {16, 32, 64, 128, 256}, any strides. `causal` is the
-    top-left aligned mask (query i sees keys j <= i), as SDPA's is_causal=True.
-    softmax_scale defaults to 1/sqrt(head_dim). Returns a new contiguous tensor of q's
-    shape and dtype. Tiles come from Triton's autotuner (keyed on head_dim, causal, dtype
-    and the next power of two of seq). Differentiable: when an input requires grad, the
-    backward runs the Triton FlashAttention-2 backward (flash_bwd.py).
+    q [batch, q_len, heads, D]; k, v [batch, kv_len, kv_heads, D] with heads % kv_heads == 0:
+    query head h reads K/V head h // (heads // kv_heads), no copies (GQA/MQA). fp16 or bf16,
+    D in {16, 32, 64, 128, 256}, any strides. Masks are bottom-right aligned: query i's
+    diagonal is key i + kv_len - q_len; `causal` hides keys past it (top-left, SDPA's
+    is_causal, when q_len == kv_len). window_size=(left, right), -1 unbounded: query i sees
+    keys diagonal - left .. diagonal + right (right is 0 when causal); key tiles outside are
+    skipped. A row that sees no key outputs 0. softmax_scale defaults to 1/sqrt(D). Returns
+    a new contiguous tensor of q's shape and dtype. q_len <= 64 against a long cache takes
+    the split-KV decode path (flash_decode.py). Differentiable through the Triton backward.
     """
     if needs_backward(q, k, v):
-        return FlashAttnFunction.apply(q, k, v, softmax_scale, causal, None, None)
-    return _launch(q, k, v, softmax_scale, causal, None)[0]
+        return FlashAttnFunction.apply(q, k, v, softmax_scale, causal, None, None, window_size)
+    if use_decode_path(q, k, causal, window_size):
+        return flash_decode(q, k, v, softmax_scale, causal, window_size)
+    return _launch(q, k, v, softmax_scale, causal, None, window_size=window_size)[0]
 
 
 def flash_attn_func_with_config(
@@ -87,6 +99,7 @@ def flash_attn_func_with_config(
     softmax_scale: float | None = None,
     causal: bool = False,
     *,
+    window_size: tuple[int, int] = (-1, -1),
     block_m: int = 128,
     block_n: int = 64,
     num_warps: int = 8,
@@ -95,7 +108,8 @@ def flash_attn_func_with_config(
     heavy_first: bool = True,
     backward_config: BackwardConfig | None = None,
 ) -> torch.Tensor:
-    """As `flash_attn_func`, with the launch fixed (no autotuning), for tests and benchmarks.
+    """As `flash_attn_func`, with the launch fixed (no autotuning, never the decode path), for
+    tests and benchmarks.
 
     split_diagonal=False masks every key tile; heavy_first=False launches causal query tiles
     in sequence order (both slower: variants kept to measure what the defaults buy).
@@ -103,14 +117,18 @@ def flash_attn_func_with_config(
     """
     config = fixed_config(block_m, block_n, num_warps, num_stages, split_diagonal, heavy_first)
     if needs_backward(q, k, v):
-        return FlashAttnFunction.apply(q, k, v, softmax_scale, causal, config, backward_config)
-    return _launch(q, k, v, softmax_scale, causal, config)[0]
+        return FlashAttnFunction.apply(
+            q, k, v, softmax_scale, causal, config, backward_config, window_size
+        )
+    return _launch(q, k, v, softmax_scale, causal, config, window_size=window_size)[0]
 
 
 __all__ = [
     "BackwardConfig",
+    "DecodeConfig",
     "FlashAttnFunction",
     "TileConfig",
+    "flash_attn_decode",
     "flash_attn_func",
     "flash_attn_func_with_config",
 ]

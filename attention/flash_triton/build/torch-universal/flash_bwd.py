@@ -14,8 +14,9 @@ import torch
 import triton
 import triton.language as tl
 
+from .flash_bounds import _visit_bounds
 from .flash_bwd_config import BackwardConfig, check_backward_config, default_backward_config
-from .flash_common import device_scope, upcast_dot
+from .flash_common import device_scope, resolve_window, upcast_dot
 
 
 @triton.jit
@@ -83,13 +84,15 @@ def _flash_bwd_preprocess(
 def _dkdv_tiles(
     dk, dv, k, v, q_base, do_base, lse_base, delta_base,
     stride_qs, stride_qd, stride_dos, stride_dod,
-    offs_n, lo, hi, seqlen, qk_scale,
+    offs_n, lo, hi, seqlen, lo_diag, hi_diag, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
 ):  # fmt: skip
     """Add query tiles [lo, hi) to one key tile's dK (unscaled) and dV. Scores are computed
     transposed (keys x queries), so the key tile's rows stay rows. MASKED tiles mask query
-    rows past seqlen and, if CAUSAL, keys j > i; the others are fully visible."""
+    rows past seqlen (q_len) and keys outside [i + lo_diag, i + hi_diag] (the right bound if
+    CAUSAL, both if WINDOW); the others are fully visible."""
     offs_mt = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     qT_ptrs = (
@@ -116,7 +119,10 @@ def _dkdv_tiles(
         if MASKED:
             keep = row_ok[None, :]
             if CAUSAL:
-                keep = keep & (rows[None, :] >= offs_n[:, None])
+                keep = keep & (offs_n[:, None] <= rows[None, :] + hi_diag)
+            if WINDOW:
+                keep = keep & (offs_n[:, None] >= rows[None, :] + lo_diag)
+                keep = keep & (offs_n[:, None] <= rows[None, :] + hi_diag)
             pT = tl.where(keep, pT, 0.0)
             do = tl.load(do_ptrs, mask=row_ok[:, None], other=0.0)
             delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
@@ -132,10 +138,46 @@ def _dkdv_tiles(
     return dk, dv
 
 
-# Sequence length and head count vary from call to call: no divisibility specialisation.
-@triton.jit(do_not_specialize=["seqlen", "n_heads"])
+@triton.jit
+def _dkdv_one_head(
+    dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+    stride_qs, stride_qd, stride_dos, stride_dod,
+    offs_n, n0, seqlen_q, seqlen_k, lo_diag, hi_diag, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, UPCAST_DOT: tl.constexpr,
+):  # fmt: skip
+    """Add one query head's rows to the key tile [n0, n0 + BLOCK_N): the rows that see part of
+    it masked, those that see all of it unmasked, the others skipped. Row i sees key j iff
+    j - hi_diag <= i <= j - lo_diag."""
+    lo, full_lo, full_hi, hi = _visit_bounds(
+        n0, n0 + BLOCK_N - 1, seqlen_k, seqlen_q, -hi_diag, -lo_diag, BLOCK_M
+    )
+    dk, dv = _dkdv_tiles(  # rows that see the tile's first keys only (causal diagonal)
+        dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+        stride_qs, stride_qd, stride_dos, stride_dod,
+        offs_n, lo, full_lo, seqlen_q, lo_diag, hi_diag, qk_scale,
+        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT,
+    )  # fmt: skip
+    dk, dv = _dkdv_tiles(  # rows that see every key of the tile: no mask
+        dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+        stride_qs, stride_qd, stride_dos, stride_dod,
+        offs_n, full_lo, full_hi, seqlen_q, lo_diag, hi_diag, qk_scale,
+        HEAD_DIM, BLOCK_M, BLOCK_N, False, CAUSAL, WINDOW, UPCAST_DOT,
+    )  # fmt: skip
+    dk, dv = _dkdv_tiles(  # the window's far edge and the ragged last query tile
+        dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+        stride_qs, stride_qd, stride_dos, stride_dod,
+        offs_n, full_hi, hi, seqlen_q, lo_diag, hi_diag, qk_scale,
+        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT,
+    )  # fmt: skip
+    return dk, dv
+
+
+# Sequence lengths and head counts vary from call to call: no divisibility specialisation.
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "kv_heads", "group", "lo_diag", "hi_diag"])
 def _flash_bwd_dkdv(
-    Q, K, V, DOut, Lse, Delta, DK, DV, softmax_scale, seqlen, n_heads,
+    Q, K, V, DOut, Lse, Delta, DK, DV, softmax_scale, seqlen_q, seqlen_k, kv_heads, group,
+    lo_diag, hi_diag,
     stride_qb, stride_qs, stride_qh, stride_qd,
     stride_kb, stride_ks, stride_kh, stride_kd,
     stride_vb, stride_vs, stride_vh, stride_vd,
@@ -143,50 +185,35 @@ def _flash_bwd_dkdv(
     stride_gb, stride_gs, stride_gh, stride_gd,
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr = False,
+    WINDOW: tl.constexpr = False,
 ):  # fmt: skip
-    """One program = one (batch, head) x BLOCK_N keys: their dK and dV (strides stride_g*).
-    Causal: earlier query tiles are skipped, the BLOCK_N rows from the key tile's start are the
-    masked diagonal, later full tiles go unmasked. Key tile 0 (most queries) launches first."""
-    pid_bh = tl.program_id(0)
+    """One program = one (batch, K/V head) x BLOCK_N keys: their dK and dV (strides
+    stride_g*), summed over the group's query heads (GQA). K and V stay resident while each
+    head's query tiles stream past. Key tile 0 (most queries when causal) launches first."""
+    pid_bk = tl.program_id(0)
     n0 = tl.program_id(1) * BLOCK_N
-    b = (pid_bh // n_heads).to(tl.int64)
-    h = (pid_bh % n_heads).to(tl.int64)
-    q_base = Q + b * stride_qb + h * stride_qh
-    do_base = DOut + b * stride_dob + h * stride_doh
-    lse_base = Lse + pid_bh.to(tl.int64) * seqlen
-    delta_base = Delta + pid_bh.to(tl.int64) * seqlen
+    b = (pid_bk // kv_heads).to(tl.int64)
+    kv_h = (pid_bk % kv_heads).to(tl.int64)
     offs_n = n0 + tl.arange(0, BLOCK_N)  # (BLOCK_N,) key positions
-    key_ok = offs_n < seqlen
-    k_base = K + b * stride_kb + h * stride_kh
-    k = _load_rows(k_base, n0, stride_ks, stride_kd, seqlen, BLOCK_N, HEAD_DIM)  # resident
-    v_base = V + b * stride_vb + h * stride_vh
-    v = _load_rows(v_base, n0, stride_vs, stride_vd, seqlen, BLOCK_N, HEAD_DIM)  # resident
+    key_ok = offs_n < seqlen_k
+    k_base = K + b * stride_kb + kv_h * stride_kh
+    k = _load_rows(k_base, n0, stride_ks, stride_kd, seqlen_k, BLOCK_N, HEAD_DIM)  # resident
+    v_base = V + b * stride_vb + kv_h * stride_vh
+    v = _load_rows(v_base, n0, stride_vs, stride_vd, seqlen_k, BLOCK_N, HEAD_DIM)  # resident
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     qk_scale = softmax_scale * 1.4426950408889634  # scores in log2 units: exp2 in the loop
-    full_end = (seqlen // BLOCK_M) * BLOCK_M  # query tiles below this need no row mask
-    lo_full = 0
-    if CAUSAL:  # the diagonal block: rows [n0, n0 + BLOCK_N) see part of the key tile
-        lo_full = n0 + BLOCK_N
-        dk, dv = _dkdv_tiles(
-            dk, dv, k, v, q_base, do_base, lse_base, delta_base,
+    for g in range(group):  # the query heads that read this K/V head
+        h = kv_h * group + g
+        row_base = ((b * kv_heads * group) + h) * seqlen_q  # LSE and delta: [B, H, q_len]
+        dk, dv = _dkdv_one_head(
+            dk, dv, k, v, Q + b * stride_qb + h * stride_qh,
+            DOut + b * stride_dob + h * stride_doh, Lse + row_base, Delta + row_base,
             stride_qs, stride_qd, stride_dos, stride_dod,
-            offs_n, n0, tl.minimum(lo_full, seqlen), seqlen, qk_scale,
-            HEAD_DIM, BLOCK_M, BLOCK_N, True, True, UPCAST_DOT,
+            offs_n, n0, seqlen_q, seqlen_k, lo_diag, hi_diag, qk_scale,
+            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, WINDOW, UPCAST_DOT,
         )  # fmt: skip
-    dk, dv = _dkdv_tiles(
-        dk, dv, k, v, q_base, do_base, lse_base, delta_base,
-        stride_qs, stride_qd, stride_dos, stride_dod,
-        offs_n, lo_full, full_end, seqlen, qk_scale,
-        HEAD_DIM, BLOCK_M, BLOCK_N, False, CAUSAL, UPCAST_DOT,
-    )  # fmt: skip
-    dk, dv = _dkdv_tiles(  # the ragged last query tile, if any
-        dk, dv, k, v, q_base, do_base, lse_base, delta_base,
-        stride_qs, stride_qd, stride_dos, stride_dod,
-        offs_n, tl.maximum(lo_full, full_end), seqlen, seqlen, qk_scale,
-        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, UPCAST_DOT,
-    )  # fmt: skip
-    g_base = b * stride_gb + h * stride_gh  # dK and dV share their strides
+    g_base = b * stride_gb + kv_h * stride_gh  # dK and dV share their strides
     dk_rows = _row_ptrs(DK + g_base, n0, stride_gs, stride_gd, BLOCK_N, HEAD_DIM)
     tl.store(dk_rows, (dk * softmax_scale).to(DK.dtype.element_ty), mask=key_ok[:, None])
     dv_rows = _row_ptrs(DV + g_base, n0, stride_gs, stride_gd, BLOCK_N, HEAD_DIM)
@@ -197,12 +224,14 @@ def _flash_bwd_dkdv(
 def _dq_tiles(
     dq, q, do, lse, delta, k_base, v_base,
     stride_ks, stride_kd, stride_vs, stride_vd,
-    offs_m, lo, hi, seqlen, qk_scale,
+    offs_m, lo, hi, seqlen, lo_diag, hi_diag, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
 ):  # fmt: skip
     """Add key tiles [lo, hi) to one query tile's dQ (unscaled). MASKED tiles mask keys past
-    seqlen and, if CAUSAL, keys j > i; the others are fully visible. lse is in log2 units."""
+    seqlen (kv_len) and outside [i + lo_diag, i + hi_diag] (as _dkdv_tiles); the others are
+    fully visible. lse is in log2 units (+inf for a row that sees no key: P = 0)."""
     offs_nt = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     kT_ptrs = (
@@ -228,7 +257,10 @@ def _dq_tiles(
         if MASKED:
             keep = col_ok[None, :]
             if CAUSAL:
-                keep = keep & (cols[None, :] <= offs_m[:, None])
+                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
+            if WINDOW:
+                keep = keep & (cols[None, :] >= offs_m[:, None] + lo_diag)
+                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
             p = tl.where(keep, p, 0.0)
         dp = _mma(do, vT, tl.zeros([BLOCK_M, BLOCK_N], tl.float32), UPCAST_DOT)  # dO V^T
         ds = p * (dp - delta[:, None])
@@ -238,9 +270,10 @@ def _dq_tiles(
     return dq
 
 
-@triton.jit(do_not_specialize=["seqlen", "n_heads"])
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "n_heads", "group", "lo_diag", "hi_diag"])
 def _flash_bwd_dq(
-    Q, K, V, DOut, Lse, Delta, DQ, softmax_scale, seqlen, n_heads,
+    Q, K, V, DOut, Lse, Delta, DQ, softmax_scale, seqlen_q, seqlen_k, n_heads, group,
+    lo_diag, hi_diag,
     stride_qb, stride_qs, stride_qh, stride_qd,
     stride_kb, stride_ks, stride_kh, stride_kd,
     stride_vb, stride_vs, stride_vh, stride_vd,
@@ -248,11 +281,12 @@ def _flash_bwd_dq(
     stride_gb, stride_gs, stride_gh, stride_gd,
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr = False,
+    WINDOW: tl.constexpr = False,
 ):  # fmt: skip
     """One program = one (batch, head) x BLOCK_M queries: their dQ (strides stride_g*).
 
-    Causal: key tiles after the query tile are skipped, the keys below its first row are
-    unmasked, its own diagonal block is masked; the last query tiles (most keys) go first.
+    Key tiles the rows see whole go unmasked, the edge tiles (causal diagonal, window's
+    left edge, ragged end) masked, the others are skipped; the last query tiles go first.
     """
     pid_bh = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -262,33 +296,37 @@ def _flash_bwd_dq(
     b = (pid_bh // n_heads).to(tl.int64)
     h = (pid_bh % n_heads).to(tl.int64)
     offs_m = m0 + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query positions
-    row_ok = offs_m < seqlen
-    q_base = Q + b * stride_qb + h * stride_qh
-    q = _load_rows(q_base, m0, stride_qs, stride_qd, seqlen, BLOCK_M, HEAD_DIM)  # resident
-    do_base = DOut + b * stride_dob + h * stride_doh
-    do = _load_rows(do_base, m0, stride_dos, stride_dod, seqlen, BLOCK_M, HEAD_DIM)  # resident
-    row_base = pid_bh.to(tl.int64) * seqlen
+    row_ok = offs_m < seqlen_q
+    q = _load_rows(Q + b * stride_qb + h * stride_qh, m0, stride_qs, stride_qd, seqlen_q,
+                   BLOCK_M, HEAD_DIM)  # resident  # fmt: skip
+    do = _load_rows(DOut + b * stride_dob + h * stride_doh, m0, stride_dos, stride_dod,
+                    seqlen_q, BLOCK_M, HEAD_DIM)  # resident  # fmt: skip
+    row_base = pid_bh.to(tl.int64) * seqlen_q
     lse = tl.load(Lse + row_base + offs_m, mask=row_ok, other=0.0) * 1.4426950408889634
     delta = tl.load(Delta + row_base + offs_m, mask=row_ok, other=0.0)
-    k_base = K + b * stride_kb + h * stride_kh
-    v_base = V + b * stride_vb + h * stride_vh
+    kv_h = h // group
+    k_base = K + b * stride_kb + kv_h * stride_kh
+    v_base = V + b * stride_vb + kv_h * stride_vh
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = softmax_scale * 1.4426950408889634
-    if CAUSAL:  # keys < m0 are seen whole by every row (m0 is a multiple of BLOCK_N)
-        hi_full = m0
-        hi_end = tl.minimum(m0 + BLOCK_M, seqlen)
-    else:
-        hi_full = (seqlen // BLOCK_N) * BLOCK_N
-        hi_end = seqlen
+    lo, full_lo, full_hi, hi = _visit_bounds(
+        m0, m0 + BLOCK_M - 1, seqlen_q, seqlen_k, lo_diag, hi_diag, BLOCK_N
+    )
+    if WINDOW:  # the window's left edge (empty without a window: compiled out)
+        dq = _dq_tiles(
+            dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+            offs_m, lo, full_lo, seqlen_k, lo_diag, hi_diag, qk_scale,
+            HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT,
+        )  # fmt: skip
     dq = _dq_tiles(
         dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-        offs_m, 0, hi_full, seqlen, qk_scale,
-        HEAD_DIM, BLOCK_M, BLOCK_N, False, CAUSAL, UPCAST_DOT,
+        offs_m, full_lo, full_hi, seqlen_k, lo_diag, hi_diag, qk_scale,
+        HEAD_DIM, BLOCK_M, BLOCK_N, False, CAUSAL, WINDOW, UPCAST_DOT,
     )  # fmt: skip
     dq = _dq_tiles(
         dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-        offs_m, hi_full, hi_end, seqlen, qk_scale,
-        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, UPCAST_DOT,
+        offs_m, full_hi, hi, seqlen_k, lo_diag, hi_diag, qk_scale,
+        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT,
     )  # fmt: skip
     dq_rows = _row_ptrs(
         DQ + b * stride_gb + h * stride_gh, m0, stride_gs, stride_gd, BLOCK_M, HEAD_DIM
@@ -310,44 +348,46 @@ def flash_attn_backward(
     causal: bool,
     config: BackwardConfig | None = None,
     needs: tuple[bool, bool, bool] = (True, True, True),
+    window_size: tuple[int, int] = (-1, -1),
 ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-    """(dq, dk, dv) of out = attention(q, k, v) given dout; each new, contiguous, of q's shape
-    and dtype, or None where `needs` says it is not wanted. q, k, v, dout: any strides; out and
-    lse (fp32 [B, H, S], natural log) come from the forward with return_lse."""
-    batch, seqlen, n_heads, head_dim = q.shape
+    """(dq, dk, dv) of out = attention(q, k, v) given dout; each new and contiguous, dq of q's
+    shape, dk and dv of k's (a K/V head's gradient sums its query-head group), or None where
+    `needs` says it is not wanted. q, k, v, dout: any strides; out and lse (fp32 [B, H, q_len],
+    natural log, +inf for a row that sees no key) come from the forward with return_lse."""
+    batch, seqlen_q, n_heads, head_dim = q.shape
+    seqlen_k, kv_heads = k.shape[1], k.shape[2]
+    window = resolve_window(window_size, causal, seqlen_q, seqlen_k)
     config = config or default_backward_config(head_dim)
     check_backward_config(config)
     dout = dout.to(q.dtype)
-
-    def new() -> torch.Tensor:
-        return torch.empty(q.shape, dtype=q.dtype, device=q.device)
-
-    dq = new() if needs[0] else None
-    dk, dv = (new(), new()) if needs[1] or needs[2] else (None, None)
-    grad = dq if dq is not None else dk
-    if grad is None or q.numel() == 0:
-        return dq, dk, dv
-    delta = torch.empty((batch, n_heads, seqlen), dtype=torch.float32, device=q.device)
-    # dq, dk, dv are alike (contiguous): one set of strides serves the three.
-    strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride(), *grad.stride())
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device) if needs[0] else None
+    dk, dv = (None, None)
+    if needs[1] or needs[2]:
+        dk, dv = (torch.empty(k.shape, dtype=q.dtype, device=q.device) for _ in range(2))
+    if q.numel() == 0 or k.numel() == 0:  # nothing attended: every gradient is 0
+        return tuple(None if g is None else g.zero_() for g in (dq, dk, dv))  # type: ignore
+    delta = torch.empty((batch, n_heads, seqlen_q), dtype=torch.float32, device=q.device)
+    shapes = (seqlen_q, seqlen_k, n_heads, n_heads // kv_heads, window.lo_diag, window.hi_diag)
+    strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride())
     meta = {"HEAD_DIM": head_dim, "CAUSAL": bool(causal), "UPCAST_DOT": upcast_dot(q.dtype)}
+    meta["WINDOW"] = window.windowed
     with device_scope(q):
-        grid = (batch * n_heads, triton.cdiv(seqlen, PREPROCESS_ROWS))
+        grid = (batch * n_heads, triton.cdiv(seqlen_q, PREPROCESS_ROWS))
         _flash_bwd_preprocess[grid](
-            out, dout, delta, seqlen, n_heads, *out.stride(), *dout.stride(),
+            out, dout, delta, seqlen_q, n_heads, *out.stride(), *dout.stride(),
             HEAD_DIM=head_dim, BLOCK_M=PREPROCESS_ROWS,
         )  # fmt: skip
         if dk is not None and dv is not None:
             t = config.dkdv
-            _flash_bwd_dkdv[(batch * n_heads, triton.cdiv(seqlen, t.block_n))](
-                q, k, v, dout, lse, delta, dk, dv, softmax_scale, seqlen, n_heads, *strides,
-                BLOCK_M=t.block_m, BLOCK_N=t.block_n, num_warps=t.num_warps,
-                num_stages=t.num_stages, **meta,
+            _flash_bwd_dkdv[(batch * kv_heads, triton.cdiv(seqlen_k, t.block_n))](
+                q, k, v, dout, lse, delta, dk, dv, softmax_scale, seqlen_q, seqlen_k, kv_heads,
+                *shapes[3:], *strides, *dk.stride(), BLOCK_M=t.block_m, BLOCK_N=t.block_n,
+                num_warps=t.num_warps, num_stages=t.num_stages, **meta,
             )  # fmt: skip
         if dq is not None:
             t = config.dq
-            _flash_bwd_dq[(batch * n_heads, triton.cdiv(seqlen, t.block_m))](
-                q, k, v, dout, lse, delta, dq, softmax_scale, seqlen, n_heads, *strides,
+            _flash_bwd_dq[(batch * n_heads, triton.cdiv(seqlen_q, t.block_m))](
+                q, k, v, dout, lse, delta, dq, softmax_scale, *shapes, *strides, *dq.stride(),
                 BLOCK_M=t.block_m, BLOCK_N=t.block_n, num_warps=t.num_warps,
                 num_stages=t.num_stages, **meta,
             )  # fmt: skip

@@ -6,6 +6,7 @@ import contextlib
 import math
 import numbers
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,21 +19,27 @@ SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)
 
 
 def check_inputs(q: Any, k: Any, v: Any, softmax_scale: Any) -> None:
+    """q [batch, q_len, heads, D]; k, v [batch, kv_len, kv_heads, D] with heads % kv_heads == 0."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if q.dim() != 4:
         raise ValueError(f"q must be 4-D [batch, seq, heads, head_dim], got shape {tuple(q.shape)}")
-    if k.shape != q.shape or v.shape != q.shape:
+    if k.shape != v.shape or k.dim() != 4:
         raise ValueError(
-            "q, k, v must have the same shape [batch, seq, heads, head_dim]; got "
+            "k and v must have the same shape [batch, kv_len, kv_heads, head_dim]; got "
             f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
+    batch, _, heads, head_dim = q.shape
+    if k.shape[0] != batch or k.shape[3] != head_dim or k.shape[2] < 1 or heads % k.shape[2]:
+        raise ValueError(
+            "k, v must be [batch, kv_len, kv_heads, head_dim] with q's batch and head_dim and "
+            f"kv_heads dividing q's heads; got q {tuple(q.shape)}, k {tuple(k.shape)}"
         )
     if q.dtype not in SUPPORTED_DTYPES:
         raise ValueError(f"dtype must be torch.float16 or torch.bfloat16, got {q.dtype}")
     if k.dtype != q.dtype or v.dtype != q.dtype:
         raise ValueError(f"q, k, v must share one dtype; got q {q.dtype}, k {k.dtype}, v {v.dtype}")
-    head_dim = q.shape[-1]
     if head_dim not in SUPPORTED_HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {SUPPORTED_HEAD_DIMS}, got {head_dim}")
     if k.device != q.device or v.device != q.device:
@@ -50,6 +57,52 @@ def check_inputs(q: Any, k: Any, v: Any, softmax_scale: Any) -> None:
             f"q, k, v must be CUDA tensors, got device {q.device} (to run on CPU, set "
             "TRITON_INTERPRET=1 before triton is imported: Triton's interpreter, slow)"
         )
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which keys each query row sees, as the kernels take it.
+
+    Query i sees keys j with i + lo_diag <= j <= i + hi_diag (bottom-right aligned: the
+    offset kv_len - q_len is folded in). An unbounded side is q_len + kv_len away, so the
+    kernels need no special case for it. `windowed` (constexpr WINDOW) turns the left bound
+    on in the masks; `may_be_empty` (constexpr MAY_BE_EMPTY) says a row can see no key at
+    all (output 0, LSE +inf) or none in its first masked tile, so the softmax state must
+    guard against a row max of -inf.
+    """
+
+    lo_diag: int
+    hi_diag: int
+    windowed: bool
+    may_be_empty: bool
+
+
+def check_window(window_size: Any) -> tuple[int, int]:
+    """window_size as FlashAttention takes it: (left, right), -1 = unbounded."""
+    ok = (
+        isinstance(window_size, (tuple, list))
+        and len(window_size) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) and x >= -1 for x in window_size)
+    )
+    if not ok:
+        raise ValueError(f"window_size must be (left, right), ints >= -1, got {window_size!r}")
+    return int(window_size[0]), int(window_size[1])
+
+
+def resolve_window(
+    window_size: tuple[int, int], causal: bool, seqlen_q: int, seqlen_k: int
+) -> Window:
+    """The bounds of FlashAttention's window_size (right is 0 when causal), bottom-right
+    aligned: query i's diagonal is key i + kv_len - q_len."""
+    left, right = check_window(window_size)
+    unbounded = seqlen_q + seqlen_k  # no row reaches further (keeps int32 math safe)
+    left = unbounded if left < 0 else min(left, unbounded)
+    right = 0 if causal else (unbounded if right < 0 else min(right, unbounded))
+    windowed = left < unbounded or (right < unbounded and not causal)
+    offset = seqlen_k - seqlen_q
+    # A row sees nothing when its window lies wholly outside [0, kv_len).
+    may_be_empty = offset + right < 0 or offset - left + seqlen_q - 1 >= seqlen_k
+    return Window(offset - left, offset + right, windowed, may_be_empty or windowed)
 
 
 def resolve_scale(softmax_scale: float | None, head_dim: int) -> float:

@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .flash_bounds import _visit_bounds
 from .flash_common import (
     INTERPRET,
     SUPPORTED_DTYPES,
@@ -20,40 +21,28 @@ from .flash_common import (
     check_inputs,
     device_scope,
     resolve_scale,
+    resolve_window,
     upcast_dot,
 )
+from .flash_fwd_config import _make_configs, _prune_configs
 
 __all__ = ["SUPPORTED_DTYPES", "SUPPORTED_HEAD_DIMS"]  # re-exported for older imports
 
 
 @triton.jit
 def _attn_tiles(
-    acc,
-    l_i,
-    m_i,
-    q,
-    k_base,
-    v_base,
-    stride_ks,
-    stride_kd,
-    stride_vs,
-    stride_vd,
-    offs_m,
-    lo,
-    hi,
-    seqlen,
-    qk_scale,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    MASKED: tl.constexpr,
-    CAUSAL: tl.constexpr,
+    acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+    offs_m, lo, hi, seqlen_k, lo_diag, hi_diag, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, MAY_BE_EMPTY: tl.constexpr,
     UPCAST_DOT: tl.constexpr,
-):
+):  # fmt: skip
     """Fold key/value tiles [lo, hi) into the running softmax state of one query tile.
 
-    State per query row i: m_i = running max of the scaled scores (in log2 units),
+    State per query row: m_i = running max of the scaled scores (in log2 units),
     l_i = sum_j exp2(s_ij - m_i), acc = sum_j exp2(s_ij - m_i) * v_j (unnormalised output).
-    MASKED tiles apply the sequence-end mask and, if CAUSAL, the j <= i mask; unmasked
+    offs_m holds each row's query position. MASKED tiles mask keys past seqlen_k and keys
+    outside [i + lo_diag, i + hi_diag] (the right bound if CAUSAL, both if WINDOW); unmasked
     tiles skip all of that (the caller only hands them tiles that are fully visible).
     """
     offs_n = tl.arange(0, BLOCK_N)
@@ -73,7 +62,7 @@ def _attn_tiles(
         start_n = tl.multiple_of(start_n, BLOCK_N)
         cols = start_n + offs_n  # (BLOCK_N,) key positions
         if MASKED:
-            in_seq = cols < seqlen
+            in_seq = cols < seqlen_k
             k = tl.load(k_ptrs, mask=in_seq[:, None], other=0.0)  # (BLOCK_N, D)
         else:
             k = tl.load(k_ptrs)  # (BLOCK_N, D)
@@ -84,15 +73,22 @@ def _attn_tiles(
         if MASKED:
             keep = in_seq[None, :]
             if CAUSAL:
-                keep = keep & (cols[None, :] <= offs_m[:, None])
+                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
+            if WINDOW:
+                keep = keep & (cols[None, :] >= offs_m[:, None] + lo_diag)
+                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
             s = tl.where(keep, s * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))  # (BLOCK_M,)
-            p = tl.math.exp2(s - m_new[:, None])  # (BLOCK_M, BLOCK_N)
+            m_sub = m_new
+            if MAY_BE_EMPTY:  # a row that has seen no key yet: subtract 0, not -inf (NaN)
+                m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
+            p = tl.math.exp2(s - m_sub[:, None])  # (BLOCK_M, BLOCK_N)
         else:
             m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)  # (BLOCK_M,)
+            m_sub = m_new
             p = tl.math.exp2(s * qk_scale - m_new[:, None])  # one FMA per score
         # The max moved from m_i to m_new: rescale what was summed so far by 2^(m_i - m_new).
-        alpha = tl.math.exp2(m_i - m_new)  # (BLOCK_M,)
+        alpha = tl.math.exp2(m_i - m_sub)  # (BLOCK_M,)
         l_i = l_i * alpha + tl.sum(p, 1)
         if MASKED:  # noqa: SIM108 (constexpr branch, kept parallel to the k load)
             v = tl.load(v_ptrs, mask=in_seq[:, None], other=0.0)  # (BLOCK_N, D)
@@ -110,48 +106,73 @@ def _attn_tiles(
     return acc, l_i, m_i
 
 
-# Sequence length and head count vary from call to call: no divisibility specialisation on
+@triton.jit
+def _attend_range(
+    q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+    offs_m, first, last, lo_cap, hi_cap, seqlen_k, lo_diag, hi_diag, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, MAY_BE_EMPTY: tl.constexpr,
+    SPLIT_DIAGONAL: tl.constexpr, UPCAST_DOT: tl.constexpr,
+):  # fmt: skip
+    """(acc, l_i, m_i) of query rows at positions offs_m (in [first, last]) over the keys they
+    see within [lo_cap, hi_cap) (lo_cap BLOCK_N-aligned): the edge tiles masked, the tiles
+    every row sees whole unmasked; tiles no row sees are skipped."""
+    lo, full_lo, full_hi, hi = _visit_bounds(
+        first, last, last + 1, seqlen_k, lo_diag, hi_diag, BLOCK_N
+    )
+    lo = tl.maximum(lo, lo_cap)
+    hi = tl.maximum(tl.minimum(hi, hi_cap), lo)
+    full_lo = tl.minimum(tl.maximum(full_lo, lo), hi)
+    full_hi = tl.minimum(tl.maximum(full_hi, full_lo), hi)
+    if not SPLIT_DIAGONAL:  # variant for measurement: mask every tile (the last loop)
+        full_lo = lo
+        full_hi = lo
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max (log2 units)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp2(s - m_i)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)  # (BLOCK_M, D) unnormalised output
+    if WINDOW:  # the masked left edge (empty without a window: compiled out)
+        acc, l_i, m_i = _attn_tiles(
+            acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+            offs_m, lo, full_lo, seqlen_k, lo_diag, hi_diag, qk_scale,
+            HEAD_DIM, BLOCK_N, True, CAUSAL, WINDOW, MAY_BE_EMPTY, UPCAST_DOT,
+        )  # fmt: skip
+    acc, l_i, m_i = _attn_tiles(  # tiles every row sees whole: no mask at all
+        acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+        offs_m, full_lo, full_hi, seqlen_k, lo_diag, hi_diag, qk_scale,
+        HEAD_DIM, BLOCK_N, False, CAUSAL, WINDOW, MAY_BE_EMPTY, UPCAST_DOT,
+    )  # fmt: skip
+    acc, l_i, m_i = _attn_tiles(  # the causal diagonal / window's right edge / ragged end
+        acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+        offs_m, full_hi, hi, seqlen_k, lo_diag, hi_diag, qk_scale,
+        HEAD_DIM, BLOCK_N, True, CAUSAL, WINDOW, MAY_BE_EMPTY, UPCAST_DOT,
+    )  # fmt: skip
+    return acc, l_i, m_i
+
+
+# Sequence lengths and head counts vary from call to call: no divisibility specialisation on
 # them, so one compiled kernel serves every shape with the same dtype/head_dim/config.
-@triton.jit(do_not_specialize=["seqlen", "n_heads", "seq_bucket"])
+@triton.jit(
+    do_not_specialize=[
+        "seqlen_q", "seqlen_k", "n_heads", "group", "lo_diag", "hi_diag", "seq_bucket",
+        "kv_bucket",
+    ]
+)  # fmt: skip
 def _flash_fwd_kernel(
-    Q,
-    K,
-    V,
-    Out,
-    Lse,
-    softmax_scale,
-    seqlen,
-    n_heads,
-    stride_qb,
-    stride_qs,
-    stride_qh,
-    stride_qd,
-    stride_kb,
-    stride_ks,
-    stride_kh,
-    stride_kd,
-    stride_vb,
-    stride_vs,
-    stride_vh,
-    stride_vd,
-    stride_ob,
-    stride_os,
-    stride_oh,
-    stride_od,
-    seq_bucket,  # only read by the autotuner's key (next power of two of seqlen)
-    HEAD_DIM: tl.constexpr,
-    CAUSAL: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    SPLIT_DIAGONAL: tl.constexpr = True,
-    HEAVY_FIRST: tl.constexpr = True,
-    UPCAST_DOT: tl.constexpr = False,
-    STORE_LSE: tl.constexpr = False,
-):
+    Q, K, V, Out, Lse, softmax_scale, seqlen_q, seqlen_k, n_heads, group, lo_diag, hi_diag,
+    stride_qb, stride_qs, stride_qh, stride_qd, stride_kb, stride_ks, stride_kh, stride_kd,
+    stride_vb, stride_vs, stride_vh, stride_vd, stride_ob, stride_os, stride_oh, stride_od,
+    seq_bucket, kv_bucket,  # only read by the autotuner's key (next powers of two)
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr, SPLIT_DIAGONAL: tl.constexpr = True,
+    HEAVY_FIRST: tl.constexpr = True, UPCAST_DOT: tl.constexpr = False,
+    STORE_LSE: tl.constexpr = False, WINDOW: tl.constexpr = False,
+    MAY_BE_EMPTY: tl.constexpr = False,
+):  # fmt: skip
     """One program = one (batch, head) pair x one tile of BLOCK_M query rows.
 
-    STORE_LSE (training only) also writes each row's natural log-sum-exp of the scaled scores
-    to Lse, a contiguous fp32 [batch, heads, seqlen] tensor; inference compiles it out.
+    Query head h reads K/V head h // group (GQA: no copies). STORE_LSE (training only) also
+    writes each row's natural log-sum-exp of the scaled scores to Lse, a contiguous fp32
+    [batch, heads, seqlen_q] tensor (+inf for a row that sees no key); inference compiles it out.
     """
     pid_bh = tl.program_id(0)
     pid_m = tl.program_id(1)
@@ -159,114 +180,48 @@ def _flash_fwd_kernel(
         # Causal tiles near the end of the sequence see the most keys: launch them first,
         # so the short ones fill the last wave.
         pid_m = tl.num_programs(1) - 1 - pid_m
-    b = pid_bh // n_heads
+    b = (pid_bh // n_heads).to(tl.int64)
     h = pid_bh % n_heads
     m0 = pid_m * BLOCK_M  # first query row of this tile
-
     # Base pointers in int64: batch/head/row offsets can pass 2**31 elements.
-    q_base = Q + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh
-    k_base = K + b.to(tl.int64) * stride_kb + h.to(tl.int64) * stride_kh
-    v_base = V + b.to(tl.int64) * stride_vb + h.to(tl.int64) * stride_vh
-    o_base = Out + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
-
+    kv_h = (h // group).to(tl.int64)
+    k_base = K + b * stride_kb + kv_h * stride_kh
+    v_base = V + b * stride_vb + kv_h * stride_vh
     offs_mt = tl.arange(0, BLOCK_M)  # row within the tile
     offs_m = m0 + offs_mt  # (BLOCK_M,) query positions
     offs_d = tl.arange(0, HEAD_DIM)
-    row_ok = offs_m < seqlen
-
+    row_ok = offs_m < seqlen_q
     # q stays in registers/shared memory for the whole key loop.
     q_ptrs = (
-        q_base
-        + m0.to(tl.int64) * stride_qs
+        Q + b * stride_qb + h.to(tl.int64) * stride_qh + m0.to(tl.int64) * stride_qs
         + (offs_mt[:, None] * stride_qs + offs_d[None, :] * stride_qd)
-    )
+    )  # fmt: skip
     q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)  # (BLOCK_M, D)
-
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max (log2 units)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp2(s - m_i)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)  # (BLOCK_M, D) unnormalised output
     # exp(x) == exp2(x * log2(e)): fold log2(e) into the scale once, then use exp2.
-    qk_scale = softmax_scale * 1.4426950408889634
-
-    # Split the key range in two stages:
-    #   [0, hi_full): tiles every row of this query tile sees whole -> no masking at all;
-    #   [hi_full, hi_end): the causal diagonal and/or the ragged end of the sequence -> masked.
-    if CAUSAL:
-        hi_full = (m0 // BLOCK_N) * BLOCK_N  # keys < m0 <= every row i of the tile
-        hi_end = tl.minimum(m0 + BLOCK_M, seqlen)
-    else:
-        hi_full = (seqlen // BLOCK_N) * BLOCK_N
-        hi_end = seqlen
-    if not SPLIT_DIAGONAL:  # variant for measurement: mask every tile
-        hi_full = 0
-
-    acc, l_i, m_i = _attn_tiles(
-        acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-        offs_m, 0, hi_full, seqlen, qk_scale,
-        HEAD_DIM, BLOCK_N, False, CAUSAL, UPCAST_DOT,
+    acc, l_i, m_i = _attend_range(
+        q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+        offs_m, m0, tl.minimum(m0 + BLOCK_M, seqlen_q) - 1, 0, seqlen_k, seqlen_k, lo_diag, hi_diag,
+        softmax_scale * 1.4426950408889634, HEAD_DIM, BLOCK_M, BLOCK_N,
+        CAUSAL, WINDOW, MAY_BE_EMPTY, SPLIT_DIAGONAL, UPCAST_DOT,
     )  # fmt: skip
-    acc, l_i, m_i = _attn_tiles(
-        acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-        offs_m, hi_full, hi_end, seqlen, qk_scale,
-        HEAD_DIM, BLOCK_N, True, CAUSAL, UPCAST_DOT,
-    )  # fmt: skip
-
-    # Every real row saw at least key 0, so l_i > 0 there; padded rows are not stored.
-    out = acc / l_i[:, None]  # (BLOCK_M, D)
+    if MAY_BE_EMPTY:  # noqa: SIM108 (constexpr) a row that saw no key: acc = 0, out 0
+        out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
+    else:  # every row saw at least one key, so l_i > 0 (padded rows are not stored)
+        out = acc / l_i[:, None]  # (BLOCK_M, D)
     o_ptrs = (
-        o_base
-        + m0.to(tl.int64) * stride_os
+        Out + b * stride_ob + h.to(tl.int64) * stride_oh + m0.to(tl.int64) * stride_os
         + (offs_mt[:, None] * stride_os + offs_d[None, :] * stride_od)
-    )
+    )  # fmt: skip
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
     if STORE_LSE:  # log(sum_j e^(s_ij)) = (m_i + log2 l_i) * ln 2, back from log2 units
         lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
-        tl.store(Lse + pid_bh.to(tl.int64) * seqlen + offs_m, lse, mask=row_ok)
-
-
-def _make_configs() -> list[triton.Config]:
-    # (BLOCK_M, BLOCK_N, num_warps, num_stages). Kept from a survey of 9 configs on an H200
-    # (docs/flash-triton-notes.md): these won or came within a few % at B4 H16 S1024..16384,
-    # D 64/128; num_stages=2 lost everywhere at D <= 128 and is kept for head_dim 256 only.
-    # BLOCK_M=128 tiles need 8 warps at head_dim 128: with 4 the fp32 accumulator and the
-    # score tile spill (Triton 3.9 compiling for sm_90 offline: 255 registers + 376 B stack).
-    shapes = [
-        (128, 64, 8, 3),
-        (128, 64, 8, 4),
-        (128, 128, 8, 3),
-        (64, 64, 4, 3),  # short sequences
-        (128, 64, 4, 3),  # head_dim <= 64 only
-        (128, 64, 8, 2),  # head_dim 256 only (shared memory)
-    ]
-    return [
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
-        for bm, bn, w, s in shapes
-    ]
-
-
-def _fits(config: triton.Config, head_dim: int) -> bool:
-    bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
-    if head_dim >= 256:  # q tile + 2 stages of k/v tiles: 192 KB of shared memory
-        return config.num_stages == 2 and config.num_warps == 8
-    if config.num_stages == 2:
-        return False  # slowest config at every measured shape
-    return not (head_dim >= 128 and config.num_warps == 4 and bm * bn > 64 * 64)  # spills
-
-
-def _prune_configs(
-    configs: list[triton.Config], named_args: dict[str, Any], **kwargs: Any
-) -> list[triton.Config]:
-    args = {**named_args, **kwargs}
-    kept = [c for c in configs if _fits(c, args["HEAD_DIM"])]
-    if args["seqlen"] <= 64:  # one 64-row tile covers the sequence; bigger ones only pad
-        small = [c for c in kept if c.kwargs["BLOCK_M"] <= 64 and c.kwargs["BLOCK_N"] <= 64]
-        kept = small or kept
-    return kept or [configs[0]]
+        lse = tl.where(l_i == 0.0, float("inf"), lse)  # no key: the backward's P is 0
+        tl.store(Lse + pid_bh.to(tl.int64) * seqlen_q + offs_m, lse, mask=row_ok)
 
 
 _flash_fwd_autotuned = triton.autotune(
     configs=_make_configs(),
-    key=["seq_bucket", "HEAD_DIM", "CAUSAL"],  # the autotuner adds the tensors' dtypes
+    key=["seq_bucket", "kv_bucket", "HEAD_DIM", "CAUSAL", "WINDOW"],  # + tensors' dtypes
     prune_configs_by={"early_config_prune": _prune_configs},
 )(_flash_fwd_kernel)
 
@@ -323,20 +278,26 @@ def _launch(
     causal: bool,
     config: dict[str, Any] | None,
     return_lse: bool = False,
+    window_size: tuple[int, int] = (-1, -1),
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(out, lse): config None = autotuned launch, else the kernel's meta-parameters.
 
-    lse (fp32 [batch, heads, seq]) is computed only when return_lse; otherwise it is None and
+    lse (fp32 [batch, heads, q_len]) is computed only when return_lse; otherwise it is None and
     the kernel compiles without the store, as fast as before the backward existed.
     """
     check_inputs(q, k, v, softmax_scale)
-    batch, seqlen, n_heads, head_dim = q.shape
+    batch, seqlen_q, n_heads, head_dim = q.shape
+    seqlen_k, kv_heads = k.shape[1], k.shape[2]
+    window = resolve_window(window_size, causal, seqlen_q, seqlen_k)
     scale = resolve_scale(softmax_scale, head_dim)
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # contiguous [B, S, H, D]
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # contiguous [B, Sq, H, D]
     lse = None
     if return_lse:
-        lse = torch.empty((batch, n_heads, seqlen), dtype=torch.float32, device=q.device)
-    if out.numel() == 0:
+        lse = torch.empty((batch, n_heads, seqlen_q), dtype=torch.float32, device=q.device)
+    if out.numel() == 0 or seqlen_k == 0:
+        out.zero_()  # no key at all: FlashAttention's convention, output 0 (LSE +inf)
+        if lse is not None:
+            lse.fill_(float("inf"))
         return out, lse
     if config is None and INTERPRET:
         # The autotuner would time every config in the interpreter: pick one instead.
@@ -345,17 +306,21 @@ def _launch(
     if upcast_dot(q.dtype):  # the CPU interpreter's bf16 tl.dot bug (flash_common.upcast_dot)
         meta["UPCAST_DOT"] = True
     args = (
-        q, k, v, out, _lse_stand_in(q.device) if lse is None else lse, scale, seqlen, n_heads,
+        q, k, v, out, _lse_stand_in(q.device) if lse is None else lse, scale, seqlen_q,
+        seqlen_k, n_heads, n_heads // kv_heads, window.lo_diag, window.hi_diag,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-        triton.next_power_of_2(seqlen),
+        triton.next_power_of_2(seqlen_q), triton.next_power_of_2(seqlen_k),
     )  # fmt: skip
 
     def grid(launch_meta: dict[str, Any]) -> tuple[int, int]:
-        return (batch * n_heads, triton.cdiv(seqlen, launch_meta["BLOCK_M"]))
+        return (batch * n_heads, triton.cdiv(seqlen_q, launch_meta["BLOCK_M"]))
 
     kernel = _flash_fwd_autotuned if config is None else _flash_fwd_kernel
     with device_scope(q):
-        kernel[grid](*args, HEAD_DIM=head_dim, CAUSAL=bool(causal), STORE_LSE=return_lse, **meta)
+        kernel[grid](
+            *args, HEAD_DIM=head_dim, CAUSAL=bool(causal), STORE_LSE=return_lse,
+            WINDOW=window.windowed, MAY_BE_EMPTY=window.may_be_empty, **meta,
+        )  # fmt: skip
     return out, lse
 
 

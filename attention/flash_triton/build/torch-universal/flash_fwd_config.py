@@ -1,0 +1,47 @@
+"""The forward's autotune configs and how they are pruned per launch (flash_fwd.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import triton
+
+
+def _make_configs() -> list[triton.Config]:
+    # (BLOCK_M, BLOCK_N, num_warps, num_stages). Kept from a survey of 9 configs on an H200
+    # (docs/flash-triton-notes.md): these won or came within a few % at B4 H16 S1024..16384,
+    # D 64/128; num_stages=2 lost everywhere at D <= 128 and is kept for head_dim 256 only.
+    # BLOCK_M=128 tiles need 8 warps at head_dim 128: with 4 the fp32 accumulator and the
+    # score tile spill (Triton 3.9 compiling for sm_90 offline: 255 registers + 376 B stack).
+    shapes = [
+        (128, 64, 8, 3),
+        (128, 64, 8, 4),
+        (128, 128, 8, 3),
+        (64, 64, 4, 3),  # short sequences
+        (128, 64, 4, 3),  # head_dim <= 64 only
+        (128, 64, 8, 2),  # head_dim 256 only (shared memory)
+    ]
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
+        for bm, bn, w, s in shapes
+    ]
+
+
+def _fits(config: triton.Config, head_dim: int) -> bool:
+    bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+    if head_dim >= 256:  # q tile + 2 stages of k/v tiles: 192 KB of shared memory
+        return config.num_stages == 2 and config.num_warps == 8
+    if config.num_stages == 2:
+        return False  # slowest config at every measured shape
+    return not (head_dim >= 128 and config.num_warps == 4 and bm * bn > 64 * 64)  # spills
+
+
+def _prune_configs(
+    configs: list[triton.Config], named_args: dict[str, Any], **kwargs: Any
+) -> list[triton.Config]:
+    args = {**named_args, **kwargs}
+    kept = [c for c in configs if _fits(c, args["HEAD_DIM"])]
+    if args["seqlen_q"] <= 64:  # one 64-row tile covers the sequence; bigger ones only pad
+        small = [c for c in kept if c.kwargs["BLOCK_M"] <= 64 and c.kwargs["BLOCK_N"] <= 64]
+        kept = small or kept
+    return kept or [configs[0]]
