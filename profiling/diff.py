@@ -32,6 +32,7 @@ from profiling.summary import (
 )
 from profiling.trace import Trace, load
 from profiling.trace_query import operator_rows, own_calls
+from profiling.vocabulary import ALL_THREADS, BACKWARD, FORWARD, STEP
 
 TraceLike = Trace | str | Path | bytes
 
@@ -101,11 +102,13 @@ def as_trace(source: TraceLike) -> Trace:
 
 
 def windows(trace: Trace) -> tuple[pd.DataFrame, str, str]:
-    """The windows one side is counted over (attn_fwd spans, else ProfilerSteps, else none),
-    what they are, and the unit a count per window is in."""
-    forwards = forward_spans(trace)
-    if not forwards.empty:
-        return forwards, f"{len(forwards)} attn_fwd spans", "per forward"
+    """The windows one side is counted over (a training run's attn_step spans, else attn_fwd
+    spans, else a backward run's attn_bwd, else ProfilerSteps, else none), what they are, and
+    the unit a count per window is in."""
+    for name, unit in ((STEP, "per step"), (FORWARD, "per forward"), (BACKWARD, "per backward")):
+        found = forward_spans(trace, name)
+        if not found.empty:
+            return found, f"{len(found)} {name} spans", unit
     steps = trace.steps()
     if not steps.empty:
         return steps, f"{len(steps)} ProfilerSteps (no attn_fwd spans)", "per step"
@@ -256,22 +259,21 @@ def _operator_rows(trace: Trace, win: pd.DataFrame) -> pd.DataFrame:
 
 def _window_of(s: pd.DataFrame, rows: np.ndarray, win: pd.DataFrame) -> np.ndarray:
     """For each of `rows` (CPU spans), the position in `win` of the window it starts in (−1 for
-    none), as starts_inside decides: a ProfilerStep holds every thread's spans, an attn_fwd
-    span its own thread's. One sorted search per thread instead of one pass per window."""
+    none), as starts_inside decides: a ProfilerStep, attn_bwd or attn_step holds every
+    thread's spans, an attn_fwd span its own thread's. Of nested windows the innermost that
+    still holds the span wins (the latest to start): one pass per window, a run has few."""
     start, end = s["start_us"].to_numpy(), s["end_us"].to_numpy()
     spots = s.index.get_indexer(win.index)
     thread = s.groupby(["pid", "tid"], observed=True, sort=False).ngroup().to_numpy()
-    every = win["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()
-    owner = np.where(every, -1, thread[spots])
-    found = np.full(len(rows), -1)
-    for code in np.unique(owner):
-        mine = np.flatnonzero(owner == code)
-        mine = mine[np.argsort(start[spots[mine]], kind="stable")]
-        candidates = np.arange(len(rows)) if code < 0 else np.flatnonzero(thread[rows] == code)
-        times = start[rows[candidates]]
-        last = np.searchsorted(start[spots[mine]], times, side="right") - 1
-        inside = (last >= 0) & (times <= end[spots[mine]][last.clip(min=0)])
-        found[candidates[inside]] = mine[last[inside]]
+    names = win["name"].astype(str)
+    every = (names.str.startswith("ProfilerStep#") | names.isin(ALL_THREADS)).to_numpy()
+    times, found = start[rows], np.full(len(rows), -1)
+    for position in np.argsort(start[spots], kind="stable"):
+        spot = spots[position]
+        inside = (times >= start[spot]) & (times <= end[spot])
+        if not every[position]:
+            inside &= thread[rows] == thread[spot]
+        found[inside] = position
     return found
 
 

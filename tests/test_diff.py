@@ -482,3 +482,28 @@ def test_a_redispatch_to_itself_adds_no_time_to_its_window():
     to = operators.set_index("operator").loc["aten::to"]
     assert (to["count_a"], to["total_us_a"], to["spread_us"]) == (1, 20, 0)
     assert (to["self_us_a"], to["spread_self_us"]) == (20, 0)  # 5 + 15 µs against 20
+
+
+def test_a_span_after_a_nested_window_ended_is_still_in_its_outer_window():
+    """Nested attn_fwd spans on one thread: an op that starts inside the outer window after the
+    inner one has ended belongs to the outer one, in the spread as in the totals (found by the
+    issue 17 mutation run: its spread read 0 where it is 90)."""
+    from profiling.diff import _operator_rows, windows
+    from tests.conftest import from_document
+
+    def event(name, ts, dur, cat="cpu_op"):
+        return {"ph": "X", "name": name, "ts": ts, "dur": dur, "cat": cat, "pid": 1, "tid": 1,
+                "args": {}}  # fmt: skip
+
+    events = [
+        event("attn_fwd", 0, 100, "user_annotation"),
+        event("attn_fwd", 10, 20, "user_annotation"),  # nested, ends at 30
+        event("aten::bmm", 50, 5),  # in the outer window only
+        event("attn_fwd", 200, 100, "user_annotation"),
+        event("aten::bmm", 250, 50),
+    ]
+    trace = from_document({"traceEvents": events})
+    win, _, _ = windows(trace)
+    rows = _operator_rows(trace, win)
+    outer = [win["start_us"].tolist().index(0.0), win["start_us"].tolist().index(200.0)]
+    assert rows.loc[rows["name"] == "aten::bmm", "window"].tolist() == outer

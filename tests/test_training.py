@@ -360,3 +360,18 @@ def test_diff_of_two_cpu_training_steps_compares_cpu_time(tmp_path):
     b = run(small("sdpa-flash", "train"), out_dir=tmp_path / "b").trace_gz
     headline = diff_page(a, b, "naive", "flash").headline
     assert "attn_bwd:" in headline and "CPU µs per step" in headline and "no GPU work" in headline
+
+
+def test_diff_of_training_steps_counts_whole_steps_per_step():
+    """attn_step windows, every thread's launches: the backward's kernels are in the table."""
+    from profiling.diff import diff
+    from tests.conftest import FIXTURES
+
+    naive = FIXTURES / TRAIN_FIXTURE.format("naive")
+    flash = FIXTURES / TRAIN_FIXTURE.format("sdpa-flash")
+    kernels, _ = diff(naive, flash, "naive", "flash")
+    assert kernels.attrs["scopes"] == ("3 attn_step spans", "3 attn_step spans")
+    assert kernels.attrs["units"] == ("per step", "per step")
+    only_flash = set(kernels.loc[kernels["where"] == "b", "kernel"])
+    assert any("flash_bwd_dq_dk_dv" in name for name in only_flash), only_flash
+    assert kernels["count_a"].sum() == 18  # naive: 7 GPU operations forward, 11 backward
