@@ -185,7 +185,7 @@ def _flash_bwd_dkdv(
     stride_gb, stride_gs, stride_gh, stride_gd,
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr = False,
-    WINDOW: tl.constexpr = False,
+    WINDOW: tl.constexpr = False, GROUPED: tl.constexpr = False,
 ):  # fmt: skip
     """One program = one (batch, K/V head) x BLOCK_N keys: their dK and dV (strides
     stride_g*), summed over the group's query heads (GQA). K and V stay resident while each
@@ -203,7 +203,8 @@ def _flash_bwd_dkdv(
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     qk_scale = softmax_scale * 1.4426950408889634  # scores in log2 units: exp2 in the loop
-    for g in range(group):  # the query heads that read this K/V head
+    # The query heads that read this K/V head; without GQA no loop (it costs registers).
+    for g in range(group if GROUPED else 1):
         h = kv_h * group + g
         row_base = ((b * kv_heads * group) + h) * seqlen_q  # LSE and delta: [B, H, q_len]
         dk, dv = _dkdv_one_head(
@@ -382,7 +383,8 @@ def flash_attn_backward(
             _flash_bwd_dkdv[(batch * kv_heads, triton.cdiv(seqlen_k, t.block_n))](
                 q, k, v, dout, lse, delta, dk, dv, softmax_scale, seqlen_q, seqlen_k, kv_heads,
                 *shapes[3:], *strides, *dk.stride(), BLOCK_M=t.block_m, BLOCK_N=t.block_n,
-                num_warps=t.num_warps, num_stages=t.num_stages, **meta,
+                num_warps=t.num_warps, num_stages=t.num_stages, GROUPED=kv_heads < n_heads,
+                **meta,
             )  # fmt: skip
         if dq is not None:
             t = config.dq

@@ -18,7 +18,7 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
 SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)
 
 
-def check_inputs(q: Any, k: Any, v: Any, softmax_scale: Any) -> None:
+def check_inputs(q: Any, k: Any, v: Any, softmax_scale: Any, window_size: Any = (-1, -1)) -> None:
     """q [batch, q_len, heads, D]; k, v [batch, kv_len, kv_heads, D] with heads % kv_heads == 0."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
@@ -52,6 +52,7 @@ def check_inputs(q: Any, k: Any, v: Any, softmax_scale: Any) -> None:
         or not math.isfinite(softmax_scale)
     ):
         raise ValueError(f"softmax_scale must be None or a finite number, got {softmax_scale!r}")
+    check_window(window_size)
     if q.device.type != "cuda" and not INTERPRET:
         raise ValueError(
             f"q, k, v must be CUDA tensors, got device {q.device} (to run on CPU, set "

@@ -213,7 +213,7 @@ def flash_decode(
 ) -> torch.Tensor:
     """Attention as flash_attn_func computes it (same masks, same conventions), through the
     split-KV kernels; inference only."""
-    check_inputs(q, k, v, softmax_scale)
+    check_inputs(q, k, v, softmax_scale, window_size)
     config = config or DecodeConfig()
     batch, seqlen_q, n_heads, head_dim = q.shape
     window = resolve_window(window_size, causal, seqlen_q, k.shape[1])

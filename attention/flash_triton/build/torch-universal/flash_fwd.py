@@ -285,7 +285,7 @@ def _launch(
     lse (fp32 [batch, heads, q_len]) is computed only when return_lse; otherwise it is None and
     the kernel compiles without the store, as fast as before the backward existed.
     """
-    check_inputs(q, k, v, softmax_scale)
+    check_inputs(q, k, v, softmax_scale, window_size)
     batch, seqlen_q, n_heads, head_dim = q.shape
     seqlen_k, kv_heads = k.shape[1], k.shape[2]
     window = resolve_window(window_size, causal, seqlen_q, seqlen_k)
