@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import torch
 
-from attention.naive import NaiveCausalAttention, causal_mask
+from attention.naive import NaiveCausalAttention, problem_mask
 from attention.rules import compiler
 from attention.variant import Built, Problem, Variant
 
 
 def build(problem: Problem) -> Built:
     torch._dynamo.reset()
-    module = torch.compile(NaiveCausalAttention(problem.head_dim, inplace=True), dynamic=False)
-    mask = causal_mask(problem.seq_len, problem.device) if problem.causal else None
+    naive = NaiveCausalAttention(problem.head_dim, inplace=True, group=problem.group)
+    module = torch.compile(naive, dynamic=False)
+    mask = problem_mask(problem)
 
     def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return module(q, k, v, mask)

@@ -21,17 +21,34 @@ def causal(
     return q_idx >= kv_idx
 
 
+def shifted(offset: int, window: int | None):
+    """The mask_mod for queries aligned bottom-right (`offset` = kv_len − q_len), with the last
+    `window` keys only when a window is set (attention/masks.py's rule, as block-mask code)."""
+
+    def mask_mod(batch, head, q_idx, kv_idx):
+        seen = kv_idx <= q_idx + offset
+        if window is not None:
+            seen = seen & (kv_idx > q_idx + offset - window)
+        return seen
+
+    return mask_mod
+
+
 def build(problem: Problem) -> Built:
     torch._dynamo.reset()
-    seq_len, device = problem.seq_len, problem.device
+    q_len, kv_len, device = problem.queries, problem.seq_len, problem.device
+    mask_mod = causal if problem.square else shifted(kv_len - q_len, problem.window)
     block_mask = (
-        create_block_mask(causal, B=None, H=None, Q_LEN=seq_len, KV_LEN=seq_len, device=device)
+        create_block_mask(mask_mod, B=None, H=None, Q_LEN=q_len, KV_LEN=kv_len, device=device)
         if problem.causal
         else None
     )
     flex = torch.compile(flex_attention, dynamic=False)
+    gqa = problem.group > 1  # a block mask per K/V head group: no copies
 
     def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if gqa:
+            return flex(q, k, v, block_mask=block_mask, enable_gqa=True)
         return flex(q, k, v, block_mask=block_mask)  # (B, nh, T, hs)
 
     generated = "Triton" if device == "cuda" else "C++"  # what Inductor generates there

@@ -108,9 +108,12 @@ def check_head_dim(kernel: LoadedKernel, head_dim: int) -> None:
         raise KernelUnavailable(f"{kernel.source} supports head_dim {dims} (not {head_dim})")
 
 
-def call(kernel: LoadedKernel, q, k, v, causal: bool) -> torch.Tensor:
-    """(B, T, nh, hs) in and out; keyword-only call, tuple outputs unwrapped (as transformers)."""
-    out = kernel.flash_attn_func(q=q, k=k, v=v, causal=causal)
+def call(kernel: LoadedKernel, q, k, v, causal: bool, window: int | None = None) -> torch.Tensor:
+    """(B, T, nh, hs) in and out (k, v may have fewer heads: FlashAttention takes grouped
+    heads as they are); keyword-only call, tuple outputs unwrapped (as transformers). A window
+    is FlashAttention's `window_size=(left, right)`: the last `window` keys."""
+    extra = {"window_size": (window - 1, 0)} if window is not None else {}
+    out = kernel.flash_attn_func(q=q, k=k, v=v, causal=causal, **extra)
     return out[0] if isinstance(out, tuple) else out
 
 
@@ -121,7 +124,7 @@ def builder(load_kernel: Callable[[], LoadedKernel]) -> Callable[[Problem], Buil
     def build(problem: Problem) -> Built:
         kernel = load_kernel()
         check_head_dim(kernel, problem.head_dim)
-        forward = lambda q, k, v: call(kernel, q, k, v, problem.causal)  # noqa: E731
+        forward = lambda q, k, v: call(kernel, q, k, v, problem.causal, problem.window)  # noqa: E731
         return Built(forward, kernel.source, kernel.note)
 
     return build

@@ -12,21 +12,29 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from attention.masks import visible
 from attention.variant import Built, Problem, Variant
 
 
 class NaiveCausalAttention(nn.Module):
-    """matmul → scale → masked_fill(mask, -inf) → softmax → matmul, on (B, nh, T, hs) inputs."""
+    """matmul → scale → masked_fill(mask, -inf) → softmax → matmul, on (B, nh, T, hs) inputs.
 
-    def __init__(self, head_dim: int, inplace: bool = False) -> None:
+    With grouped-query attention (`group` query heads per K/V head) K and V are first copied
+    out to one head per query head: the copies are the naive way, and they show in the trace."""
+
+    def __init__(self, head_dim: int, inplace: bool = False, group: int = 1) -> None:
         super().__init__()
         self.scale = 1.0 / math.sqrt(head_dim)
         self.inplace = inplace
+        self.group = group
 
     def forward(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
     ) -> torch.Tensor:
-        scores = torch.matmul(q, k.transpose(-2, -1))  # (B, nh, T, T)
+        if self.group > 1:  # (B, n_kv, S, hs) → (B, nh, S, hs): each K/V head copied per group
+            k = k.repeat_interleave(self.group, dim=1)
+            v = v.repeat_interleave(self.group, dim=1)
+        scores = torch.matmul(q, k.transpose(-2, -1))  # (B, nh, T, S)
         scores = scores * self.scale
         if mask is not None:
             if self.inplace:
@@ -42,12 +50,24 @@ def causal_mask(seq_len: int, device: torch.device | str) -> torch.Tensor:
     return torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device), diagonal=1)
 
 
+def problem_mask(problem: Problem) -> torch.Tensor | None:
+    """True where a query must not see a key (None: it sees all): the post's triu for square
+    causal attention, else attention/masks.py's bottom-right rule with its window."""
+    if problem.queries == problem.seq_len and problem.window is None:
+        return causal_mask(problem.seq_len, problem.device) if problem.causal else None
+    seen = visible(
+        0, problem.queries, problem.queries, problem.seq_len, problem.causal, problem.window,
+        problem.device,
+    )  # fmt: skip
+    return None if seen is None else ~seen
+
+
 def builder(inplace: bool) -> Callable[[Problem], Built]:
     """The naive forward for a problem, its mask built once, as in the post."""
 
     def build(problem: Problem) -> Built:
-        module = NaiveCausalAttention(problem.head_dim, inplace=inplace)
-        mask = causal_mask(problem.seq_len, problem.device) if problem.causal else None
+        module = NaiveCausalAttention(problem.head_dim, inplace=inplace, group=problem.group)
+        mask = problem_mask(problem)
         return Built(lambda q, k, v: module(q, k, v, mask), "eager")
 
     return build

@@ -13,7 +13,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.bias import causal_lower_right
 
+from attention.masks import visible
 from attention.variant import Built, Problem, Variant
 
 BACKENDS: dict[str, SDPBackend] = {
@@ -31,6 +33,31 @@ REFUSALS = (
 def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
     """(B, nh, T, hs) in, (B, nh, T, hs) out; the backend is whatever the caller pinned."""
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def sdpa_for(problem: Problem):
+    """The call for an inference shape: `enable_gqa` for grouped heads (no copies; each backend
+    says whether it takes them), causal bottom-right through `causal_lower_right` (SDPA's own
+    `is_causal` aligns top-left when q_len ≠ kv_len), a window as an explicit boolean mask
+    (which the fused backends refuse: torch says why)."""
+    gqa = problem.group > 1
+    mask: Any = None
+    if problem.window is not None:
+        mask = visible(
+            0, problem.queries, problem.queries, problem.seq_len, True, problem.window,
+            problem.device,
+        )  # fmt: skip
+    elif problem.causal and problem.queries != problem.seq_len:
+        mask = causal_lower_right(problem.queries, problem.seq_len)
+    is_causal = problem.causal and mask is None
+
+    def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        # q (B, nh, T, hs); k, v (B, n_kv, S, hs)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=gqa
+        )
+
+    return forward
 
 
 def pinned(backend: str | None):
@@ -56,7 +83,9 @@ def declines(exc: Exception) -> bool:
 
 
 def build(problem: Problem) -> Built:
-    return Built(lambda q, k, v: sdpa(q, k, v, problem.causal), "SDPA")
+    if problem.square:  # the post's call, as it always was
+        return Built(lambda q, k, v: sdpa(q, k, v, problem.causal), "SDPA")
+    return Built(sdpa_for(problem), "SDPA")
 
 
 def ran_as_seen(backend: str | None) -> str:

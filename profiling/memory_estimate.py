@@ -36,12 +36,14 @@ def estimate_bytes(workload: Workload) -> int:
     variant = workload.spec
     element_bytes = workload.torch_dtype.itemsize
     batch, heads = workload.batch, workload.heads
-    seq_len, head_dim = workload.seq_len, workload.head_dim
-    io = 4 * batch * heads * seq_len * head_dim * element_bytes  # q, k, v, out
+    q_len, kv_len = workload.queries, workload.seq_len
+    io = workload.io_bytes  # q, k, v, out
     score_bytes = 4 if variant.upcasts else element_bytes
-    matrix = batch * heads * seq_len * seq_len * score_bytes
+    matrix = batch * heads * q_len * kv_len * score_bytes
     held = variant.score_matrices * matrix
-    mask = seq_len * seq_len if variant.score_matrices else 0
+    mask = q_len * kv_len if variant.score_matrices else 0
+    if variant.score_matrices and workload.key_heads != heads:  # K, V copied out per query head
+        held += 2 * batch * heads * kv_len * workload.head_dim * element_bytes
     workspace = LIBRARY_WORKSPACE + SMALL_TENSORS
     copies = io if variant.layout == "bshd" else 0
     reference = reference_bytes(workload)
@@ -54,9 +56,12 @@ def estimate_bytes(workload: Workload) -> int:
     return max(profiled, checked)
 
 
-def reference_chunk(seq_len: int, pairs: int, budget: int) -> tuple[int, int]:
-    """(query rows, (batch, head) pairs) of one reference chunk: at most `budget` scores."""
-    rows = max(1, min(seq_len, budget // seq_len))
+def reference_chunk(
+    seq_len: int, pairs: int, budget: int, queries: int | None = None
+) -> tuple[int, int]:
+    """(query rows, (batch, head) pairs) of one reference chunk: at most `budget` scores of
+    `seq_len` keys each, out of `queries` rows (seq_len's when None)."""
+    rows = max(1, min(queries or seq_len, budget // seq_len))
     return rows, max(1, min(pairs, budget // (rows * seq_len)))
 
 
@@ -71,10 +76,10 @@ def reference_bytes(workload: Workload) -> int:
     cap may check fewer, never more.
     """
     seq_len, head_dim, pairs = workload.seq_len, workload.head_dim, workload.batch * workload.heads
-    rows, group = reference_chunk(seq_len, pairs, REFERENCE_CHUNK[0])
+    rows, group = reference_chunk(seq_len, pairs, REFERENCE_CHUNK[0], workload.queries)
     scores = group * rows * seq_len
     keys, queries = group * seq_len * head_dim, group * rows * head_dim
-    previous = 0 if (rows, group) == (seq_len, pairs) else 2 * queries
+    previous = 0 if (rows, group) == (workload.queries, pairs) else 2 * queries
     moments = [
         2 * scores + 2 * keys + 3 * queries + previous,
         scores + 2 * keys + 4 * queries + previous // 2,  # the last difference is replaced
@@ -84,7 +89,11 @@ def reference_bytes(workload: Workload) -> int:
             scores + 2 * keys + 4 * queries + previous,
             scores + 4 * keys + 2 * queries + previous,
         ]
-    return 8 * (rows * seq_len + max(moments))
+    # a mask other than the square triangle is built from two bool (R, S) temporaries
+    shifted = 0 if workload.queries == seq_len and workload.window is None else 2 * rows * seq_len
+    # grouped K/V heads are gathered per query pair (a copy in the input dtype) before the cast
+    gathered = 0 if workload.key_heads == workload.heads else 2 * keys * 4
+    return 8 * (rows * seq_len + max(moments)) + shifted + gathered
 
 
 def reference_grad_bytes(workload: Workload) -> int:
@@ -93,7 +102,7 @@ def reference_grad_bytes(workload: Workload) -> int:
     q, k, v, grad_out and its dK, dV accumulators (6·G·S·D) with a matmul's result beside
     them, and a few row-sized tensors (6·G·R·D)."""
     seq_len, head_dim, pairs = workload.seq_len, workload.head_dim, workload.batch * workload.heads
-    rows, group = reference_chunk(seq_len, pairs, GRADIENT_CHUNK)
+    rows, group = reference_chunk(seq_len, pairs, GRADIENT_CHUNK, workload.queries)
     scores = group * rows * seq_len
     keys, queries = group * seq_len * head_dim, group * rows * head_dim
     return 8 * (rows * seq_len + 4 * scores + 7 * keys + 6 * queries)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 
 from profiling.memory_estimate import GRADIENT_CHUNK, reference_chunk
-from profiling.reference_check import REFERENCE_FLOPS, causal_bias
+from profiling.reference_check import REFERENCE_FLOPS, causal_bias, kv_pairs
 from profiling.workload import Workload
 
 NAMES = ("dq", "dk", "dv")
@@ -30,18 +30,28 @@ def gradient_errors(
     q, k, v, grad_out, dq, dk, dv = (tensors[name] for name in names)
     if layout == "bshd":
         q, k, v, grad_out, dq, dk, dv = (x.transpose(1, 2) for x in (q, k, v, grad_out, dq, dk, dv))
-    batch, heads, seq_len, head_dim = q.shape
-    pairs = batch * heads
-    work = BACKWARD_WORK * 4.0 * seq_len * seq_len * head_dim
+    batch, heads, q_len, head_dim = q.shape
+    kv_heads, seq_len = k.shape[1], k.shape[2]
+    pairs, per_kv = batch * heads, heads // kv_heads
+    work = BACKWARD_WORK * 4.0 * q_len * seq_len * head_dim
     keep = max(1, min(pairs, int(REFERENCE_FLOPS[device] // work)))
-    flat = [x.detach().reshape(pairs, seq_len, head_dim)[:keep] for x in (q, k, v, grad_out)]
-    got = [x.reshape(pairs, seq_len, head_dim)[:keep] for x in (dq, dk, dv)]
-    rows, group = reference_chunk(seq_len, keep, GRADIENT_CHUNK)
+    keep = -(-keep // per_kv) * per_kv  # whole K/V groups: a dK sums over its query heads
+    queries = [x.detach().reshape(pairs, q_len, head_dim)[:keep] for x in (q, grad_out)]
+    keys = [x.detach().reshape(batch * kv_heads, seq_len, head_dim) for x in (k, v)]
+    got_dq = dq.reshape(pairs, q_len, head_dim)[:keep]
+    got_kv = [x.reshape(batch * kv_heads, seq_len, head_dim) for x in (dk, dv)]
+    kv_pair = kv_pairs(keep, heads, kv_heads, q.device)
+    rows, group = reference_chunk(seq_len, keep, GRADIENT_CHUNK, q_len)
+    group = max(per_kv, group // per_kv * per_kv)  # chunks of whole K/V groups too
     sums: torch.Tensor | None = None  # per gradient: ‖d − ref‖², ‖ref‖²
     for first in range(0, keep, group):
         part = slice(first, first + group)
+        own = kv_pair[part][::per_kv]  # the K/V pairs this chunk's query heads read
         chunk = _group_errors(
-            [x[part] for x in flat], [x[part] for x in got], rows, workload.causal
+            [queries[0][part], keys[0][kv_pair[part]], keys[1][kv_pair[part]], queries[1][part]],
+            [got_dq[part], got_kv[0][own], got_kv[1][own]],
+            rows,
+            workload,
         )
         sums = chunk if sums is None else sums + chunk
     note = "all heads" if keep == pairs else f"{keep} of {pairs} (batch, head) pairs"
@@ -59,19 +69,20 @@ def gradient_errors(
 
 
 def _group_errors(
-    inputs: list[torch.Tensor], got: list[torch.Tensor], rows: int, causal: bool
+    inputs: list[torch.Tensor], got: list[torch.Tensor], rows: int, workload: Workload
 ) -> torch.Tensor:
-    """(3, 2) sums of squares for one group of pairs: its dQ row by row, dK and dV at the end."""
+    """(3, 2) sums of squares for one group of query pairs (whole K/V groups): its dQ row by
+    row; dK and dV at the end, each K/V head's summed over the query heads that read it."""
     q, k, v, grad_out = (x.to(torch.float64) for x in inputs)
     dq, dk, dv = got
-    seq_len, head_dim = q.shape[1], q.shape[2]
+    q_len, seq_len, head_dim = q.shape[1], k.shape[1], q.shape[2]
     scale = head_dim**-0.5
     ref_dk, ref_dv = torch.zeros_like(k), torch.zeros_like(v)
     dq_sums = torch.zeros(2, dtype=torch.float64, device=q.device)
-    for first_row in range(0, seq_len, rows):
-        last_row = min(seq_len, first_row + rows)
+    for first_row in range(0, q_len, rows):
+        last_row = min(q_len, first_row + rows)
         span = slice(first_row, last_row)
-        bias = causal_bias(first_row, last_row, seq_len, causal, q.device)
+        bias = causal_bias(first_row, last_row, q_len, seq_len, workload, q.device)
         scores = torch.baddbmm(bias, q[:, span], k.transpose(1, 2), alpha=scale)
         probabilities = torch.softmax(scores, dim=-1)  # (G, R, S)
         del scores
@@ -82,6 +93,10 @@ def _group_errors(
         ref_dq = (grad_scores @ k) * scale
         ref_dk += (grad_scores.transpose(1, 2) @ q[:, span]) * scale
         dq_sums += _squares(dq[:, span], ref_dq)
+    per_kv = q.shape[0] // dk.shape[0]
+    ref_dk, ref_dv = (
+        x.view(dk.shape[0], per_kv, seq_len, head_dim).sum(1) for x in (ref_dk, ref_dv)
+    )
     return torch.stack([dq_sums, _squares(dk, ref_dk), _squares(dv, ref_dv)])
 
 

@@ -178,18 +178,25 @@ def _attempt(
 
 
 def _inputs(workload: Workload, device: str, layout: str) -> dict[str, torch.Tensor]:
-    """Fixed-seed q, k, v in the variant's layout, as the post's scripts create them (and, for
-    a run with a backward, the output's gradient, and q, k, v requiring theirs)."""
+    """Fixed-seed q, k, v in the variant's layout, as the post's scripts create them: q (and
+    the output) with q_len queries and every head, k and v with the keys and their K/V heads
+    (and, for a run with a backward, the output's gradient, and q, k, v requiring theirs)."""
     generator = torch.Generator(device=device).manual_seed(SEED)
-    if layout == "bhsd":
-        shape = (workload.batch, workload.heads, workload.seq_len, workload.head_dim)
-    else:
-        shape = (workload.batch, workload.seq_len, workload.heads, workload.head_dim)
-    dtype = workload.torch_dtype
-    names = ("q", "k", "v", "grad_out") if workload.needs_grad else ("q", "k", "v")
-    tensors = {
-        name: torch.randn(shape, generator=generator, device=device, dtype=dtype) for name in names
+    batch, dim = workload.batch, workload.head_dim
+    sizes = {
+        "q": (workload.heads, workload.queries),
+        "k": (workload.key_heads, workload.seq_len),
+        "v": (workload.key_heads, workload.seq_len),
+        "grad_out": (workload.heads, workload.queries),
     }
+    names = ("q", "k", "v", "grad_out") if workload.needs_grad else ("q", "k", "v")
+    tensors = {}
+    for name in names:
+        heads, length = sizes[name]
+        shape = (batch, heads, length, dim) if layout == "bhsd" else (batch, length, heads, dim)
+        tensors[name] = torch.randn(
+            shape, generator=generator, device=device, dtype=workload.torch_dtype
+        )
     if workload.needs_grad:
         for name in training.INPUTS:
             tensors[name].requires_grad_(True)
