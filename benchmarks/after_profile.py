@@ -46,7 +46,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "sdpa_flash_8_16_1024_64_bf16.json.gz"
 
 
 def post_processing(path: Path) -> float:
-    """The run's steps after the export, as `runner._result` takes them (less the operator
+    """The run's steps after the export, as `run_result.build_result` takes them (less the operator
     table, which needs a live profiler); ms."""
     began = time.perf_counter()
     trace = trace_model.load(path)

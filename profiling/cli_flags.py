@@ -67,6 +67,13 @@ def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
         "(default %(default)s)"
     )
     parser.add_argument("--mode", default="forward", choices=MODES, help=modes)
+    inference = (
+        ("--kv-heads", "K/V heads, dividing --heads (default: one per query head)"),
+        ("--q-len", "query length, at most the keys' (default: the same; 1–64: a decode)"),
+        ("--window", "sliding window: each query sees its last WINDOW keys (needs causal)"),
+    )
+    for flag, text in inference:
+        parser.add_argument(flag, type=int, default=None, help=text)
 
 
 def shape_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -80,6 +87,9 @@ def shape_of(args: argparse.Namespace) -> dict[str, Any]:
         "device": args.device,
         "steps": args.steps,
         "mode": args.mode,
+        "kv_heads": args.kv_heads,
+        "q_len": args.q_len,
+        "window": args.window,
     }
     if hasattr(args, "seq_len"):
         shape["seq_len"] = args.seq_len
@@ -91,9 +101,12 @@ def shape_text(shape: dict[str, Any]) -> str:
     length = f" S{shape['seq_len']}" if "seq_len" in shape else ""
     mask = "causal" if shape["causal"] else "full"
     mode = "" if shape.get("mode", "forward") == "forward" else f" {shape['mode']}"
+    heads = f"H{shape['heads']}" + (f"/KV{shape['kv_heads']}" if shape.get("kv_heads") else "")
+    queries = f" Q{shape['q_len']}" if shape.get("q_len") else ""
+    window = f" window {shape['window']}" if shape.get("window") else ""
     return (
-        f"B{shape['batch']} H{shape['heads']}{length} D{shape['head_dim']} {shape['dtype']} "
-        f"{mask}{mode}"
+        f"B{shape['batch']} {heads}{queries}{length} D{shape['head_dim']} {shape['dtype']} "
+        f"{mask}{window}{mode}"
     )
 
 

@@ -48,8 +48,9 @@ POST_VARIANTS = tuple(v.id for v in VARIANTS.values() if v.compare_default == "a
 
 GLANCE_COLUMNS = [
     "variant", "status", "kernels/fwd", "GPU µs/fwd", "CPU µs/fwd", "bound", "peak MiB",
-    "TFLOP/s", "% of peak", "rel. err", "ran", "dominant kernel", "decoded", "GPU busy %",
-    "idle gaps", "launch delay µs", "CPU launch µs/fwd", "reason",
+    "TFLOP/s", "% of peak", "TB/s", "% of BW peak", "roofline", "rel. err", "ran",
+    "dominant kernel", "decoded", "GPU busy %", "idle gaps", "launch delay µs",
+    "CPU launch µs/fwd", "reason",
 ]  # fmt: skip
 # Added after "rel. err" for runs with a backward ("/fwd" figures are then per step)
 TRAINING_COLUMNS = ["fwd GPU µs", "bwd GPU µs", "fwd CPU µs", "bwd CPU µs", "saved MiB",
@@ -250,6 +251,9 @@ def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd
                     "% of peak": 100 * summary.tflops / peak
                     if (peak and summary.tflops is not None and on_gpu)
                     else None,
+                    "TB/s": summary.tbps,
+                    "% of BW peak": summary.pct_peak_bandwidth,
+                    "roofline": summary.roofline_bound or None,
                     "rel. err": summary.rel_err,
                     "ran": summary.ran,
                     "dominant kernel": summary.dominant_kernel,
@@ -269,8 +273,8 @@ def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd
             )
         rows.append(row)
     columns, numeric = GLANCE_COLUMNS, [
-        "kernels/fwd", "GPU µs/fwd", "CPU µs/fwd", "peak MiB", "TFLOP/s", "% of peak",
-        "rel. err", "GPU busy %", "launch delay µs", "CPU launch µs/fwd",
+        "kernels/fwd", "GPU µs/fwd", "CPU µs/fwd", "peak MiB", "TFLOP/s", "% of peak", "TB/s",
+        "% of BW peak", "rel. err", "GPU busy %", "launch delay µs", "CPU launch µs/fwd",
     ]  # fmt: skip
     if any(TRAINING_COLUMNS[0] in row for row in rows):
         at = GLANCE_COLUMNS.index("rel. err") + 1

@@ -129,6 +129,7 @@ def _page_shape(
     head_dim: Any,
     causal: Any,
     mode: Any = "forward",
+    **inference: Any,
 ) -> dict[str, Any]:
     """The shared shape (the requests' own parameters, in their order), checked as a shape
     (Workload's rules), then the page's ranges."""
@@ -140,6 +141,7 @@ def _page_shape(
         head_dim=head_dim,
         causal=causal,
         mode=mode,
+        **inference,
     )
     check_page_ranges(shape, device)
     return shape
@@ -155,12 +157,13 @@ def compare_request(
     causal: Any,
     device: str,
     mode: Any = "forward",
+    **inference: Any,
 ) -> JobRequest:
     """Validate a Compare: the variant list, the shape, the CPU budget for one run and for the
     whole job (the variants that can run here)."""
     device = device_key(device)
     names = variant_ids(variants, what="compare", limit=MAX_COMPARE_VARIANTS[device])
-    shape = _page_shape(device, seq_len, dtype, batch, heads, head_dim, causal, mode)
+    shape = _page_shape(device, seq_len, dtype, batch, heads, head_dim, causal, mode, **inference)
     workloads = [Workload(variant=name, **shape) for name in names]
     check_cpu_budget(workloads[0], device)  # one shape: one per-run check covers every variant
     runnable = _runnable(workloads, device)
@@ -178,6 +181,7 @@ def sweep_request(
     causal: Any,
     device: str,
     mode: Any = "forward",
+    **inference: Any,
 ) -> JobRequest:
     """Validate a Sweep: variants, every length, the number of points and the CPU budget.
 
@@ -193,7 +197,7 @@ def sweep_request(
             f"{len(names)} variants × {len(lens)} lengths = {points} points; a sweep on this "
             f"machine runs at most {MAX_SWEEP_POINTS[device]}: pick fewer"
         )
-    shape = _page_shape(device, lens[0], dtype, batch, heads, head_dim, causal, mode)
+    shape = _page_shape(device, lens[0], dtype, batch, heads, head_dim, causal, mode, **inference)
     shape.pop("seq_len")
     workloads = [
         Workload(variant=name, seq_len=length, **shape) for name in names for length in lens

@@ -1,4 +1,4 @@
-"""Datasheet peak TFLOP/s per GPU model: what Compare's "% of peak" is measured against.
+"""Datasheet peaks per GPU model, TFLOP/s and memory TB/s: what "% of peak" is measured against.
 
 Plain data (no torch): the page shows the table itself, so the source of every figure is on
 screen.
@@ -19,6 +19,7 @@ class Peak:
     device: str
     tflops: dict[str, float]  # dtype → dense TFLOP/s; a dtype left out has no tensor-core peak
     source: str
+    bandwidth_tbps: float | None = None  # memory bandwidth, TB/s (10¹² bytes/s), datasheet
 
 
 # Name patterns as torch.cuda.get_device_name() spells them ("NVIDIA H200", "NVIDIA H100 80GB
@@ -29,28 +30,36 @@ class Peak:
 PEAKS: list[tuple[re.Pattern[str], Peak]] = [
     (re.compile(r"\bH200\b(?!.*\bNVL\b)"),
      Peak("H200 SXM", {"bfloat16": 989.4, "float16": 989.4, "float32": 67.0},
-          "NVIDIA H200 datasheet (BF16/FP16 1,979 with sparsity → 989.4 dense; FP32 67)")),
+          "NVIDIA H200 datasheet (BF16/FP16 1,979 with sparsity → 989.4 dense; FP32 67);"
+          " HBM3e 4.8 TB/s", 4.8)),
     (re.compile(r"\bH100\b.*\bPCIe\b", re.I),
      Peak("H100 PCIe", {"bfloat16": 756.0, "float16": 756.0, "float32": 51.0},
-          "NVIDIA H100 datasheet, PCIe (BF16/FP16 1,513 with sparsity → 756 dense; FP32 51)")),
+          "NVIDIA H100 datasheet, PCIe (BF16/FP16 1,513 with sparsity → 756 dense; FP32 51);"
+          " HBM2e 2.0 TB/s", 2.0)),
     (re.compile(r"\bH100\b(?!.*\bNVL\b).*(\bSXM|\bHBM3\b)"),
      Peak("H100 SXM", {"bfloat16": 989.4, "float16": 989.4, "float32": 67.0},
-          "NVIDIA H100 datasheet, SXM (BF16/FP16 1,979 with sparsity → 989.4 dense; FP32 67)")),
+          "NVIDIA H100 datasheet, SXM (BF16/FP16 1,979 with sparsity → 989.4 dense; FP32 67);"
+          " HBM3 3.35 TB/s", 3.35)),
     (re.compile(r"\bA100\b"),
      Peak("A100", {"bfloat16": 312.0, "float16": 312.0, "float32": 19.5},
-          "NVIDIA A100 datasheet (BF16/FP16 tensor 312 dense; FP32 19.5)")),
+          "NVIDIA A100 datasheet (BF16/FP16 tensor 312 dense; FP32 19.5);"
+          " HBM2 1.555 TB/s (40GB; the 80GB SXM reads 2.039)", 1.555)),
     (re.compile(r"\bL40S\b"),
      Peak("L40S", {"bfloat16": 362.05, "float16": 362.05, "float32": 91.6},
-          "NVIDIA L40S datasheet (BF16/FP16 tensor 362.05 dense; FP32 91.6)")),
+          "NVIDIA L40S datasheet (BF16/FP16 tensor 362.05 dense; FP32 91.6);"
+          " GDDR6 864 GB/s", 0.864)),
     (re.compile(r"\bL4\b"),
      Peak("L4", {"bfloat16": 121.0, "float16": 121.0, "float32": 30.3},
-          "NVIDIA L4 datasheet (BF16/FP16 242 with sparsity → 121 dense; FP32 30.3)")),
+          "NVIDIA L4 datasheet (BF16/FP16 242 with sparsity → 121 dense; FP32 30.3);"
+          " GDDR6 300 GB/s", 0.3)),
     (re.compile(r"\bA10\b"),
      Peak("A10", {"bfloat16": 125.0, "float16": 125.0, "float32": 31.2},
-          "NVIDIA A10 datasheet (BF16/FP16 tensor 125 dense; FP32 31.2)")),
+          "NVIDIA A10 datasheet (BF16/FP16 tensor 125 dense; FP32 31.2);"
+          " GDDR6 600 GB/s", 0.6)),
     (re.compile(r"\bT4\b"),
      Peak("T4", {"float16": 65.0, "float32": 8.1},
-          "NVIDIA T4 datasheet (FP16 tensor 65; FP32 8.1; no bf16 tensor cores)")),
+          "NVIDIA T4 datasheet (FP16 tensor 65; FP32 8.1; no bf16 tensor cores);"
+          " GDDR6 320 GB/s", 0.32)),
 ]  # fmt: skip
 
 
@@ -60,6 +69,12 @@ def peak_entry(device_name: str) -> Peak | None:
         if pattern.search(device_name or ""):
             return peak
     return None
+
+
+def peak_bandwidth(device_name: str) -> float | None:
+    """Datasheet memory bandwidth in TB/s for a device; None when unknown."""
+    peak = peak_entry(device_name)
+    return peak.bandwidth_tbps if peak else None
 
 
 def peak_tflops(device_name: str, dtype: str) -> float | None:
@@ -74,9 +89,11 @@ def peaks_table() -> pd.DataFrame:
         {
             "device": peak.device,
             **{f"{dtype} TFLOP/s": tflops for dtype, tflops in peak.tflops.items()},
+            "memory TB/s": peak.bandwidth_tbps,
             "source": peak.source,
         }
         for _, peak in PEAKS
     ]
-    columns = ["device", "bfloat16 TFLOP/s", "float16 TFLOP/s", "float32 TFLOP/s", "source"]
+    columns = ["device", "bfloat16 TFLOP/s", "float16 TFLOP/s", "float32 TFLOP/s", "memory TB/s",
+               "source"]  # fmt: skip
     return pd.DataFrame(rows).reindex(columns=columns)

@@ -20,23 +20,19 @@ import traceback
 import warnings
 from collections.abc import Callable
 from concurrent import futures
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
-import pandas as pd
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from attention import Built, Problem, VariantUnavailable
-from profiling import run_trace, training
+from profiling import training
 from profiling.availability import error_text
 from profiling.memory_estimate import check_memory
 from profiling.reference_check import relative_error
 from profiling.reference_grad import gradient_errors
-from profiling.run_export import export, operator_table
-from profiling.run_trace import RunTrace
-from profiling.summary import ForwardStats, Summary, flops_convention
+from profiling.run_export import export
+from profiling.run_result import Checks, ProfileResult, build_result
 from profiling.workload import WAIT, WARMUP, ConfigError, Workload, resolve_device
 
 Progress = Callable[[float, str], None]
@@ -68,21 +64,6 @@ def prime_profiler() -> None:
 class RunError(RuntimeError):
     """The run started but failed (OOM, a kernel error, a build that does not load): the message
     names the error's class; the traceback is in the log; memory has been released."""
-
-
-@dataclass
-class ProfileResult:
-    config: Workload
-    summary: Summary
-    operators: pd.DataFrame  # from key_averages
-    kernels: pd.DataFrame  # per kernel name, per forward, from the trace
-    trace_json: Path
-    trace_gz: Path
-    table_txt: Path
-    # the trace, read once in the run: the page's launch statistics and Gantt and Compare's
-    # row come from it, outside the run (and outside a ZeroGPU slot), with no second read
-    trace: RunTrace = field(repr=False)
-    seconds: float = 0.0
 
 
 def run(
@@ -167,7 +148,7 @@ def _attempt(
         if workload.needs_grad:
             gradients = gradient_errors(tensors, workload, variant.layout, device)
         checks = Checks(reference, gradients, saved)
-        result = _result(workload, built, profiler, paths, peak, checks, device)
+        result = build_result(workload, built, profiler, paths, peak, checks, device)
     finally:
         futures.wait([paths.gz_written])  # no writer left behind in a folder about to go
     try:
@@ -249,113 +230,6 @@ def _warm_up(workload, variant, step: Callable[[dict], None], tensors: dict, syn
             ) from exc
 
 
-@dataclass
-class Checks:
-    """What the run measured beside its trace: the output's error (queued), the gradients'
-    (queued, with a backward) and the tensors its forward saves for backward."""
-
-    output: Callable[[], tuple[float, str]]
-    gradients: Callable[[], tuple[dict[str, float], str]] | None
-    saved: list[training.SavedTensor] | None
-
-
-def _result(workload, built: Built, profiler, paths, peak, checks: Checks, device) -> ProfileResult:
-    """The run's figures: its trace read once, key_averages, the reference's errors."""
-    trace = run_trace.read(paths.json, workload.measured, workload.phases)
-    stats = trace.stats
-    ran = workload.spec.ran(built, stats.backend)  # declared, or read from the backend seen
-    operators = operator_table(profiler, device)
-    rel_err, rel_note = checks.output()
-    grad_err, grad_note = checks.gradients() if checks.gradients else (None, "")
-    notes = [n for n in (built.note,) if n]
-    if stats.forwards != workload.steps:
-        notes.append(
-            f"expected {workload.steps} {workload.measured} spans in the trace, found "
-            f"{stats.forwards}"
-        )
-    summary = Summary(
-        variant=workload.variant,
-        label=workload.spec.label,
-        config=workload.as_dict(),
-        device=device,
-        device_name=torch.cuda.get_device_name() if device == "cuda" else _cpu_name(),
-        torch_version=torch.__version__,
-        ran=ran,
-        forwards=stats.forwards,
-        **_gpu_figures(stats, device),
-        cpu_us_per_forward=stats.cpu_us,
-        cpu_us_range=list(stats.cpu_us_range or ()),
-        peak_mib=peak if device == "cuda" else None,
-        **_rate(stats, workload.flops, workload, device),
-        rel_err=rel_err,
-        rel_err_note=rel_note,
-        dominant_kernel=stats.dominant,
-        dominant_decoded=stats.dominant_decoded,
-        notes=notes,
-        mode=workload.mode,
-        phases=_phase_rows(trace, workload, device),
-        grad_err=grad_err,
-        grad_err_note=grad_note,
-        saved=[asdict(row) for row in checks.saved] if checks.saved is not None else None,
-        saved_extra_bytes=training.kept_beyond_inputs(checks.saved) if checks.saved else None,
-    )
-    return ProfileResult(
-        config=workload,
-        summary=summary,
-        operators=operators,
-        kernels=trace.kernels,
-        trace_json=paths.json,
-        trace_gz=paths.gz,
-        table_txt=paths.txt,
-        trace=trace,
-    )
-
-
-def _rate(stats: ForwardStats, flops: float, workload: Workload, device: str) -> dict[str, Any]:
-    """TFLOP/s of `flops` over the step's GPU time (its CPU time on a CPU), and the basis."""
-    convention = flops_convention(workload.causal, workload.mode)
-    if device == "cuda" and stats.gpu_us:
-        tflops = flops / (stats.gpu_us * 1e-6) / 1e12
-        basis = f"GPU time; {convention}"
-    else:
-        tflops = flops / (stats.cpu_us * 1e-6) / 1e12 if stats.cpu_us > 0 else None
-        basis = f"CPU time of {workload.measured} (no GPU); {convention}"
-    return {"flops_per_forward": flops, "tflops": tflops, "tflops_basis": basis}
-
-
-def _phase_rows(trace: RunTrace, workload: Workload, device: str) -> list[dict[str, Any]]:
-    """Each phase's figures per step (a forward run has one: its own)."""
-    rows = []
-    for name, phase in trace.phases.items():
-        rate = _rate(phase.stats, workload.phase_flops(name), workload, device)
-        rows.append(
-            {
-                "phase": name,
-                **_gpu_figures(phase.stats, device),
-                "cpu_us": phase.stats.cpu_us,
-                "tflops": rate["tflops"],
-                "flops": rate["flops_per_forward"],
-                "dominant_kernel": phase.stats.dominant,
-                "dominant_decoded": phase.stats.dominant_decoded,
-            }
-        )
-    return rows
-
-
-def _gpu_figures(stats: ForwardStats, device: str) -> dict[str, Any]:
-    """The Summary's GPU figures, decided here once: a CPU run has no kernels, copies or GPU
-    time, so each is None (not 0.0), which the page, the CLI and JSON read as "n/a"."""
-    on_gpu = device == "cuda"
-    gpu_us = stats.gpu_us if on_gpu else None
-    return {
-        "kernels_per_forward": stats.kernels if on_gpu else None,
-        "memcpy_per_forward": stats.memcpy if on_gpu else None,
-        "memset_per_forward": stats.memset if on_gpu else None,
-        "gpu_us_per_forward": gpu_us,
-        "cpu_bound": (stats.cpu_us > gpu_us) if gpu_us else None,
-    }
-
-
 def _unavailable_text(variant: str, exc: VariantUnavailable) -> str:
     """The rule's words, naming the variant once (a loader's message does not name it)."""
     text = str(exc)
@@ -377,14 +251,6 @@ def _release(device: str, collect: bool) -> None:
         with contextlib.suppress(RuntimeError):
             torch.cuda.synchronize()
         torch.cuda.empty_cache()
-
-
-def _cpu_name() -> str:
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as fh:
-        for line in fh:
-            if line.startswith("model name"):
-                return "CPU · " + line.split(":", 1)[1].strip()
-    return "CPU"
 
 
 __all__ = ["ConfigError", "ProfileResult", "RunError", "VariantUnavailable", "run"]

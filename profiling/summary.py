@@ -21,15 +21,19 @@ from profiling.vocabulary import ALL_THREADS, BACKEND_OPS, FORWARD, GPU_WORK
 
 CAUSAL_CONVENTION = "causal attention counted as half of the 4·B·H·S²·D FLOPs of full attention"
 FULL_CONVENTION = "full attention: 4·B·H·S²·D FLOPs"
+PAIRS_CONVENTION = "4·D FLOPs per (query, key) pair a query sees, per head"
 BACKWARD_FLOPS = 2.5  # a backward's FLOPs as a multiple of its forward's (FlashAttention's count)
 BACKWARD_CONVENTION = f"backward counted as {BACKWARD_FLOPS} × the forward"
 NO_GPU_WORK = "n/a (CPU run: no GPU work)"  # a None GPU figure: not "0.00 kernels"
 
 
-def flops_convention(causal: bool, mode: str = "forward") -> str:
+def flops_convention(causal: bool, mode: str = "forward", square: bool = True) -> str:
     """How TFLOP/s counted the work: the causal halving is only said of a causal run, the
-    backward's multiple only of a run with a backward."""
+    backward's multiple only of a run with a backward; a query length or a window of its own
+    counts the (query, key) pairs each query sees."""
     convention = CAUSAL_CONVENTION if causal else FULL_CONVENTION
+    if not square:
+        convention = PAIRS_CONVENTION
     return convention if mode == "forward" else f"{convention}; {BACKWARD_CONVENTION}"
 
 
@@ -90,6 +94,13 @@ class Summary:
     grad_err_note: str = ""
     saved: list[dict[str, Any]] | None = None  # what the forward saves for backward
     saved_extra_bytes: int | None = None  # of which neither an input nor the output
+    # The roofline at the run's level (profiling/bounds.py): what must move, how fast it did
+    bytes_moved: int | None = None
+    intensity: float | None = None  # FLOP per byte that must move
+    tbps: float | None = None
+    pct_peak_tflops: float | None = None
+    pct_peak_bandwidth: float | None = None
+    roofline_bound: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -53,9 +53,12 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     none = NO_GPU_WORK if summary.device != "cuda" else "n/a (no GPU work in the trace)"
     bound = {True: f"CPU-bound (CPU time per {per} > GPU time)", False: "GPU-bound", None: none}
     mask = "causal" if config["causal"] else "full"
+    heads = f"H{config['heads']}" + (f"/KV{config['kv_heads']}" if config.get("kv_heads") else "")
+    queries = f" Q{config['q_len']}" if config.get("q_len") else ""
+    window = f" window {config['window']}" if config.get("window") else ""
     shape = (
-        f"B{config['batch']} H{config['heads']} S{config['seq_len']} D{config['head_dim']} "
-        f"{config['dtype']} {mask}"
+        f"B{config['batch']} {heads}{queries} S{config['seq_len']} D{config['head_dim']} "
+        f"{config['dtype']} {mask}{window}"
     )
     copies = none
     if summary.memcpy_per_forward is not None and summary.memset_per_forward is not None:
@@ -82,6 +85,7 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
         ("bound", bound[summary.cpu_bound]),
         ("peak memory", _or(summary.peak_mib, none, " MiB")),
         ("TFLOP/s", f"{_rate(summary.tflops)} ({summary.tflops_basis})"),
+        *roofline_rows(summary),
         ("rel. error vs float64", error),
         ("dominant kernel", dominant),
         (f"{per}s recorded", str(summary.forwards)),
@@ -90,6 +94,24 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     rows += training_rows(summary)
     rows += [("note", note) for note in summary.notes]
     return rows
+
+
+def roofline_rows(summary: Summary) -> list[tuple[str, str]]:
+    """What must move and how fast it moved, and which roof bounds the run (bounds.py)."""
+    if summary.bytes_moved is None:
+        return []
+    moved = f"{_size(summary.bytes_moved)} must move (q, k, v read, the output written once)"
+    if summary.tbps is not None:
+        moved += f" · {summary.tbps:,.2f} TB/s"
+        if summary.pct_peak_bandwidth is not None:
+            moved += f" ({summary.pct_peak_bandwidth:.0f}% of the datasheet bandwidth)"
+    bound = f"{summary.roofline_bound} · {summary.intensity:,.1f} FLOP/byte"
+    if summary.pct_peak_tflops is not None and summary.pct_peak_bandwidth is not None:
+        bound += (
+            f" · {summary.pct_peak_tflops:.0f}% of peak TFLOP/s, "
+            f"{summary.pct_peak_bandwidth:.0f}% of peak bandwidth"
+        )
+    return [("memory traffic", moved), ("roofline", bound)]
 
 
 MODE_TEXT = {

@@ -54,16 +54,17 @@ def compare_defaults(device: str, dtype: str) -> list[str]:
 # On a CPU "decoded" only ever says "CPU operator with the most self time": left out too.
 GLANCE_CPU = ["variant", "status", "CPU µs/fwd", "TFLOP/s", "rel. err", "ran", "dominant kernel",
               "reason"]  # fmt: skip
-GLANCE_TEXT = {"variant", "status", "bound", "ran", "dominant kernel", "decoded", "reason"}
-GLANCE_WIDE = {"variant": 130, "status": 110, "ran": 150, "dominant kernel": 250,
+GLANCE_TEXT = {"variant", "status", "bound", "ran", "dominant kernel", "decoded", "reason",
+               "roofline"}  # fmt: skip
+GLANCE_WIDE = {"variant": 130, "status": 110, "ran": 150, "dominant kernel": 250, "roofline": 220,
                "decoded": 300, "reason": 380}  # fmt: skip
 GLANCE_CPU_SHARES = {"variant": 11, "status": 9, "CPU µs/fwd": 8, "TFLOP/s": 8, "rel. err": 7,
                      "ran": 11, "dominant kernel": 18, "reason": 28}  # fmt: skip
 GLANCE_DIGITS = {"kernels/fwd": 2, "GPU µs/fwd": 1, "CPU µs/fwd": 1, "peak MiB": 1,
                  "% of peak": 1, "GPU busy %": 1, "launch delay µs": 1,
                  "CPU launch µs/fwd": 1, "fwd GPU µs": 1, "bwd GPU µs": 1, "fwd CPU µs": 1,
-                 "bwd CPU µs": 1, "saved MiB": 1}  # fmt: skip
-GLANCE_SIGNIFICANT = {"TFLOP/s": 3, "rel. err": 2, "dQ err": 2, "dK err": 2, "dV err": 2}
+                 "bwd CPU µs": 1, "saved MiB": 1, "% of BW peak": 1}  # fmt: skip
+GLANCE_SIGNIFICANT = {"TFLOP/s": 3, "TB/s": 3, "rel. err": 2, "dQ err": 2, "dK err": 2, "dV err": 2}
 
 
 def glance_columns(device: str) -> list[str]:

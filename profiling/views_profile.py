@@ -79,7 +79,8 @@ STRIP: tuple[tuple[str, str], ...] = (  # (label on the card, key in summary_row
     ("ran", "ran"),
     ("device", "device"),
 )
-EXTRA = ("shape", "bound", "dominant kernel", "memcpy / memset per forward")
+EXTRA = ("shape", "bound", "roofline", "memory traffic", "dominant kernel",
+         "memcpy / memset per forward")  # fmt: skip
 LONG_VALUE = 10  # characters: a longer card value (torch.compile, a GPU's name) is set smaller
 
 
@@ -238,7 +239,9 @@ def phase_kernels(result: Any) -> pd.DataFrame:
 def run_title(summary: Summary) -> str:
     config = summary.config
     mask = "causal" if config["causal"] else "full"
-    shape = f"B{config['batch']} H{config['heads']} S{config['seq_len']} D{config['head_dim']}"
+    heads = f"H{config['heads']}" + (f"/KV{config['kv_heads']}" if config.get("kv_heads") else "")
+    queries = f" Q{config['q_len']}" if config.get("q_len") else ""
+    shape = f"B{config['batch']} {heads}{queries} S{config['seq_len']} D{config['head_dim']}"
     return (
         f"{summary.variant} · {shape} {config['dtype']} {mask} · {summary.ran} · {summary.device}"
     )

@@ -48,6 +48,31 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "cpu": dict(variant="naive", seq_len=256, dtype="float32", batch=1, heads=4,
                 head_dim=64, causal=True),
 }  # fmt: skip
+# The inference-shape presets (issue 21): name → the fields they set (the others as they are).
+# The CPU's are the same kinds of shapes made small enough for its budget.
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "cuda": {
+        "the post's shape": dict(batch=8, heads=16, seq_len=1024, head_dim=64, kv_heads=None,
+                                 q_len=None, window=None),
+        "LLM prefill: B4 H32/KV8 S4096 D128": dict(batch=4, heads=32, kv_heads=8, seq_len=4096,
+                                                   head_dim=128, q_len=None, window=None),
+        "LLM decode: B16 H32/KV8, 1 token vs a 8192 cache, D128": dict(
+            batch=16, heads=32, kv_heads=8, seq_len=8192, q_len=1, head_dim=128, window=None),
+        "sliding window 1024 (B4 H32/KV8 S4096 D128)": dict(
+            batch=4, heads=32, kv_heads=8, seq_len=4096, head_dim=128, q_len=None, window=1024),
+    },
+    "cpu": {
+        "the CPU's default shape": dict(batch=1, heads=4, seq_len=256, head_dim=64,
+                                        kv_heads=None, q_len=None, window=None),
+        "prefill, grouped heads: B1 H8/KV2 S1024 D64": dict(batch=1, heads=8, kv_heads=2,
+                                                             seq_len=1024, head_dim=64,
+                                                             q_len=None, window=None),
+        "decode: B4 H8/KV2, 1 token vs a 2048 cache, D64": dict(
+            batch=4, heads=8, kv_heads=2, seq_len=2048, q_len=1, head_dim=64, window=None),
+        "sliding window 256 (B1 H8/KV2 S1024 D64)": dict(
+            batch=1, heads=8, kv_heads=2, seq_len=1024, head_dim=64, q_len=None, window=256),
+    },
+}  # fmt: skip
 GENERIC_ERROR = (
     "Something unexpected went wrong while profiling; it has been logged. "
     "Try again, or pick another variant or a smaller shape."

@@ -13,7 +13,19 @@ from profiling.summary import forward_spans
 
 SMALL = dict(variant="sdpa-math", seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32,
              causal=True)  # fmt: skip
-PARAMETERS = ["variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal", "mode"]
+PARAMETERS = [
+    "variant",
+    "seq_len",
+    "dtype",
+    "batch",
+    "heads",
+    "head_dim",
+    "causal",
+    "mode",
+    "kv_heads",
+    "q_len",
+    "window",
+]
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,33 @@ from tests.conftest import FIXTURES, NAIVE
 SHAPE = dict(dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
 INPLACE = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
 PARAMETERS = {
-    "/compare": ["variants", "seq_len", "dtype", "batch", "heads", "head_dim", "causal", "mode"],
+    "/compare": [
+        "variants",
+        "seq_len",
+        "dtype",
+        "batch",
+        "heads",
+        "head_dim",
+        "causal",
+        "mode",
+        "kv_heads",
+        "q_len",
+        "window",
+    ],
     "/diff": ["trace_a", "trace_b", "label_a", "label_b"],
-    "/sweep": ["variants", "seq_lens", "dtype", "batch", "heads", "head_dim", "causal", "mode"],
+    "/sweep": [
+        "variants",
+        "seq_lens",
+        "dtype",
+        "batch",
+        "heads",
+        "head_dim",
+        "causal",
+        "mode",
+        "kv_heads",
+        "q_len",
+        "window",
+    ],
     "/analyze": ["trace", "window_start_us", "window_end_us"],
 }
 RETURNS = {"/compare": 5, "/diff": 3, "/sweep": 4, "/analyze": 5}

@@ -575,7 +575,7 @@ def test_wiring_gpu_jobs_share_one_slot_and_trace_work_has_its_own():
         assert deps[name].concurrency_id == views_shared.TRACE_GROUP != views_shared.GPU_GROUP
     assert deps["diff_runs"].api_visibility == "private"
     ids = lambda fn: [c.elem_id for c in fn.inputs]  # noqa: E731
-    shape = ["dtype", "batch", "heads", "head_dim", "causal", "mode"]
+    shape = ["dtype", "batch", "heads", "head_dim", "causal", "mode", "kv_heads", "q_len", "window"]
     assert ids(deps["compare"]) == ["cmp-variants", "cmp-seq_len", *[f"cmp-{n}" for n in shape]]
     assert ids(deps["sweep"]) == ["sw-variants", "sw-lengths", *[f"sw-{n}" for n in shape]]
     assert ids(deps["diff"]) == ["diff-file-a", "diff-file-b", "label-a", "label-b"]

@@ -131,3 +131,45 @@ def test_training_at_inference_shapes_has_correct_gradients(variant, shape_id, t
     """dK and dV of a K/V head sum over the query heads that read it; the reference's too."""
     result = run(small(variant, mode="train", **SHAPES[shape_id]), out_dir=tmp_path)
     assert max(result.summary.grad_err.values()) < 1e-5, result.summary.grad_err
+
+
+def test_the_roofline_says_a_decode_reads_as_bandwidth_and_a_prefill_as_compute():
+    from profiling.bounds import run_bound
+
+    h200 = "NVIDIA H200"
+    decode = Workload.from_user(
+        variant="sdpa-cudnn", batch=16, heads=32, kv_heads=8, q_len=1, seq_len=8192,
+        head_dim=128, device="cpu",
+    )  # fmt: skip
+    # K and V: 16 × 8 heads × 8192 keys × 128 × 2 bytes each; q and out: 16 × 32 × 128 × 2
+    assert decode.io_bytes == 2 * 16 * 8 * 8192 * 128 * 2 + 2 * 16 * 32 * 128 * 2
+    # 100 µs for 537 MB: 5.37 TB/s is above the 4.8 peak; take 160 µs: 3.36 TB/s, 70%
+    found = run_bound(decode.flops, decode.io_bytes, "forward", 160.0, h200, "bfloat16")
+    assert found.bound == "memory" and found.tbps == pytest.approx(decode.io_bytes / 160e-6 / 1e12)
+    assert found.pct_peak_bandwidth == pytest.approx(100 * found.tbps / 4.8)
+    assert found.intensity == pytest.approx(decode.flops / decode.io_bytes)
+    assert found.intensity < 4  # about one multiply-add per byte of K and V
+    prefill = Workload.from_user(
+        variant="sdpa-cudnn", batch=4, heads=32, kv_heads=8, seq_len=4096, head_dim=128,
+        device="cpu",
+    )  # fmt: skip
+    found = run_bound(prefill.flops, prefill.io_bytes, "forward", 600.0, h200, "bfloat16")
+    assert found.bound == "compute" and found.intensity > 206  # the H200's ridge: 989.4 / 4.8
+    slow = run_bound(prefill.flops, prefill.io_bytes, "forward", 60_000.0, h200, "bfloat16")
+    assert slow.bound.startswith("neither")  # under 10% of both peaks
+    unknown = run_bound(prefill.flops, prefill.io_bytes, "forward", 600.0, "Some GPU", "bfloat16")
+    assert unknown.bound == "n/a (no datasheet peaks for this device)" and unknown.tbps > 0
+    on_cpu = run_bound(prefill.flops, prefill.io_bytes, "forward", None, "", "bfloat16")
+    assert on_cpu.tbps is None and on_cpu.bound == "n/a (no GPU time)"
+    train = run_bound(prefill.flops, prefill.io_bytes, "train", 600.0, h200, "bfloat16")
+    assert train.bytes_moved == 3 * prefill.io_bytes
+
+
+def test_a_cpu_run_says_what_must_move_and_that_it_has_no_roofline(tmp_path):
+    from profiling.summary_text import summary_rows
+
+    rows = dict(
+        summary_rows(run(small("sdpa-flash", **SHAPES["decode"]), out_dir=tmp_path).summary)
+    )
+    assert rows["memory traffic"].endswith("must move (q, k, v read, the output written once)")
+    assert rows["roofline"].startswith("n/a (no GPU time)")

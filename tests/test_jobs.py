@@ -258,7 +258,8 @@ def test_the_page_lets_go_on_unload_and_the_api_keeps_its_parameters():
     assert len(unload) == 1 and unload[0].targets[0][1] == "unload"
     api = app.demo.get_api_info()["named_endpoints"]
     assert [p["parameter_name"] for p in api["/profile"]["parameters"]] == [
-        "variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal", "mode"
+        "variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal", "mode",
+        "kv_heads", "q_len", "window",
     ]  # fmt: skip
     for name in ("/compare", "/sweep"):
         assert "request" not in [p["parameter_name"] for p in api[name]["parameters"]]

@@ -253,8 +253,7 @@ def _reference_per_launch(tr):
     # a ProfilerStep holds every thread's launches (a train step's backward runs on autograd's
     # thread: the h200_train fixtures launch from two)
     inside = [
-        bool(((steps["start_us"] <= t) & (steps["end_us"] >= t)).any())
-        for t in launch["start_us"]
+        bool(((steps["start_us"] <= t) & (steps["end_us"] >= t)).any()) for t in launch["start_us"]
     ]
     work, launch = work[inside], launch[inside]
     g_start, l_start = work["start_us"].to_numpy(), launch["start_us"].to_numpy()

@@ -52,6 +52,9 @@ def compare(
     head_dim: float,
     causal: bool,
     mode: str = "forward",
+    kv_heads: float | None = None,
+    q_len: float | None = None,
+    window: float | None = None,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile several variants at one shape, one after another, as the post's table.
@@ -67,12 +70,16 @@ def compare(
         causal: causal mask (true) or full attention (false).
         mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
             backward of one step).
+        kv_heads: K/V heads, dividing heads (None: one per query head).
+        q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
+        window: sliding window, the last keys each query sees (None: none; needs causal).
 
     Returns:
         the "at a glance" table, a note naming the datasheet peak used, GPU-vs-CPU bar chart,
         stacked mini-Gantts, a zip of every trace and table.
     """
     shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
+    shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window)
     validate = partial(job_request.compare_request, variants, seq_len, **shape, device=DEVICE)
     view = views_compare.compare_page
     shown = run_device_job("compare", validate, compare_on_gpu, view, progress)

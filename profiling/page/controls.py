@@ -6,19 +6,25 @@ Compare and Sweep share the Profile tab's ranges, so a value one tab accepts the
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import gradio as gr
 
 from profiling import views_profile, views_shared
-from profiling.workload import page_ranges, resolve_device
+from profiling.workload import device_key, page_ranges, resolve_device
 
 DEVICE = resolve_device()
 START = views_shared.defaults(DEVICE)
 RANGES = page_ranges(DEVICE)
 DTYPES = ["bfloat16", "float16", "float32"]
 # the handlers' order (mode last: API calls made before it existed keep their meaning)
-SHAPE_ORDER = ["seq_len", "dtype", "batch", "heads", "head_dim", "causal", "mode"]
+SHAPE_ORDER = [
+    "seq_len", "dtype", "batch", "heads", "head_dim", "causal", "mode", "kv_heads", "q_len",
+    "window",
+]  # fmt: skip
+PRESETS = views_shared.PRESETS[device_key(DEVICE)]
+PRESET_FIELDS = ["seq_len", "batch", "heads", "head_dim", "kv_heads", "q_len", "window"]
 MODES = [
     ("forward", "forward"),
     ("backward (measured alone)", "backward"),
@@ -65,7 +71,45 @@ def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
         controls["batch"] = slider("batch", "Batch B", prefix=prefix)
         controls["heads"] = slider("heads", "Heads H", prefix=prefix)
         controls["head_dim"] = slider("head_dim", "Head dim D", "a multiple of 8", prefix=prefix)
+    preset, inference = inference_controls(prefix)
+    controls.update(inference)
+    targets = [name for name in PRESET_FIELDS if name in controls]
+    from profiling.page.listeners import QUIET  # listeners reads this module's DEVICE
+
+    preset.input(
+        partial(preset_values, targets=targets),
+        [preset],
+        [controls[target] for target in targets],
+        show_progress="hidden",
+        **QUIET,
+    )
     return {name: controls[name] for name in SHAPE_ORDER if name in controls}
+
+
+def preset_values(name: str, targets: list[str]) -> list[Any]:
+    """The fields a preset sets, in `targets`' order (a field it leaves alone: unchanged)."""
+    return [PRESETS.get(name, {}).get(target, gr.update()) for target in targets]
+
+
+def inference_controls(prefix: str) -> tuple[gr.Dropdown, dict[str, Any]]:
+    """K/V heads, query length and window (empty: today's square multi-head attention), and
+    the presets that fill them with the shapes people serve (issue 21)."""
+    with gr.Accordion("Inference shape: grouped heads, decode, sliding window", open=False):
+        preset = gr.Dropdown(
+            [(name, name) for name in PRESETS], value=None, label="Preset",
+            elem_id=prefix + "preset", filterable=False,
+        )  # fmt: skip
+        with gr.Row():
+            controls = {
+                name: gr.Number(value=None, precision=0, label=label, info=info,
+                                elem_id=prefix + name, minimum=1)
+                for name, label, info in (
+                    ("kv_heads", "K/V heads", "empty: one per query head; 1: multi-query"),
+                    ("q_len", "Query length", "empty: S; 1–64 for a decode against S keys"),
+                    ("window", "Sliding window", "empty: none; each query sees its last keys"),
+                )
+            }  # fmt: skip
+    return preset, controls
 
 
 def table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:

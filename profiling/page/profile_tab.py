@@ -51,6 +51,9 @@ def profile(
     head_dim: float,
     causal: bool,
     mode: str = "forward",
+    kv_heads: float | None = None,
+    q_len: float | None = None,
+    window: float | None = None,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile one attention variant with torch.profiler and return what ran.
@@ -65,6 +68,9 @@ def profile(
         causal: causal mask (true) or full attention (false).
         mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
             backward of one step).
+        kv_heads: K/V heads, dividing heads (None: one per query head).
+        q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
+        window: sliding window, the last keys each query sees (None: none; needs causal).
 
     Returns:
         summary strip (HTML), summary (JSON), operator table, kernel table, kernel-table note,
@@ -72,7 +78,8 @@ def profile(
     """
     with translated("profile's checks"):
         raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads)
-        workload = page_workload(DEVICE, **raw, head_dim=head_dim, causal=causal, mode=mode)
+        raw |= dict(head_dim=head_dim, causal=causal, mode=mode)
+        workload = page_workload(DEVICE, **raw, kv_heads=kv_heads, q_len=q_len, window=window)
     show_waiting(progress)
     with translated(f"profile for {workload}"):
         result = profile_on_gpu(workload, progress)
