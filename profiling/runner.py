@@ -12,13 +12,14 @@ import contextlib
 import gc
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent import futures
 from pathlib import Path
 
@@ -222,12 +223,24 @@ def _warm_up(workload, variant, step: Callable[[dict], None], tensors: dict, syn
         except RuntimeError as exc:
             if isinstance(exc, torch.OutOfMemoryError) or not variant.declines(exc):
                 raise  # a failure, not the library refusing this input
-            hints = "; ".join(dict.fromkeys(str(w.message).splitlines()[0] for w in caught))
+            hints = "; ".join(torch_reasons(str(w.message) for w in caught))
             detail = f" ({hints})" if hints else ""
             raise VariantUnavailable(
                 f"{variant.id} cannot run {workload.shape_text()} here: "
                 f"{str(exc).splitlines()[0]}{detail}"
             ) from exc
+
+
+TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
+NOISE = ("has been runtime disabled", "kernel not used because:")  # another backend pinned off
+
+
+def torch_reasons(messages: Iterable[str]) -> list[str]:
+    """torch's reasons for refusing, each once: the first line of each warning, without its
+    "(Triggered internally at …cpp)" locations and without the lines that only say a backend
+    was pinned off (SDPA warns of every backend it did not try)."""
+    reasons = [TRIGGERED.sub("", message.splitlines()[0]).strip() for message in messages]
+    return list(dict.fromkeys(r for r in reasons if r and not r.rstrip(".").endswith(NOISE)))
 
 
 def _unavailable_text(variant: str, exc: VariantUnavailable) -> str:

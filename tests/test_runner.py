@@ -590,3 +590,22 @@ def test_quiet_profiler_logs_respects_the_users_level(monkeypatch):
     monkeypatch.setenv(KINETO_LOG_LEVEL, "1")
     quiet_profiler_logs()
     assert os.environ[KINETO_LOG_LEVEL] == "1"
+
+
+def test_torchs_reasons_drop_source_locations_and_backends_pinned_off():
+    """SDPA warns of every backend: the pinned-off ones say only that, and each line ends in
+    a C++ source location. What is left is the reason (H200, GQA on the efficient backend)."""
+    from profiling.runner import torch_reasons
+
+    messages = [
+        "Memory efficient kernel not used because: (Triggered internally at /a/sdp_utils.cpp:986.)",
+        "For dense input, both fused kernels require query, key and value to have the same "
+        "num_heads. (Triggered internally at /a/sdp_utils_cpp.h:418.)",
+        "Flash attention has been runtime disabled. (Triggered internally at /a/b.h:540.)",
+        "For dense input, both fused kernels require query, key and value to have the same "
+        "num_heads. (Triggered internally at /a/sdp_utils_cpp.h:418.)\nsecond line",
+    ]
+    assert torch_reasons(messages) == [
+        "For dense input, both fused kernels require query, key and value to have the same "
+        "num_heads."
+    ]
