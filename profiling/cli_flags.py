@@ -16,7 +16,14 @@ from typing import Any
 import pandas as pd
 
 from profiling.text_tables import markdown, text_table
-from profiling.workload import DEVICES, DTYPES, LIMITS, MODES, ConfigError, known_variants
+from profiling.workload import (
+    DEVICES,
+    DTYPES,
+    LIMITS,
+    MODES,
+    ConfigError,
+    known_variants,
+)
 
 SUBCOMMANDS = {
     "compare": "several variants at one shape, one after another",
@@ -94,20 +101,6 @@ def shape_of(args: argparse.Namespace) -> dict[str, Any]:
     if hasattr(args, "seq_len"):
         shape["seq_len"] = args.seq_len
     return shape
-
-
-def shape_text(shape: dict[str, Any]) -> str:
-    """`B8 H16 S1024 D64 bfloat16 causal`, without S when the shape has no seq_len (a sweep)."""
-    length = f" S{shape['seq_len']}" if "seq_len" in shape else ""
-    mask = "causal" if shape["causal"] else "full"
-    mode = "" if shape.get("mode", "forward") == "forward" else f" {shape['mode']}"
-    heads = f"H{shape['heads']}" + (f"/KV{shape['kv_heads']}" if shape.get("kv_heads") else "")
-    queries = f" Q{shape['q_len']}" if shape.get("q_len") else ""
-    window = f" window {shape['window']}" if shape.get("window") else ""
-    return (
-        f"B{shape['batch']} {heads}{queries}{length} D{shape['head_dim']} {shape['dtype']} "
-        f"{mask}{window}{mode}"
-    )
 
 
 def variant_names(text: str) -> list[str]:

@@ -20,13 +20,12 @@ from profiling.cli_flags import (
     print_progress,
     printed_table,
     shape_of,
-    shape_text,
     variant_names,
 )
 from profiling.trace import Trace
 from profiling.trace import load as load_trace
 from profiling.trace_events import TraceError, TraceTooBig
-from profiling.workload import ConfigError
+from profiling.workload import ConfigError, shape_text
 
 MARKDOWN_HELP = "print Markdown tables"
 # the Compare table's columns a terminal shows (the zip's glance.csv has them all)

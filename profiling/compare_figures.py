@@ -20,6 +20,7 @@ from plotly.subplots import make_subplots
 
 from profiling.compare import CompareResult
 from profiling.sweep import SweepResult
+from profiling.workload import shape_text
 
 CATEGORY_COLORS = {
     "attn_fwd": "#7f7f7f",
@@ -328,6 +329,4 @@ def _run_title(r) -> str:
 
 
 def _shape(c: dict) -> str:
-    mask = "causal" if c.get("causal") else "full"
-    s = f" S{c['seq_len']}" if "seq_len" in c else ""
-    return f"B{c['batch']} H{c['heads']}{s} D{c['head_dim']} {c['dtype']} {mask}"
+    return shape_text(c)

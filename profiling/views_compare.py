@@ -26,7 +26,7 @@ from profiling.compare import (
 from profiling.compare_figures import gpu_cpu_bars, mini_gantts
 from profiling.peaks import peaks_table
 from profiling.views_shared import significant, without_nan
-from profiling.workload import device_key
+from profiling.workload import device_key, shape_text
 
 log = logging.getLogger(__name__)
 DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -124,12 +124,9 @@ def peak_note(result: CompareResult) -> str:
 def compare_note(result: CompareResult) -> str:
     """Markdown over the table: device and shape, the peak used, the TFLOP/s basis, and each
     variant that did not run with its reason (the table's last column repeats it)."""
-    shape = result.shape
-    mask = "causal" if shape.get("causal") else "full"
     head = (
         f"**{len(result.ran)} of {len(result.runs)} variants ran** on {result.device_name} at "
-        f"B{shape['batch']} H{shape['heads']} S{shape['seq_len']} D{shape['head_dim']} "
-        f"{shape['dtype']} {mask}."
+        f"{shape_text(result.shape)}."
     )
     peak, _, rest = peak_note(result).partition(": ")
     items = [f"**{peak}:** {rest}" + (f" ({result.peak.source})" if result.peak else "")]

@@ -208,6 +208,53 @@ def test_a_training_step_from_the_page(browser, url, tmp_path):
     page.context.close()
 
 
+def test_a_decode_preset_from_the_page(browser, url, tmp_path):
+    """The inference-shape presets fill the controls; a decode run says what must move."""
+    expect = sync_api.expect
+    page = open_page(browser, url)
+    page.wait_for_selector("#profile-button")
+    page.click("#variant input")
+    page.get_by_role("option", name="SDPA · FlashAttention backend", exact=True).click()
+    page.get_by_text("Inference shape: grouped heads, decode, sliding window").click()
+    decode = next(name for name in controls.PRESETS if "decode" in name)
+    page.click("#preset input")
+    page.get_by_role("option", name=decode, exact=True).click()
+    preset = controls.PRESETS[decode]
+    expect(page.locator("#q_len input")).to_have_value(str(preset["q_len"]))
+    expect(page.locator("#kv_heads input")).to_have_value(str(preset["kv_heads"]))
+    page.click("#profile-button")
+    summary = page.locator("#summary")
+    heads = f"H{preset['heads']}/KV{preset['kv_heads']} Q{preset['q_len']} S{preset['seq_len']}"
+    expect(summary).to_contain_text(heads, timeout=TIMEOUT_MS)
+    expect(summary).to_contain_text("must move")
+    expect(summary).to_contain_text("roofline")
+    page.mouse.move(0, 0)
+    page.wait_for_timeout(500)
+    shot = screenshot_path("screenshot-decode-cpu.png", tmp_path)
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+
+    page.get_by_role("tab", name="Compare").click()  # the same preset on Compare: GQA prefill
+    page.wait_for_selector("#compare-button")
+    gqa = next(name for name in controls.PRESETS if "grouped" in name or "GQA" in name)
+    page.get_by_text("Inference shape: grouped heads, decode, sliding window").nth(1).click()
+    page.click("#cmp-preset input")
+    page.get_by_role("option", name=gqa, exact=True).click()
+    expect(page.locator("#cmp-kv_heads input")).to_have_value(
+        str(controls.PRESETS[gqa]["kv_heads"])
+    )
+    page.click("#compare-button")
+    page.wait_for_selector('#glance [data-testid="cell-1-0"]', timeout=TIMEOUT_MS)
+    expect(page.locator("#glance")).to_contain_text("naive")
+    page.wait_for_selector('#cmp-bars [data-testid="plotly"] .main-svg')
+    page.mouse.move(0, 0)
+    page.wait_for_timeout(500)
+    shot = screenshot_path("screenshot-compare-gqa-cpu.png", tmp_path)
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+    page.context.close()
+
+
 def test_a_phone_wide_page_scrolls_charts_and_tables_instead_of_squeezing(browser, url):
     """At 420 px the Gantt kept a ~95 px plot area and table cells broke numbers mid-digit."""
     context = browser.new_context(viewport={"width": 420, "height": 900})
