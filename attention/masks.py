@@ -14,6 +14,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+BOTTOM_RIGHT = (
+    "causal with fewer queries than keys is aligned bottom-right: the last query sees every key "
+    "(SDPA's is_causal=True aligns top-left, a different attention: the float64 reference "
+    "would show it as an error)"
+)
+
 
 def visible(
     first_row: int,

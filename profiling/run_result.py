@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 
 from attention import Built
+from attention.masks import BOTTOM_RIGHT
 from profiling import run_trace, training
 from profiling.bounds import run_bound
 from profiling.run_export import operator_table
@@ -62,6 +63,8 @@ def build_result(
     rel_err, rel_note = checks.output()
     grad_err, grad_note = checks.gradients() if checks.gradients else (None, "")
     notes = [n for n in (built.note,) if n]
+    if workload.causal and workload.queries < workload.seq_len:
+        notes.append(BOTTOM_RIGHT)
     if stats.forwards != workload.steps:
         notes.append(
             f"expected {workload.steps} {workload.measured} spans in the trace, found "

@@ -173,3 +173,20 @@ def test_a_cpu_run_says_what_must_move_and_that_it_has_no_roofline(tmp_path):
     )
     assert rows["memory traffic"].endswith("must move (q, k, v read, the output written once)")
     assert rows["roofline"].startswith("n/a (no GPU time)")
+
+
+def test_a_decode_run_says_how_causal_is_aligned_and_a_sweep_walks_the_cache(tmp_path):
+    """The page's note on a decode; a Sweep over seq_len at q_len 1 is a sweep over the KV
+    cache, its time growing with the keys read."""
+    from attention.masks import BOTTOM_RIGHT
+    from profiling.sweep import sweep
+
+    summary = run(small("sdpa-flash", **SHAPES["decode"]), out_dir=tmp_path / "one").summary
+    assert BOTTOM_RIGHT in summary.notes
+    square = run(small("sdpa-flash", seq_len=96), out_dir=tmp_path / "two").summary
+    assert BOTTOM_RIGHT not in square.notes
+    result = sweep(["naive"], [128, 1024], batch=1, heads=4, kv_heads=2, q_len=1, head_dim=16,
+                   dtype="float32", device="cpu")  # fmt: skip
+    table = result.table.set_index("seq_len")
+    assert list(table["status"]) == ["ok", "ok"]
+    assert result.points[0].trace_gz.name.endswith("_kv2_q1.json.gz")
