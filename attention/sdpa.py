@@ -13,9 +13,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.nn.attention.bias import causal_lower_right
+from torch.nn.attention.bias import CausalBias, causal_lower_right
 
 from attention.masks import visible
+from attention.sdpa_reasons import backend_checks, chosen_backend
 from attention.variant import Built, Problem, Variant
 
 BACKENDS: dict[str, SDPBackend] = {
@@ -35,12 +36,8 @@ def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tor
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-def sdpa_for(problem: Problem):
-    """The call for an inference shape: `enable_gqa` for grouped heads (no copies; each backend
-    says whether it takes them), causal bottom-right through `causal_lower_right` (SDPA's own
-    `is_causal` aligns top-left when q_len ≠ kv_len), a window as an explicit boolean mask
-    (which the fused backends refuse: torch says why)."""
-    gqa = problem.group > 1
+def call_arguments(problem: Problem) -> tuple[Any, bool, bool]:
+    """(attn_mask, is_causal, enable_gqa) of the call for `problem` (see sdpa_for)."""
     mask: Any = None
     if problem.window is not None:
         mask = visible(
@@ -49,7 +46,15 @@ def sdpa_for(problem: Problem):
         )  # fmt: skip
     elif problem.causal and problem.queries != problem.seq_len:
         mask = causal_lower_right(problem.queries, problem.seq_len)
-    is_causal = problem.causal and mask is None
+    return mask, problem.causal and mask is None, problem.group > 1
+
+
+def sdpa_for(problem: Problem):
+    """The call for an inference shape: `enable_gqa` for grouped heads (no copies; each backend
+    says whether it takes them), causal bottom-right through `causal_lower_right` (SDPA's own
+    `is_causal` aligns top-left when q_len ≠ kv_len), a window as an explicit boolean mask
+    (which the fused backends refuse: torch says why)."""
+    mask, is_causal, gqa = call_arguments(problem)
 
     def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         # q (B, nh, T, hs); k, v (B, n_kv, S, hs)
@@ -83,9 +88,34 @@ def declines(exc: Exception) -> bool:
 
 
 def build(problem: Problem) -> Built:
+    explain = explainer(problem)
     if problem.square:  # the post's call, as it always was
-        return Built(lambda q, k, v: sdpa(q, k, v, problem.causal), "SDPA")
-    return Built(sdpa_for(problem), "SDPA")
+        return Built(lambda q, k, v: sdpa(q, k, v, problem.causal), "SDPA", explain=explain)
+    return Built(sdpa_for(problem), "SDPA", explain=explain)
+
+
+def explainer(problem: Problem):
+    """torch's checks of each backend and its pick, for the run's inputs and this call's mask
+    (attention/sdpa_reasons.py); asked inside the variant's pin, as the call is."""
+    mask, is_causal, gqa = call_arguments(problem)
+    # causal_lower_right goes through its own dispatch (CausalBias) before the dispatcher's:
+    # its checks are asked of the mask it stands for, and its pick is marked as such
+    through_bias = isinstance(mask, CausalBias)
+    if through_bias:
+        mask = mask._materialize(problem.device)
+
+    def explain(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict:
+        checks = backend_checks(q, k, v, mask, is_causal, gqa)
+        return {
+            "checks": [
+                {"backend": c.backend, "accepts": c.accepts, "reasons": list(c.reasons)}
+                for c in checks
+            ],
+            "chosen": chosen_backend(q, k, v, mask, is_causal, gqa),
+            "through_causal_bias": through_bias,
+        }
+
+    return explain
 
 
 def ran_as_seen(backend: str | None) -> str:

@@ -73,6 +73,9 @@ class Built:
     forward: Forward
     ran: str  # what will actually run, e.g. "eager" or "Hub kernels-community/flash-attn2 v3"
     note: str = ""
+    # A library that picks its kernel at call time says, for the run's q, k, v, which of its
+    # backends accept them, why the others refuse and which it picks (SDPA: sdpa_reasons.py)
+    explain: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], dict] | None = None
 
 
 def runs_anywhere(device: str, dtype: torch.dtype) -> str | None:

@@ -50,6 +50,7 @@ class Checks:
     output: Callable[[], tuple[float, str]]
     gradients: Callable[[], tuple[dict[str, float], str]] | None
     saved: list[training.SavedTensor] | None
+    backends: dict[str, Any] | None = None  # SDPA's checks of each backend and its pick
 
 
 def build_result(
@@ -65,6 +66,18 @@ def build_result(
     notes = [n for n in (built.note,) if n]
     if workload.causal and workload.queries < workload.seq_len:
         notes.append(BOTTOM_RIGHT)
+    backends = checks.backends or {}
+    picked = backends.get("chosen")
+    if (
+        picked
+        and stats.backend
+        and not backends.get("through_causal_bias")
+        and (picked not in stats.backend)
+    ):
+        notes.append(
+            f"SDPA's dispatcher picks {picked} for these inputs, but the "
+            f"trace shows {stats.backend}"
+        )
     if stats.forwards != workload.steps:
         notes.append(
             f"expected {workload.steps} {workload.measured} spans in the trace, found "
@@ -96,6 +109,7 @@ def build_result(
         saved=[asdict(row) for row in checks.saved] if checks.saved is not None else None,
         saved_extra_bytes=training.kept_beyond_inputs(checks.saved) if checks.saved else None,
         **_roofline(workload, stats, device),
+        sdpa_backends=checks.backends,
     )
     return ProfileResult(
         config=workload,

@@ -133,6 +133,10 @@ def _attempt(
     report(0.15, f"warm-up ({variant.warmup_calls} calls)")
     profiler = _profile(workload, built, variant, tensors, device, report)
     peak = torch.cuda.max_memory_allocated() / 1024**2 if device == "cuda" else None
+    explained = None
+    if built.explain is not None:  # SDPA: its checks of each backend and its pick
+        with variant.context():
+            explained = built.explain(*(tensors[name].detach() for name in training.INPUTS))
     saved = None
     if workload.needs_grad:
         report(0.65, "measuring what the forward saves for backward")
@@ -148,7 +152,7 @@ def _attempt(
         gradients = None
         if workload.needs_grad:
             gradients = gradient_errors(tensors, workload, variant.layout, device)
-        checks = Checks(reference, gradients, saved)
+        checks = Checks(reference, gradients, saved, explained)
         result = build_result(workload, built, profiler, paths, peak, checks, device)
     finally:
         futures.wait([paths.gz_written])  # no writer left behind in a folder about to go

@@ -101,6 +101,9 @@ class Summary:
     pct_peak_tflops: float | None = None
     pct_peak_bandwidth: float | None = None
     roofline_bound: str = ""
+    # SDPA runs: torch's verdict per fused backend ("checks": backend, accepts, reasons) and the
+    # backend its dispatcher picks ("chosen"), for this run's inputs
+    sdpa_backends: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -92,6 +92,7 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     ]
     rows[1:1] = [("mode", MODE_TEXT[summary.mode])] if summary.mode != "forward" else []
     rows += training_rows(summary)
+    rows += sdpa_rows(summary)
     rows += [("note", note) for note in summary.notes]
     return rows
 
@@ -112,6 +113,24 @@ def roofline_rows(summary: Summary) -> list[tuple[str, str]]:
             f"{summary.pct_peak_bandwidth:.0f}% of peak bandwidth"
         )
     return [("memory traffic", moved), ("roofline", bound)]
+
+
+def sdpa_rows(summary: Summary) -> list[tuple[str, str]]:
+    """SDPA's own checks, for an SDPA run: which backend accepts these inputs, torch's reason
+    where one refuses, and the one it picks when left to choose."""
+    found = summary.sdpa_backends
+    if not found:
+        return []
+    parts = []
+    for check in found["checks"]:
+        why = "; ".join(check["reasons"]) or "no reason given"
+        parts.append(f"{check['backend']} accepts" if check["accepts"] else
+                     f"{check['backend']} refuses ({why})")  # fmt: skip
+    parts.append("math accepts everything")
+    picks = str(found["chosen"])
+    if found.get("through_causal_bias"):
+        picks += " for the mask causal_lower_right stands for (it dispatches on its own first)"
+    return [("SDPA's checks", " · ".join(parts)), ("SDPA picks", picks)]
 
 
 MODE_TEXT = {

@@ -61,3 +61,24 @@ def test_every_variant_at_every_preset(vid, preset, tmp_path, monkeypatch):
         assert summary.roofline_bound != "compute", summary.roofline_bound
     if preset == "prefill" and vid == "sdpa-cudnn":
         assert summary.roofline_bound == "compute"
+
+
+SHAPES_TOO = {
+    "post": dict(batch=8, heads=16, seq_len=1024, head_dim=64),
+    "long": dict(batch=4, heads=16, seq_len=4096, head_dim=128),
+    **PRESETS,
+}
+
+
+@pytest.mark.parametrize("shape", list(SHAPES_TOO))
+def test_sdpa_autos_pick_from_torchs_checks_is_the_kernel_the_trace_shows(shape, tmp_path):
+    """Issue 22: the backend SDPA's dispatcher picks for the run's inputs is the one that ran."""
+    from profiling.runner import run
+
+    workload = Workload.from_user(variant="sdpa-auto", device="cuda", **SHAPES_TOO[shape])
+    summary = run(workload, out_dir=tmp_path).summary
+    found = summary.sdpa_backends
+    record({"variant": "sdpa-auto", "preset": shape, "sdpa": found, "ran": summary.ran})
+    assert summary.ran.startswith("SDPA ") and found["chosen"] in summary.ran, (found, summary.ran)
+    accepted = {c["backend"] for c in found["checks"] if c["accepts"]} | {"math"}
+    assert found["chosen"] in accepted  # it picks only a backend whose checks accept the input

@@ -1,0 +1,75 @@
+"""SDPA's own answer for an input: which backends accept it, torch's reason for each that
+refuses, and the one `F.scaled_dot_product_attention` picks when left to choose.
+
+torch decides this in C++ (sdp_utils.cpp); `torch.backends.cuda.can_use_*_attention(params,
+debug=True)` run the same checks and warn the reasons, and `torch._fused_sdp_choice` returns
+the backend its dispatcher would take. Asking them, rather than restating their rules, keeps
+the reasons torch's own. On a CPU the CUDA checks refuse without a reason: said as such.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+
+import torch
+from torch.nn.attention import SDPBackend
+
+CHECKS = {
+    "flash": "can_use_flash_attention",
+    "efficient": "can_use_efficient_attention",
+    "cudnn": "can_use_cudnn_attention",
+}
+NAMES = {
+    SDPBackend.MATH: "math",
+    SDPBackend.FLASH_ATTENTION: "flash",
+    SDPBackend.EFFICIENT_ATTENTION: "efficient",
+    SDPBackend.CUDNN_ATTENTION: "cudnn",
+}
+TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
+
+
+@dataclass(frozen=True)
+class BackendCheck:
+    backend: str
+    accepts: bool
+    reasons: tuple[str, ...]  # torch's words, when it refuses
+
+
+def backend_checks(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    is_causal: bool,
+    enable_gqa: bool,
+) -> list[BackendCheck]:
+    """torch's verdict on each fused backend for these inputs ((B, nh, T, hs) layout), in the
+    order CHECKS lists them; math accepts everything and is not asked."""
+    params = torch.backends.cuda.SDPAParams(q, k, v, mask, 0.0, is_causal, enable_gqa)
+    found = []
+    for backend, check in CHECKS.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            accepts = bool(getattr(torch.backends.cuda, check)(params, True))
+        reasons = tuple(
+            dict.fromkeys(TRIGGERED.sub("", str(w.message).splitlines()[0]).strip() for w in caught)
+        )
+        if not accepts and not reasons and q.device.type != "cuda":
+            reasons = ("a CUDA backend: its checks refuse tensors on the CPU",)
+        found.append(BackendCheck(backend, accepts, reasons))
+    return found
+
+
+def chosen_backend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    is_causal: bool,
+    enable_gqa: bool,
+) -> str:
+    """The backend SDPA's dispatcher takes for these inputs when no backend is pinned."""
+    choice = torch._fused_sdp_choice(q, k, v, mask, 0.0, is_causal, enable_gqa=enable_gqa)
+    return NAMES.get(SDPBackend(choice), str(SDPBackend(choice)))
