@@ -70,6 +70,24 @@ def chosen_backend(
     is_causal: bool,
     enable_gqa: bool,
 ) -> str:
-    """The backend SDPA's dispatcher takes for these inputs when no backend is pinned."""
-    choice = torch._fused_sdp_choice(q, k, v, mask, 0.0, is_causal, enable_gqa=enable_gqa)
+    """The backend SDPA's dispatcher takes for these inputs under the backends enabled now
+    ("none: …" with torch's words when every enabled one refuses)."""
+    try:
+        choice = torch._fused_sdp_choice(q, k, v, mask, 0.0, is_causal, enable_gqa=enable_gqa)
+    except RuntimeError as exc:  # e.g. a pinned backend that refuses the mask
+        return f"none: {TRIGGERED.sub('', str(exc).splitlines()[0]).strip()}"
     return NAMES.get(SDPBackend(choice), str(SDPBackend(choice)))
+
+
+def lower_right_backend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, materialized: torch.Tensor, gqa: bool
+) -> str:
+    """Where `causal_lower_right` (a CausalBias) sends a call with fewer queries than keys: it
+    asks flash, then efficient, with no mask (torch/nn/attention/bias.py), and only then hands
+    the materialized mask to the dispatcher."""
+    params = torch.backends.cuda.SDPAParams(q, k, v, None, 0.0, False, gqa)
+    if torch.backends.cuda.can_use_flash_attention(params):
+        return "flash"
+    if torch.backends.cuda.can_use_efficient_attention(params):
+        return "efficient"
+    return chosen_backend(q, k, v, materialized, False, gqa)

@@ -68,16 +68,8 @@ def build_result(
         notes.append(BOTTOM_RIGHT)
     backends = checks.backends or {}
     picked = backends.get("chosen")
-    if (
-        picked
-        and stats.backend
-        and not backends.get("through_causal_bias")
-        and (picked not in stats.backend)
-    ):
-        notes.append(
-            f"SDPA's dispatcher picks {picked} for these inputs, but the "
-            f"trace shows {stats.backend}"
-        )
+    if picked and stats.backend and picked not in stats.backend:
+        notes.append(f"SDPA picks {picked} for these inputs, but the trace shows {stats.backend}")
     if stats.forwards != workload.steps:
         notes.append(
             f"expected {workload.steps} {workload.measured} spans in the trace, found "

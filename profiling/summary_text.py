@@ -129,7 +129,7 @@ def sdpa_rows(summary: Summary) -> list[tuple[str, str]]:
     parts.append("math accepts everything")
     picks = str(found["chosen"])
     if found.get("through_causal_bias"):
-        picks += " for the mask causal_lower_right stands for (it dispatches on its own first)"
+        picks += " (causal_lower_right asks flash, then efficient, before the dispatcher)"
     return [("SDPA's checks", " · ".join(parts)), ("SDPA picks", picks)]
 
 

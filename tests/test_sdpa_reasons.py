@@ -47,7 +47,7 @@ def test_an_sdpa_run_reports_torchs_checks_and_its_pick_and_the_trace_agrees(tmp
     found = summary.sdpa_backends
     assert [c["backend"] for c in found["checks"]] == ["flash", "efficient", "cudnn"]
     assert found["chosen"] == "flash" and summary.ran == "SDPA flash (CPU)"
-    assert not any("dispatcher picks" in note for note in summary.notes)
+    assert not any("SDPA picks" in note for note in summary.notes)
     rows = dict(summary_rows(summary))
     assert rows["SDPA picks"] == "flash" and "math accepts everything" in rows["SDPA's checks"]
     assert run(small("naive"), out_dir=tmp_path / "n").summary.sdpa_backends is None
@@ -58,9 +58,8 @@ def test_a_pick_the_trace_contradicts_is_said(monkeypatch, tmp_path):
 
     monkeypatch.setattr(sdpa, "chosen_backend", lambda *args: "efficient")
     summary = run(small("sdpa-auto"), out_dir=tmp_path).summary
-    assert (
-        "SDPA's dispatcher picks efficient for these inputs, but the trace shows flash (CPU)"
-        in (summary.notes)
+    assert "SDPA picks efficient for these inputs, but the trace shows flash (CPU)" in (
+        summary.notes
     )
 
 
@@ -69,3 +68,25 @@ def test_a_masked_call_is_checked_with_the_mask_it_passes(shape, tmp_path):
     """A window is an explicit mask; causal_lower_right dispatches on its own first."""
     found = run(small("sdpa-auto", **shape), out_dir=tmp_path).summary.sdpa_backends
     assert found["through_causal_bias"] == ("q_len" in shape)
+
+
+def test_lower_right_follows_causal_biass_own_order(monkeypatch):
+    """flash if it accepts the unmasked call, else efficient, else the dispatcher's pick for
+    the materialized mask; and a pinned backend refusing the mask is 'none', not a crash."""
+    cuda = torch.backends.cuda
+    q = torch.randn(1, 2, 4, 16)
+    k = torch.randn(1, 2, 20, 16)
+    mask = torch.ones(4, 20, dtype=torch.bool)
+    answers = {"flash": True, "efficient": True}
+    monkeypatch.setattr(cuda, "can_use_flash_attention", lambda p, d=False: answers["flash"])
+    monkeypatch.setattr(
+        cuda, "can_use_efficient_attention", lambda p, d=False: answers["efficient"]
+    )
+    assert sdpa_reasons.lower_right_backend(q, k, k, mask, False) == "flash"
+    answers["flash"] = False
+    assert sdpa_reasons.lower_right_backend(q, k, k, mask, False) == "efficient"
+    answers["efficient"] = False
+    assert sdpa_reasons.lower_right_backend(q, k, k, mask, False) == "flash"  # CPU: flash
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION):
+        picked = sdpa_reasons.chosen_backend(q, k, k, mask, False, False)
+    assert picked.startswith("none: ")
