@@ -19,6 +19,7 @@ import torch
 
 from attention import Built
 from attention.masks import BOTTOM_RIGHT
+from attention.sdpa_reasons import NAMES
 from profiling import run_trace, training
 from profiling.bounds import run_bound
 from profiling.run_export import operator_table
@@ -68,7 +69,7 @@ def build_result(
         notes.append(BOTTOM_RIGHT)
     backends = checks.backends or {}
     picked = backends.get("chosen")
-    if picked and stats.backend and picked not in stats.backend:
+    if picked in NAMES.values() and stats.backend and picked not in stats.backend:
         notes.append(f"SDPA picks {picked} for these inputs, but the trace shows {stats.backend}")
     if stats.forwards != workload.steps:
         notes.append(

@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from concurrent import futures
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
@@ -135,8 +136,7 @@ def _attempt(
     peak = torch.cuda.max_memory_allocated() / 1024**2 if device == "cuda" else None
     explained = None
     if built.explain is not None:  # SDPA: its checks of each backend and its pick
-        with variant.context():
-            explained = built.explain(*(tensors[name].detach() for name in training.INPUTS))
+        explained = _explained(built, variant, tensors)
     saved = None
     if workload.needs_grad:
         report(0.65, "measuring what the forward saves for backward")
@@ -161,6 +161,18 @@ def _attempt(
     except OSError as exc:  # a full disk: a failed run, cleaned up like one
         raise RunError(f"writing {paths.gz.name} failed: {exc.strerror or exc}") from None
     return result
+
+
+def _explained(built: Built, variant, tensors: dict) -> dict[str, Any]:
+    """The library's own account of its choice (advisory: asking it must not fail the run
+    that already ran; an error is said in its place and logged)."""
+    try:
+        with variant.context():
+            return built.explain(*(tensors[name].detach() for name in training.INPUTS))
+    except Exception as exc:  # torch's private helpers may change between versions
+        log.warning("could not ask %s for its reasons", variant.id, exc_info=True)
+        traceback.clear_frames(exc.__traceback__)
+        return {"checks": [], "chosen": f"unknown ({_failure_text(exc)})"}
 
 
 def _inputs(workload: Workload, device: str, layout: str) -> dict[str, torch.Tensor]:
