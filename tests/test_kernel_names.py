@@ -307,3 +307,30 @@ def test_backward_kernels_are_read_as_backward(name, category, phrases):
     reading = decode(name)
     assert all(phrase in reading for phrase in phrases), reading
     assert "forward" not in reading.replace("backward", "")  # never read as a forward
+
+
+SPLITKV = (
+    "void pytorch_flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, "
+    "false, false, cutlass::bfloat16_t>, false, true, false, false, true, true, false>"
+    "(Flash_fwd_params)"
+)
+SPLITKV_COMBINE = (
+    "void pytorch_flash::flash_fwd_splitkv_combine_kernel<Flash_fwd_kernel_traits<128, 64, 128, "
+    "4, false, false, cutlass::bfloat16_t>, 4, 4, true>(Flash_fwd_params)"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "phrase"),
+    [
+        (SPLITKV, "split-KV (flash-decoding)"),
+        (SPLITKV_COMBINE, "split-KV combine"),
+        ("_flash_decode_partial", "split-KV (flash-decoding)"),
+        ("_flash_decode_combine", "split-KV combine"),
+    ],
+)
+def test_decode_kernels_are_read_as_split_kv(name, phrase):
+    """The H200's decode runs (issue 21): SDPA flash's and our Triton build's split-KV kernels."""
+    assert classify(name) == "fused attention"
+    assert phrase in decode(name)
+    assert ("our Triton" in decode(name, own_run=True)) == name.startswith("_flash_decode")
