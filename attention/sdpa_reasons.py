@@ -30,6 +30,12 @@ NAMES = {
 TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 
 
+def first_line(message: str) -> str:
+    """A torch warning or error's first line, without its "(Triggered internally at …)" C++
+    source location."""
+    return TRIGGERED.sub("", message.splitlines()[0] if message else "").strip()
+
+
 @dataclass(frozen=True)
 class BackendCheck:
     backend: str
@@ -53,9 +59,7 @@ def backend_checks(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             accepts = bool(getattr(torch.backends.cuda, check)(params, True))
-        reasons = tuple(
-            dict.fromkeys(TRIGGERED.sub("", str(w.message).splitlines()[0]).strip() for w in caught)
-        )
+        reasons = tuple(dict.fromkeys(first_line(str(w.message)) for w in caught))
         if not accepts and not reasons and q.device.type != "cuda":
             reasons = ("a CUDA backend: its checks refuse tensors on the CPU",)
         found.append(BackendCheck(backend, accepts, reasons))
@@ -75,7 +79,7 @@ def chosen_backend(
     try:
         choice = torch._fused_sdp_choice(q, k, v, mask, 0.0, is_causal, enable_gqa=enable_gqa)
     except RuntimeError as exc:  # e.g. a pinned backend that refuses the mask
-        return f"none: {TRIGGERED.sub('', str(exc).splitlines()[0]).strip()}"
+        return f"none: {first_line(str(exc))}"
     return NAMES.get(SDPBackend(choice), str(SDPBackend(choice)))
 
 

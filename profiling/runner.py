@@ -12,7 +12,6 @@ import contextlib
 import gc
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -28,6 +27,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from attention import Built, Problem, VariantUnavailable
+from attention.sdpa_reasons import first_line
 from profiling import training
 from profiling.availability import error_text
 from profiling.memory_estimate import check_memory
@@ -247,7 +247,6 @@ def _warm_up(workload, variant, step: Callable[[dict], None], tensors: dict, syn
             ) from exc
 
 
-TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 NOISE = ("has been runtime disabled", "kernel not used because:")  # another backend pinned off
 
 
@@ -255,7 +254,7 @@ def torch_reasons(messages: Iterable[str]) -> list[str]:
     """torch's reasons for refusing, each once: the first line of each warning, without its
     "(Triggered internally at …cpp)" locations and without the lines that only say a backend
     was pinned off (SDPA warns of every backend it did not try)."""
-    reasons = [TRIGGERED.sub("", message.splitlines()[0]).strip() for message in messages]
+    reasons = [first_line(message) for message in messages]
     return list(dict.fromkeys(r for r in reasons if r and not r.rstrip(".").endswith(NOISE)))
 
 
