@@ -22,10 +22,11 @@ from profiling.cli_flags import (
     shape_of,
     variant_names,
 )
+from profiling.summary_text import shape_text
 from profiling.trace import Trace
 from profiling.trace import load as load_trace
 from profiling.trace_events import TraceError, TraceTooBig
-from profiling.workload import ConfigError, shape_text
+from profiling.workload import ConfigError
 
 MARKDOWN_HELP = "print Markdown tables"
 # the Compare table's columns a terminal shows (the zip's glance.csv has them all)

@@ -19,8 +19,8 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from profiling.compare import CompareResult
+from profiling.summary_text import shape_text
 from profiling.sweep import SweepResult
-from profiling.workload import shape_text
 
 CATEGORY_COLORS = {
     "attn_fwd": "#7f7f7f",

@@ -6,6 +6,7 @@ are named by what one step is (a forward, a backward, or a training step).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from profiling.summary import NO_GPU_WORK, Summary
@@ -45,6 +46,20 @@ def unit(summary: Summary) -> str:
     return UNITS.get(summary.mode, "forward")
 
 
+def shape_text(shape: Mapping[str, Any]) -> str:
+    """`B8 H16 S1024 D64 bfloat16 causal`, without S when the shape has no seq_len (a sweep)."""
+    length = f" S{shape['seq_len']}" if "seq_len" in shape else ""
+    mask = "causal" if shape["causal"] else "full"
+    mode = "" if shape.get("mode", "forward") == "forward" else f" {shape['mode']}"
+    heads = f"H{shape['heads']}" + (f"/KV{shape['kv_heads']}" if shape.get("kv_heads") else "")
+    queries = f" Q{shape['q_len']}" if shape.get("q_len") else ""
+    window = f" window {shape['window']}" if shape.get("window") else ""
+    return (
+        f"B{shape['batch']} {heads}{queries}{length} D{shape['head_dim']} {shape['dtype']} "
+        f"{mask}{window}{mode}"
+    )
+
+
 def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     """The summary as (label, text) pairs: one formatting for the CLI, the page and the docs."""
     config = summary.config
@@ -52,14 +67,7 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     # a None GPU figure: the runner found no GPU work (a CPU run; on a GPU, an empty trace)
     none = NO_GPU_WORK if summary.device != "cuda" else "n/a (no GPU work in the trace)"
     bound = {True: f"CPU-bound (CPU time per {per} > GPU time)", False: "GPU-bound", None: none}
-    mask = "causal" if config["causal"] else "full"
-    heads = f"H{config['heads']}" + (f"/KV{config['kv_heads']}" if config.get("kv_heads") else "")
-    queries = f" Q{config['q_len']}" if config.get("q_len") else ""
-    window = f" window {config['window']}" if config.get("window") else ""
-    shape = (
-        f"B{config['batch']} {heads}{queries} S{config['seq_len']} D{config['head_dim']} "
-        f"{config['dtype']} {mask}{window}"
-    )
+    shape = shape_text({**config, "mode": "forward"})  # the mode has its own row
     copies = none
     if summary.memcpy_per_forward is not None and summary.memset_per_forward is not None:
         copies = (

@@ -25,8 +25,9 @@ from profiling.compare import (
 )
 from profiling.compare_figures import gpu_cpu_bars, mini_gantts
 from profiling.peaks import peaks_table
+from profiling.summary_text import shape_text
 from profiling.views_shared import significant, without_nan
-from profiling.workload import device_key, shape_text
+from profiling.workload import device_key
 
 log = logging.getLogger(__name__)
 DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}

@@ -250,20 +250,6 @@ def shape_tag(shape: Mapping[str, Any], device: str) -> str:
     )
 
 
-def shape_text(shape: Mapping[str, Any]) -> str:
-    """`B8 H16 S1024 D64 bfloat16 causal`, without S when the shape has no seq_len (a sweep)."""
-    length = f" S{shape['seq_len']}" if "seq_len" in shape else ""
-    mask = "causal" if shape["causal"] else "full"
-    mode = "" if shape.get("mode", "forward") == "forward" else f" {shape['mode']}"
-    heads = f"H{shape['heads']}" + (f"/KV{shape['kv_heads']}" if shape.get("kv_heads") else "")
-    queries = f" Q{shape['q_len']}" if shape.get("q_len") else ""
-    window = f" window {shape['window']}" if shape.get("window") else ""
-    return (
-        f"B{shape['batch']} {heads}{queries}{length} D{shape['head_dim']} {shape['dtype']} "
-        f"{mask}{window}{mode}"
-    )
-
-
 def choices(name: str) -> tuple[str, ...]:
     """The values text field `name` accepts; variants are the registry's, read now."""
     return tuple(VARIANTS) if name == "variant" else CHOICES[name]
