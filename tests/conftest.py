@@ -18,6 +18,12 @@ NAIVE, FLASH, CUDNN = (
     FIXTURES / f"{name}_8_16_1024_64_bf16.json.gz" for name in ("naive", "sdpa_flash", "sdpa_cudnn")
 )
 H200 = {"naive": NAIVE, "flash": FLASH, "cudnn": CUDNN}
+# The page's shape parameters in the handlers' order, as the API documents them (mode: issue
+# 20; kv_heads, q_len, window: issue 21): last, so earlier calls keep their meaning
+SHAPE_PARAMETERS = [
+    "dtype", "batch", "heads", "head_dim", "causal", "mode", "kv_heads", "q_len", "window",
+]  # fmt: skip
+PROFILE_PARAMETERS = ["variant", "seq_len", *SHAPE_PARAMETERS]
 
 
 def from_document(doc: dict | list) -> Trace:

@@ -10,22 +10,10 @@ import pytest
 import app
 from profiling import trace
 from profiling.summary import forward_spans
+from tests.conftest import PROFILE_PARAMETERS
 
 SMALL = dict(variant="sdpa-math", seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32,
              causal=True)  # fmt: skip
-PARAMETERS = [
-    "variant",
-    "seq_len",
-    "dtype",
-    "batch",
-    "heads",
-    "head_dim",
-    "causal",
-    "mode",
-    "kv_heads",
-    "q_len",
-    "window",
-]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +27,7 @@ def test_profile_endpoint_is_documented_with_named_parameters(client):
     # the lesson/relabel listeners stay private; the #4 endpoints: tests/test_api_views.py
     assert list(endpoints) == ["/profile", "/compare", "/diff", "/sweep", "/analyze"]
     params = [p["parameter_name"] for p in endpoints["/profile"]["parameters"]]
-    assert params == PARAMETERS
+    assert params == PROFILE_PARAMETERS
     assert len(endpoints["/profile"]["returns"]) == 9
 
 

@@ -11,38 +11,14 @@ from gradio_client import handle_file
 
 import app
 from profiling import views_compare
-from tests.conftest import FIXTURES, NAIVE
+from tests.conftest import FIXTURES, NAIVE, SHAPE_PARAMETERS
 
 SHAPE = dict(dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
 INPLACE = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
 PARAMETERS = {
-    "/compare": [
-        "variants",
-        "seq_len",
-        "dtype",
-        "batch",
-        "heads",
-        "head_dim",
-        "causal",
-        "mode",
-        "kv_heads",
-        "q_len",
-        "window",
-    ],
+    "/compare": ["variants", "seq_len", *SHAPE_PARAMETERS],
     "/diff": ["trace_a", "trace_b", "label_a", "label_b"],
-    "/sweep": [
-        "variants",
-        "seq_lens",
-        "dtype",
-        "batch",
-        "heads",
-        "head_dim",
-        "causal",
-        "mode",
-        "kv_heads",
-        "q_len",
-        "window",
-    ],
+    "/sweep": ["variants", "seq_lens", *SHAPE_PARAMETERS],
     "/analyze": ["trace", "window_start_us", "window_end_us"],
 }
 RETURNS = {"/compare": 5, "/diff": 3, "/sweep": 4, "/analyze": 5}

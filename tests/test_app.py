@@ -16,7 +16,7 @@ from profiling.gantt import FigureSpec, bar_count
 from profiling.page import profile_tab
 from profiling.runner import RunError, VariantUnavailable
 from profiling.trace_events import TraceError
-from tests.conftest import RecordingProgress
+from tests.conftest import PROFILE_PARAMETERS, RecordingProgress
 
 SMALL = dict(variant="naive", seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32,
              causal=True)  # fmt: skip
@@ -184,19 +184,7 @@ def test_wiring_one_gpu_job_at_a_time():
     assert profile.concurrency_limit == 1 and profile.concurrency_id == views_shared.GPU_GROUP
     assert profile.api_visibility == "public" and profile.trigger_mode == "once"
     names = [c.elem_id for c in profile.inputs]
-    assert names == [
-        "variant",
-        "seq_len",
-        "dtype",
-        "batch",
-        "heads",
-        "head_dim",
-        "causal",
-        "mode",
-        "kv_heads",
-        "q_len",
-        "window",
-    ]
+    assert names == PROFILE_PARAMETERS
     public = [fn.api_name for fn in app.demo.fns.values() if fn.api_visibility == "public"]
     assert public == ["profile", "compare", "diff", "sweep", "analyze"]  # see test_app_views
     assert app.demo._queue.max_size == views_shared.QUEUE_MAX_SIZE

@@ -42,7 +42,7 @@ from profiling.peaks import peak_entry
 from profiling.summary import CAUSAL_CONVENTION, Summary, attention_flops, per_forward
 from profiling.trace import load
 from profiling.workload import Workload
-from tests.conftest import CUDNN, FIXTURES, NAIVE, RecordingProgress
+from tests.conftest import CUDNN, FIXTURES, NAIVE, SHAPE_PARAMETERS, RecordingProgress
 
 SMALL = dict(seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
 INPLACE = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
@@ -575,7 +575,7 @@ def test_wiring_gpu_jobs_share_one_slot_and_trace_work_has_its_own():
         assert deps[name].concurrency_id == views_shared.TRACE_GROUP != views_shared.GPU_GROUP
     assert deps["diff_runs"].api_visibility == "private"
     ids = lambda fn: [c.elem_id for c in fn.inputs]  # noqa: E731
-    shape = ["dtype", "batch", "heads", "head_dim", "causal", "mode", "kv_heads", "q_len", "window"]
+    shape = SHAPE_PARAMETERS
     assert ids(deps["compare"]) == ["cmp-variants", "cmp-seq_len", *[f"cmp-{n}" for n in shape]]
     assert ids(deps["sweep"]) == ["sw-variants", "sw-lengths", *[f"sw-{n}" for n in shape]]
     assert ids(deps["diff"]) == ["diff-file-a", "diff-file-b", "label-a", "label-b"]

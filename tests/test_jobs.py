@@ -24,7 +24,7 @@ from profiling.compare import compare
 from profiling.page import listeners, profile_tab
 from profiling.page.errors import LET_GO
 from profiling.sweep import sweep
-from tests.conftest import RecordingProgress
+from tests.conftest import PROFILE_PARAMETERS, RecordingProgress
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
@@ -257,9 +257,6 @@ def test_the_page_lets_go_on_unload_and_the_api_keeps_its_parameters():
     unload = [fn for fn in app.demo.fns.values() if fn.fn is listeners.let_go]
     assert len(unload) == 1 and unload[0].targets[0][1] == "unload"
     api = app.demo.get_api_info()["named_endpoints"]
-    assert [p["parameter_name"] for p in api["/profile"]["parameters"]] == [
-        "variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal", "mode",
-        "kv_heads", "q_len", "window",
-    ]  # fmt: skip
+    assert [p["parameter_name"] for p in api["/profile"]["parameters"]] == PROFILE_PARAMETERS
     for name in ("/compare", "/sweep"):
         assert "request" not in [p["parameter_name"] for p in api[name]["parameters"]]
