@@ -96,3 +96,22 @@ def client(tmp_path_factory):
         yield Client(url, verbose=False, download_files=str(tmp_path_factory.mktemp("dl")))
     finally:
         app.demo.close()
+
+
+def watch_inputs(monkeypatch) -> list:
+    """Weak references to every tensor the runner's next runs allocate as inputs: all of them
+    dead after a run means nothing (a traceback, a graph) kept them alive."""
+    import weakref
+
+    from profiling import runner
+
+    refs: list[weakref.ref] = []
+    make_inputs = runner._inputs
+
+    def spy(*args):
+        tensors = make_inputs(*args)
+        refs.extend(weakref.ref(t) for t in tensors.values())
+        return tensors
+
+    monkeypatch.setattr(runner, "_inputs", spy)
+    return refs

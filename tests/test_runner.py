@@ -19,6 +19,7 @@ from profiling.availability import unavailable_reasons
 from profiling.runner import RunError, VariantUnavailable, run
 from profiling.summary import forward_spans
 from profiling.workload import ConfigError, Workload
+from tests.conftest import watch_inputs
 
 CPU_VARIANTS = [v for v, why in unavailable_reasons("cpu", "float32").items() if why is None]
 
@@ -275,19 +276,7 @@ def test_torchs_refusal_keeps_its_warnings_as_the_reason(monkeypatch):
 def test_a_failure_frees_the_inputs_even_while_the_log_keeps_its_traceback(monkeypatch, caplog):
     """caplog keeps each record, and a record keeps its traceback: the frames it holds are
     cleared, so the run's tensors still go before the caller sees the error."""
-    import weakref
-
-    from profiling import runner
-
-    refs: list[weakref.ref] = []
-    make_inputs = runner._inputs
-
-    def spy(*args):
-        tensors = make_inputs(*args)
-        refs.extend(weakref.ref(t) for t in tensors.values())
-        return tensors
-
-    monkeypatch.setattr(runner, "_inputs", spy)
+    refs = watch_inputs(monkeypatch)
     vid = install_variant(monkeypatch, "leaky", forward=_raises(ValueError("bad")))
     with pytest.raises(RunError):
         run(small(vid))

@@ -16,6 +16,7 @@ from profiling.memory_estimate import estimate_bytes, reference_grad_bytes
 from profiling.reference_grad import gradient_errors
 from profiling.runner import VariantUnavailable, run
 from profiling.workload import ConfigError, Workload
+from tests.conftest import watch_inputs
 
 CPU_VARIANTS = [v for v, why in unavailable_reasons("cpu", "float32").items() if why is None]
 TRAINABLE = [
@@ -217,19 +218,7 @@ def test_a_training_run_leaves_nothing_alive(variant, monkeypatch):
     """Every tensor of a train run goes when it returns: measuring the saved tensors must not
     leave a graph holding the inputs (a saved output kept as itself is a cycle in C++ that the
     collector cannot see: the H200 lost 113 MiB per sdpa-flash run to it)."""
-    import weakref
-
-    from profiling import runner
-
-    refs: list[weakref.ref] = []
-    make_inputs = runner._inputs
-
-    def spy(*args):
-        tensors = make_inputs(*args)
-        refs.extend(weakref.ref(t) for t in tensors.values())
-        return tensors
-
-    monkeypatch.setattr(runner, "_inputs", spy)
+    refs = watch_inputs(monkeypatch)
     run(small(variant, "train"))
     assert refs and all(ref() is None for ref in refs)
 
