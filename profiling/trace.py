@@ -16,34 +16,22 @@ questions the views ask of the finished table. This module puts them together.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from itertools import compress
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from profiling.trace_columns import (
-    EventColumns,
-    args_columns,
-    categorical,
-    event_columns,
-    from_codes,
-    lane_codes,
-)
+from profiling.trace_columns import EventColumns, categorical, from_codes, lane_codes
 from profiling.trace_events import (
     CATEGORY,
     DEFAULT_MAX_BYTES,
     GPU_CATS,
     LAUNCH_CATS,
     TraceError,
-    decode_events,
-    lane_metadata,
-    read_bytes,
     step_number,
 )
 from profiling.trace_nesting import (
@@ -55,6 +43,7 @@ from profiling.trace_nesting import (
     step_of_spans,
 )
 from profiling.trace_query import is_in, step_rows
+from profiling.trace_read import ReadEvents, read_events
 
 
 @dataclass
@@ -81,12 +70,16 @@ class Trace:
         return self.spans.iloc[step_rows(self.spans)]
 
 
-def load(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
-    """Parse a Chrome trace file (or its bytes), plain or gzip."""
-    data = read_bytes(source, max_bytes)
+def load(
+    source: str | Path | bytes,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    progress: Callable[[float], None] | None = None,
+) -> Trace:
+    """Parse a Chrome trace file (or its bytes), plain or gzip, streamed (profiling.trace_read);
+    `progress` is told the fraction of the file read as it goes."""
     with _collector_paused():
         try:
-            return _build(*decode_events(data))
+            return _build(read_events(source, max_bytes, progress))
         except RecursionError:  # msgspec's answer to JSON nested thousands of levels deep
             raise TraceError("not valid JSON (nested too deeply)") from None
 
@@ -104,33 +97,23 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-_PH = attrgetter("ph")
-
-
-def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
-    """Events → the spans table: complete events as columns, put in display order (lane,
-    start, longest first), then nested, linked and framed."""
-    ph = np.array(list(map(_PH, events)), dtype=object)
-    names_meta = lane_metadata(list(compress(events, ph == "M")))
-    complete = list(compress(events, ph == "X"))
-    if not complete:
-        raise TraceError(
-            "the trace holds no complete (`ph: X`) events: nothing ran while it recorded"
-        )
-    columns = event_columns(complete)
-    arrays, args, lanes = _span_arrays(columns, names_meta)
+def _build(read: ReadEvents) -> Trace:
+    """Columns of the complete events → the spans table, put in display order (lane, start,
+    longest first), then nested, linked and framed."""
+    columns = read.columns
+    arrays, lanes = _span_arrays(columns, read.lane_names)
     steps = arrays.is_step
     t0 = float(arrays.start[steps].min()) if steps.any() else float(arrays.start.min())
     arrays.start = arrays.start - t0
     order = np.lexsort((-arrays.dur, arrays.start, arrays.lane))
-    spans = _spans_frame(arrays.sorted_by(order), [args[i] for i in order], columns, lanes)
+    spans = _spans_frame(arrays.sorted_by(order), columns.args[order], columns, lanes)
     return Trace(
         spans=spans,
         t0_us=t0,
-        meta=meta,
+        meta=read.meta,
         lanes=lanes,
-        n_events=len(events),
-        n_flows=int((ph == "s").sum()),
+        n_events=read.n_events,
+        n_flows=read.n_flows,
         skipped=columns.skipped,
     )
 
@@ -160,12 +143,11 @@ class _SpanArrays:
 
 def _span_arrays(
     columns: EventColumns, names_meta: dict[tuple[str, str], str]
-) -> tuple[_SpanArrays, list[Any], list[str]]:
-    """Per-span arrays in event order, the args each span keeps, and the lanes in order."""
+) -> tuple[_SpanArrays, list[str]]:
+    """Per-span arrays in event order, and the lanes in order."""
     cat, name = columns.cat_codes, columns.name_codes
     gpu = np.isin(columns.cats, list(GPU_CATS))[cat]
     launch = np.isin(columns.cats, list(LAUNCH_CATS))[cat]
-    args, correlation, external = args_columns(columns.events, gpu, gpu | launch)
     # ProfilerStep number per distinct name (-1: not a step), matched once per name
     number = np.array([step_number(n) for n in columns.names], dtype=np.int64)[name]
     annotation = columns.cats[cat] == "gpu_user_annotation"
@@ -182,18 +164,18 @@ def _span_arrays(
         annotation=annotation,
         step_number=number,
         is_step=(number >= 0) & ~gpu,
-        correlation=correlation,
-        external=external,
+        correlation=columns.correlation,
+        external=columns.external,
         cat=cat,
         name=name,
         pid=columns.pid_codes,
         tid=columns.tid_codes,
     )
-    return arrays, args, lanes
+    return arrays, lanes
 
 
 def _spans_frame(
-    spans: _SpanArrays, args: list[Any], columns: EventColumns, lanes: list[str]
+    spans: _SpanArrays, args: np.ndarray, columns: EventColumns, lanes: list[str]
 ) -> pd.DataFrame:
     """The spans table from arrays in display order, with depth, parents, links and steps.
 

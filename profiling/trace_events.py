@@ -116,11 +116,11 @@ def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -
         magic = fh.read(2)
         fh.seek(0)
         if magic != b"\x1f\x8b":  # plain JSON: its size is known, one read is enough
-            _check_not_named_gzip(source, magic)
+            check_not_named_gzip(source, magic)
             size = fh.seek(0, io.SEEK_END)
             fh.seek(0)
             if size > max_bytes:
-                raise _too_big(max_bytes)
+                raise too_big(max_bytes)
             return fh.read()
         stream = gzip.GzipFile(fileobj=fh)
         try:
@@ -128,7 +128,7 @@ def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -
                 total += len(chunk)
                 if total > max_bytes:
                     chunks.clear()
-                    raise _too_big(max_bytes)
+                    raise too_big(max_bytes)
                 chunks.append(chunk)
         except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
             raise TraceError(f"the gzip stream is corrupt ({exc})") from None
@@ -138,7 +138,7 @@ def read_bytes(source: str | Path | bytes, max_bytes: int = DEFAULT_MAX_BYTES) -
 _CHUNK = 8 * 1024**2
 
 
-def _check_not_named_gzip(source: str | Path | bytes, magic: bytes) -> None:
+def check_not_named_gzip(source: str | Path | bytes, magic: bytes) -> None:
     """A file named .gz must be gzip: said as such, not as JSON that fails at its first byte."""
     if isinstance(source, bytes) or not str(source).lower().endswith(".gz"):
         return
@@ -148,7 +148,7 @@ def _check_not_named_gzip(source: str | Path | bytes, magic: bytes) -> None:
     )
 
 
-def _too_big(max_bytes: int) -> TraceError:
+def too_big(max_bytes: int) -> TraceError:
     return TraceTooBig(
         f"the trace expands to more than {max_bytes / 1024**2:.0f} MiB of JSON; "
         "profile fewer steps or trim it"
@@ -211,49 +211,6 @@ _DOC = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _EVENTS = msgspec.json.Decoder(list[_Event])  # typed: about twice as fast as Any fields
 _LOOSE = msgspec.json.Decoder(list[_LooseEvent])
 _ARGS = msgspec.json.Decoder()
-
-
-def decode_events(data: bytes) -> tuple[list[Any], dict[str, Any]]:
-    """The events of a trace's JSON and its other top-level keys (`deviceProperties`, ...).
-
-    Typed decoding first; a trace with an odd field type (a numeric name, a string ts) is
-    decoded again without types and tidied, and one whose entries are not all objects is read
-    as plain JSON, the slowest path. Raises TraceError for anything that is not a trace.
-    """
-    top = _top_level(data)
-    try:
-        events: list[Any] = _EVENTS.decode(top["traceEvents"])
-    except msgspec.ValidationError:  # an odd field type: same fields, no types
-        try:
-            events = _tidy(_LOOSE.decode(top["traceEvents"]))
-        except msgspec.ValidationError:  # entries that are not objects: the slowest path
-            events = _lenient(_ARGS.decode(top["traceEvents"]))
-        except msgspec.DecodeError as exc:
-            raise TraceError(f"not valid JSON ({exc})") from None
-    except msgspec.DecodeError as exc:
-        raise TraceError(f"not valid JSON ({exc})") from None
-    meta: dict[str, Any] = {}
-    for key, raw in top.items():
-        if key != "traceEvents":
-            try:
-                meta[key] = _ARGS.decode(raw)
-            except msgspec.DecodeError:
-                continue
-    return events, meta
-
-
-def _top_level(data: bytes) -> dict[str, msgspec.Raw]:
-    """The document's keys, each value left as raw JSON; a bare array is its `traceEvents`."""
-    try:
-        if data.lstrip()[:1] == b"[":  # the Chrome format also allows a bare array of events
-            top: dict[str, msgspec.Raw] = {"traceEvents": msgspec.Raw(data)}
-        else:
-            top = _DOC.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise TraceError(f"not valid JSON ({exc})") from None
-    if "traceEvents" not in top:
-        raise TraceError("JSON is not a Chrome trace: no `traceEvents` list")
-    return top
 
 
 def typed_events(data: bytes) -> list[Any]:

@@ -1,0 +1,218 @@
+"""One piece of a trace's `traceEvents` array → compact columns: the streaming reader's decoder.
+
+A piece (`[ev, ev, ...]`, ~8 MiB, from profiling.trace_stream) is decoded by msgspec into the
+slotted structs of profiling.trace_events, and its complete events become numpy columns at
+once: times as floats, names and cats as codes into the piece's own small list of values
+(profiling.trace_read merges them), ids as int64. Only GPU work keeps its args (kernel table,
+hover); the structs are dropped with the piece, so memory holds columns, not events.
+
+Runs in the reader's process and in its helper process (profiling.trace_read), so it imports
+neither pandas nor torch on the common path (a spawned helper starts in ~0.2 s).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from itertools import compress
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from profiling.trace_events import (
+    _EVENTS,
+    _LOOSE,
+    GPU_CATS,
+    LAUNCH_CATS,
+    EventArgs,
+    TraceError,
+    _lenient,
+    _tidy,
+    span_args,
+    valid_id,
+)
+
+_ANY = msgspec.json.Decoder()
+_PACKED_ARGS = msgspec.msgpack.Decoder(list[EventArgs])
+_PACKED_ANY = msgspec.msgpack.Decoder(list[Any])
+_FIELDS = [attrgetter(name) for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")]
+_CORRELATION, _EXTERNAL = attrgetter("correlation"), attrgetter("external_id")
+
+
+@dataclass
+class ChunkColumns:
+    """A piece's events as columns: its complete events kept (a usable ts and dur) in order."""
+
+    n_events: int
+    n_flows: int  # `ph: s` flow starts
+    n_complete: int  # `ph: X` events, usable or not
+    lane_events: list[Any]  # `ph: M` thread_name / process_labels events, as decoded
+    skipped: int  # complete events without a usable ts/dur (the profiler's own bar not counted)
+    ts: np.ndarray  # absolute µs
+    dur: np.ndarray
+    cat_codes: np.ndarray  # into cat_values (the `cat` strings as written; None: missing)
+    cat_values: list[Any]
+    name_codes: np.ndarray
+    name_values: list[Any]
+    pid: np.ndarray  # int64 when every pid is an int, else objects as decoded
+    tid: np.ndarray
+    correlation: np.ndarray  # -1: none (read for GPU work and launches only)
+    external: np.ndarray
+    gpu_rows: np.ndarray  # rows of GPU work, whose args are kept
+    gpu_args: Any  # their args (EventArgs or dicts); packed as msgpack bytes between processes
+    packed: bool = False
+
+    def pack(self) -> ChunkColumns:
+        """Ready to cross a process boundary: args as one msgpack blob (pickling structs one
+        by one costs ~10× more)."""
+        typed = set(map(type, self.gpu_args)) <= {EventArgs}
+        self.gpu_args = (typed, msgspec.msgpack.encode(self.gpu_args))
+        self.packed = True
+        return self
+
+    def unpack(self) -> ChunkColumns:
+        if self.packed:
+            typed, blob = self.gpu_args
+            self.gpu_args = (_PACKED_ARGS if typed else _PACKED_ANY).decode(blob)
+            self.packed = False
+        return self
+
+
+def decode_piece(piece: bytes, pack: bool = False) -> ChunkColumns:
+    """A piece's columns; raises msgspec.DecodeError when it is not valid JSON (a bad cut, or
+    a broken file), TraceError when it is JSON but not a list of events."""
+    try:
+        events: list[Any] = _EVENTS.decode(piece)
+    except msgspec.ValidationError:  # an odd field type: the same fields, untyped, tidied
+        try:
+            events = _tidy(_LOOSE.decode(piece))
+        except msgspec.ValidationError:  # entries that are not objects
+            events = _lenient(_ANY.decode(piece))
+    chunk = _columns(events)
+    return chunk.pack() if pack else chunk
+
+
+def _columns(events: list[Any]) -> ChunkColumns:
+    ph = list(map(_FIELDS[0], events))
+    complete = list(compress(events, map("X".__eq__, ph)))
+    lane_events = [
+        e
+        for e in compress(events, map("M".__eq__, ph))
+        if e.name in ("process_labels", "thread_name")
+    ]
+    cat, name, pid, tid, ts_col, dur_col, args = (list(map(get, complete)) for get in _FIELDS[1:])
+    ts, dur = _floats(ts_col), _floats(dur_col)
+    cat_codes, cat_values = _intern(cat)
+    profiler_bar = np.array([c == "Trace" for c in cat_values], dtype=bool)[cat_codes]
+    usable = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & ~profiler_bar
+    skipped = int((~usable).sum()) - int(profiler_bar.sum())
+    keep = None if usable.all() else np.flatnonzero(usable)
+    if keep is not None:
+        name, pid, tid, args = (list(compress(c, usable)) for c in (name, pid, tid, args))
+        ts, dur, cat_codes = ts[keep], dur[keep], cat_codes[keep]
+    name_codes, name_values = _intern(name)
+    lowered = [str(c).lower() if c is not None else "" for c in cat_values]
+    gpu = np.array([c in GPU_CATS for c in lowered], dtype=bool)[cat_codes]
+    launch = np.array([c in LAUNCH_CATS for c in lowered], dtype=bool)[cat_codes]
+    correlation, external, gpu_args = _ids(args, gpu, gpu | launch)
+    return ChunkColumns(
+        n_events=len(events),
+        n_flows=ph.count("s"),
+        n_complete=len(complete),
+        lane_events=lane_events,
+        skipped=skipped,
+        ts=ts,
+        dur=dur,
+        cat_codes=cat_codes,
+        cat_values=cat_values,
+        name_codes=name_codes,
+        name_values=name_values,
+        pid=_id_column(pid),
+        tid=_id_column(tid),
+        correlation=correlation,
+        external=external,
+        gpu_rows=np.flatnonzero(gpu),
+        gpu_args=gpu_args,
+    )
+
+
+def _intern(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
+    """Codes in order of first appearance, without a Python-level loop: a defaultdict whose
+    factory is its own length numbers each new value as it is first looked up."""
+    seen: defaultdict[Any, int] = defaultdict()
+    seen.default_factory = seen.__len__
+    codes = np.fromiter(map(seen.__getitem__, values), dtype=np.int32, count=len(values))
+    return codes, list(seen)
+
+
+def _floats(values: list[Any]) -> np.ndarray:
+    try:
+        return np.array(values, dtype=float)
+    except (TypeError, ValueError):  # None or text somewhere: numbers kept, the rest NaN
+        return np.array([_number(v) for v in values], dtype=float)
+
+
+def _number(value: Any) -> float:
+    """A value as pandas' to_numeric(errors="coerce") reads it (the whole-file reader's rule)."""
+    if isinstance(value, bool) or value is None:
+        return float(value) if isinstance(value, bool) else float("nan")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
+
+
+def _id_column(values: list[Any]) -> np.ndarray:
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        column = np.empty(len(values), dtype=object)
+        column[:] = values
+        return column
+
+
+def _ids(
+    args: list[Any], gpu: np.ndarray, needs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+    """Correlation and External id of GPU work and launches (-1: none), and GPU work's args."""
+    correlation = np.full(len(args), -1, dtype=np.int64)
+    external = np.full(len(args), -1, dtype=np.int64)
+    wanted = np.flatnonzero(needs)
+    found = list(compress(args, needs))
+    if set(map(type, found)) <= {EventArgs}:
+        correlation[wanted] = _int_column(list(map(_CORRELATION, found)))
+        external[wanted] = _int_column(list(map(_EXTERNAL, found)))
+    else:
+        found = [span_args(a) for a in found]
+        correlation[wanted] = _int_column([a.get("correlation") for a in found])
+        external[wanted] = _int_column([a.get("External id") for a in found])
+    return correlation, external, list(compress(found, gpu[wanted]))
+
+
+def _int_column(values: list[Any]) -> np.ndarray:
+    """valid_id of each value, vectorised when they are all ints or None (torch's case)."""
+    if set(map(type, values)) <= {int, type(None)}:
+        column = np.array(values, dtype=object)
+        column[column == None] = -1  # noqa: E711 - elementwise
+        try:
+            return column.astype(np.int64)
+        except OverflowError:
+            pass
+    return np.fromiter(map(valid_id, values), dtype=np.int64, count=len(values))
+
+
+def check_events(chunks: list[ChunkColumns]) -> None:
+    """The whole-file reader's refusals, decided over every piece."""
+    if not sum(c.n_complete for c in chunks):
+        raise TraceError(
+            "the trace holds no complete (`ph: X`) events: nothing ran while it recorded"
+        )
+    if not sum(len(c.ts) for c in chunks):
+        if not sum(c.skipped for c in chunks):
+            raise TraceError(
+                "nothing was recorded: the trace holds only the profiler's own span (with a "
+                "schedule, export after an active step, e.g. from on_trace_ready)"
+            )
+        raise TraceError("no complete event has a numeric `ts` and `dur`")

@@ -1,0 +1,148 @@
+"""The streaming reader's helper process: decodes pieces of a trace on the other CPU core.
+
+    python -m profiling.trace_helper   (started by profiling.trace_read, never by hand)
+
+Pieces arrive on stdin as (8-byte length, JSON bytes); each answer goes to stdout as (8-byte
+length, pickle of ("ok", packed ChunkColumns) or (error kind, message)), in order. A plain
+child process rather than multiprocessing: spawn and forkserver import the parent's
+`__main__` first (app.py: gradio and torch, seconds and hundreds of MB), fork is unsafe beside
+the reader's inflate thread. Only numpy and msgspec are imported here.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import msgspec
+
+from profiling.trace_chunks import ChunkColumns, decode_piece
+from profiling.trace_events import TraceError
+
+_LENGTH = struct.Struct("<Q")
+
+
+def _read_message(stream: BinaryIO) -> bytes | None:
+    header = stream.read(_LENGTH.size)
+    if len(header) < _LENGTH.size:
+        return None
+    (size,) = _LENGTH.unpack(header)
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return data
+
+
+def _write_message(stream: BinaryIO, data: bytes) -> None:
+    stream.write(_LENGTH.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _answer(piece: bytes) -> tuple[str, Any]:
+    try:
+        return "ok", decode_piece(piece, pack=True)
+    except msgspec.DecodeError as exc:
+        return "json", str(exc)
+    except RecursionError:
+        return "deep", ""
+    except TraceError as exc:
+        return "trace", str(exc)
+
+
+def main() -> None:
+    gc.disable()  # pieces are acyclic; the collector's passes over them only cost time
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    while (piece := _read_message(source)) is not None:
+        _write_message(sink, pickle.dumps(_answer(piece), protocol=pickle.HIGHEST_PROTOCOL))
+
+
+class PieceDecoded(Exception):
+    """A piece the helper could not decode: `kind` says why ("json", "deep", "trace")."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class Helper:
+    """The helper process seen from the reader: submit() a piece, get a Future of its columns.
+    Two threads move the bytes (pipe I/O releases the GIL), so the reader never waits on it."""
+
+    def __init__(self) -> None:
+        root = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "profiling.trace_helper"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        self._outgoing: queue.Queue[bytes | None] = queue.Queue()
+        self._waiting: queue.Queue[Future[ChunkColumns]] = queue.Queue()
+        self._threads = [
+            threading.Thread(target=self._send, name="trace-helper-send", daemon=True),
+            threading.Thread(target=self._receive, name="trace-helper-receive", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, piece: bytes) -> Future[ChunkColumns]:
+        future: Future[ChunkColumns] = Future()
+        self._waiting.put(future)
+        self._outgoing.put(piece)
+        return future
+
+    def _send(self) -> None:
+        stdin = self._process.stdin
+        assert stdin is not None
+        try:
+            while (piece := self._outgoing.get()) is not None:
+                _write_message(stdin, piece)
+        except OSError:
+            pass  # the helper died: the receiver fails what is waiting
+        finally:
+            try:
+                stdin.close()
+            except OSError:
+                pass
+
+    def _receive(self) -> None:
+        stdout = self._process.stdout
+        assert stdout is not None
+        while (data := _read_message(stdout)) is not None:
+            kind, value = pickle.loads(data)
+            future = self._waiting.get()
+            if kind == "ok":
+                future.set_result(value.unpack())
+            else:
+                future.set_exception(PieceDecoded(kind, value))
+        while not self._waiting.empty():  # the helper ended early (killed, out of memory)
+            self._waiting.get().set_exception(RuntimeError("the trace helper process died"))
+
+    def close(self) -> None:
+        """Stop the helper and wait for it (pieces still queued are dropped)."""
+        while not self._outgoing.empty():
+            try:
+                self._outgoing.get_nowait()
+            except queue.Empty:
+                break
+        self._outgoing.put(None)
+        for thread in self._threads:
+            thread.join(timeout=30)
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+
+
+if __name__ == "__main__":
+    main()
