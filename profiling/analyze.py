@@ -9,6 +9,7 @@ CPU-only trace and says so.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,10 @@ def analyze(
     max_upload_bytes: int = MAX_UPLOAD_BYTES,
     max_expanded_bytes: int = MAX_EXPANDED_BYTES,
     name: str | None = None,
+    progress: Callable[[float, str], None] | None = None,
 ) -> AnalyzeResult:
-    """Read an uploaded trace within the limits and build the tables; raises TraceError."""
+    """Read an uploaded trace within the limits and build the tables; raises TraceError.
+    `progress(fraction, text)` hears how far the reading is (most of the time), then the tables."""
     size = _size(source)
     if size > max_upload_bytes:
         raise TraceError(
@@ -65,7 +68,10 @@ def analyze(
         )
     if size == 0:
         raise TraceError("the file is empty")
-    trace = load(source, max_bytes=max_expanded_bytes)
+    reading = None if progress is None else (lambda done: progress(0.9 * done, "reading the trace"))
+    trace = load(source, max_bytes=max_expanded_bytes, progress=reading)
+    if progress is not None:
+        progress(0.9, f"building the tables of {len(trace.spans):,} spans")
     label = name or (Path(source).name if not isinstance(source, bytes) else "uploaded trace")
     return from_trace(trace, label)
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from tqdm import tqdm
 
 from profiling.text_tables import markdown, text_table
 from profiling.workload import (
@@ -162,6 +165,22 @@ def printed_table(table: pd.DataFrame, as_markdown: bool) -> str:
     if table.empty and not as_markdown:
         return "(empty)"
     return markdown(table) if as_markdown else text_table(table)
+
+
+@contextmanager
+def progress_bar(what: str) -> Iterator[Callable[[float, str], None]]:
+    """A bar on stderr (tqdm) while a trace is read and analysed, as progress(fraction, text).
+    Drawn only when stderr is a terminal (tqdm's own rule), so piped output stays clean."""
+    shape = "{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}"
+    with tqdm(
+        total=100, desc=what, file=sys.stderr, disable=None, leave=False, bar_format=shape
+    ) as bar:
+
+        def advance(fraction: float, text: str) -> None:
+            bar.set_description_str(f"{what}: {text}", refresh=False)
+            bar.update(max(0.0, round(100 * fraction, 1) - bar.n))
+
+        yield advance
 
 
 def print_progress(fraction: float, text: str) -> None:

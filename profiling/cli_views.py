@@ -19,6 +19,7 @@ from profiling.cli_flags import (
     lengths,
     print_progress,
     printed_table,
+    progress_bar,
     shape_of,
     variant_names,
 )
@@ -93,8 +94,9 @@ def _analyze_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-mib",
         type=at_least_one,
-        default=1024,
-        help="limit on the file and on its JSON once gunzipped",
+        default=None,
+        help="limit on the file and on its JSON once gunzipped (default: none; the trace is "
+        "read as a stream, so any size the machine's memory allows)",
     )
     parser.add_argument("--markdown", action="store_true", help=MARKDOWN_HELP)
 
@@ -180,7 +182,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 def analyze_command(args: argparse.Namespace) -> int:
     from profiling.analyze import analyze, bytes_text
 
-    limit = args.max_mib * 1024**2
+    limit = args.max_mib * 1024**2 if args.max_mib is not None else NO_LIMIT
     size = regular_file_size(args.trace)
     if size is not None and size > limit:
         raise file_error(
@@ -188,7 +190,10 @@ def analyze_command(args: argparse.Namespace) -> int:
             f"the file is {bytes_text(size)}; the limit is --max-mib {args.max_mib} MiB (raise it)",
         )
     try:
-        result = analyze(args.trace, max_upload_bytes=limit, max_expanded_bytes=limit)
+        with progress_bar(Path(args.trace).name) as progress:
+            result = analyze(
+                args.trace, max_upload_bytes=limit, max_expanded_bytes=limit, progress=progress
+            )
     except TraceTooBig as exc:
         raise file_error(args.trace, f"{exc}; or raise --max-mib ({args.max_mib})") from None
     except TraceError as exc:
@@ -230,11 +235,17 @@ def keep_zip(made: Path, out: Path) -> Path:
         shutil.rmtree(made.parent, ignore_errors=True)
 
 
+NO_LIMIT = 2**62  # the CLI reads what the machine's memory allows (a stream: no copy of the file)
+
+
 def load(path: str) -> Trace:
     """A trace file parsed, its errors prefixed with its path (diff reads two)."""
     regular_file_size(path)
     try:
-        return load_trace(path)
+        with progress_bar(Path(path).name) as progress:
+            return load_trace(
+                path, max_bytes=NO_LIMIT, progress=lambda done: progress(done, "reading")
+            )
     except TraceError as exc:
         raise file_error(path, str(exc)) from None
 

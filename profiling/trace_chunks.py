@@ -37,7 +37,9 @@ from profiling.trace_events import (
 _ANY = msgspec.json.Decoder()
 _PACKED_ARGS = msgspec.msgpack.Decoder(list[EventArgs])
 _PACKED_ANY = msgspec.msgpack.Decoder(list[Any])
-_FIELDS = [attrgetter(name) for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")]
+_PH, _CAT, _NAME, _PID, _TID, _TS, _DUR, _ARGS = (
+    attrgetter(name) for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
+)
 _CORRELATION, _EXTERNAL = attrgetter("correlation"), attrgetter("external_id")
 
 
@@ -95,32 +97,31 @@ def decode_piece(piece: bytes, pack: bool = False) -> ChunkColumns:
 
 
 def _columns(events: list[Any]) -> ChunkColumns:
-    ph = list(map(_FIELDS[0], events))
+    ph = list(map(_PH, events))
     complete = list(compress(events, map("X".__eq__, ph)))
     lane_events = [
         e
         for e in compress(events, map("M".__eq__, ph))
         if e.name in ("process_labels", "thread_name")
     ]
-    cat, name, pid, tid, ts_col, dur_col, args = (list(map(get, complete)) for get in _FIELDS[1:])
-    ts, dur = _floats(ts_col), _floats(dur_col)
-    cat_codes, cat_values = _intern(cat)
+    n_complete = len(complete)
+    ts, dur = _floats(complete, _TS), _floats(complete, _DUR)
+    cat_codes, cat_values = _intern(list(map(_CAT, complete)))
     profiler_bar = np.array([c == "Trace" for c in cat_values], dtype=bool)[cat_codes]
     usable = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & ~profiler_bar
     skipped = int((~usable).sum()) - int(profiler_bar.sum())
-    keep = None if usable.all() else np.flatnonzero(usable)
-    if keep is not None:
-        name, pid, tid, args = (list(compress(c, usable)) for c in (name, pid, tid, args))
-        ts, dur, cat_codes = ts[keep], dur[keep], cat_codes[keep]
-    name_codes, name_values = _intern(name)
+    if not usable.all():
+        complete = list(compress(complete, usable))
+        ts, dur, cat_codes = ts[usable], dur[usable], cat_codes[usable]
+    name_codes, name_values = _intern(list(map(_NAME, complete)))
     lowered = [str(c).lower() if c is not None else "" for c in cat_values]
     gpu = np.array([c in GPU_CATS for c in lowered], dtype=bool)[cat_codes]
     launch = np.array([c in LAUNCH_CATS for c in lowered], dtype=bool)[cat_codes]
-    correlation, external, gpu_args = _ids(args, gpu, gpu | launch)
+    correlation, external, gpu_args = _ids(complete, gpu, gpu | launch)
     return ChunkColumns(
         n_events=len(events),
         n_flows=ph.count("s"),
-        n_complete=len(complete),
+        n_complete=n_complete,
         lane_events=lane_events,
         skipped=skipped,
         ts=ts,
@@ -129,8 +130,8 @@ def _columns(events: list[Any]) -> ChunkColumns:
         cat_values=cat_values,
         name_codes=name_codes,
         name_values=name_values,
-        pid=_id_column(pid),
-        tid=_id_column(tid),
+        pid=_id_column(complete, _PID),
+        tid=_id_column(complete, _TID),
         correlation=correlation,
         external=external,
         gpu_rows=np.flatnonzero(gpu),
@@ -147,11 +148,11 @@ def _intern(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
     return codes, list(seen)
 
 
-def _floats(values: list[Any]) -> np.ndarray:
+def _floats(events: list[Any], field: attrgetter) -> np.ndarray:
     try:
-        return np.array(values, dtype=float)
+        return np.fromiter(map(field, events), dtype=float, count=len(events))
     except (TypeError, ValueError):  # None or text somewhere: numbers kept, the rest NaN
-        return np.array([_number(v) for v in values], dtype=float)
+        return np.array([_number(v) for v in map(field, events)], dtype=float)
 
 
 def _number(value: Any) -> float:
@@ -164,7 +165,9 @@ def _number(value: Any) -> float:
         return float("nan")
 
 
-def _id_column(values: list[Any]) -> np.ndarray:
+def _id_column(events: list[Any], field: attrgetter) -> np.ndarray:
+    """pids or tids: int64 when all are ints (torch's case), else the values as decoded."""
+    values = list(map(field, events))
     try:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
@@ -174,13 +177,13 @@ def _id_column(values: list[Any]) -> np.ndarray:
 
 
 def _ids(
-    args: list[Any], gpu: np.ndarray, needs: np.ndarray
+    complete: list[Any], gpu: np.ndarray, needs: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, list[Any]]:
     """Correlation and External id of GPU work and launches (-1: none), and GPU work's args."""
-    correlation = np.full(len(args), -1, dtype=np.int64)
-    external = np.full(len(args), -1, dtype=np.int64)
+    correlation = np.full(len(complete), -1, dtype=np.int64)
+    external = np.full(len(complete), -1, dtype=np.int64)
     wanted = np.flatnonzero(needs)
-    found = list(compress(args, needs))
+    found = list(map(_ARGS, compress(complete, needs)))
     if set(map(type, found)) <= {EventArgs}:
         correlation[wanted] = _int_column(list(map(_CORRELATION, found)))
         external[wanted] = _int_column(list(map(_EXTERNAL, found)))

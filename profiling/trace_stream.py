@@ -39,6 +39,7 @@ except ImportError:  # pragma: no cover - isal is in requirements.txt
 
 BLOCK = 4 * 1024**2  # inflated bytes per read
 PIECE = 8 * 1024**2  # a piece handed to the decoder: ~40,000 events
+HEAD = 64 * 1024**2  # the most read before the `traceEvents` array must have begun
 Progress = Callable[[float], None]  # the fraction of the file read so far
 
 
@@ -50,7 +51,7 @@ def _open(source: str | Path | bytes) -> io.BufferedIOBase:
     if isinstance(source, bytes):
         return io.BytesIO(source)
     try:
-        return open(source, "rb")  # noqa: SIM115 - closed by the caller
+        return open(source, "rb")
     except OSError as exc:
         raise TraceError(f"cannot open trace: {exc.strerror}") from None
 
@@ -140,6 +141,12 @@ def pieces(blocks: Iterator[bytes], framing: Framing, exact: bool) -> Iterator[b
         buf += block
         if _head(buf, framing):
             break
+        if len(buf) > HEAD:  # no events array where every writer puts it: read on (a gzip
+            for _ in blocks:  # bomb must still be refused as one), keep nothing
+                pass
+            raise TraceError(
+                f"not a Chrome trace: no `traceEvents` list in its first {HEAD // 1024**2} MiB"
+            )
     else:
         _no_array(buf)
     for block in blocks:
@@ -162,7 +169,8 @@ def _take(buf: bytearray, cut: int) -> bytes:
     piece is returned as a JSON array and buf keeps its separator for the next one."""
     buf[0], end = 0x5B, buf[cut]  # "["
     buf[cut] = 0x5D  # "]"
-    piece = bytes(buf[: cut + 1])
+    with memoryview(buf) as view:
+        piece = view[: cut + 1].tobytes()  # one copy (a slice of buf would be two)
     buf[cut] = end
     del buf[:cut]
     return piece
@@ -260,7 +268,9 @@ def _scan(buf: bytearray) -> tuple[np.ndarray, int]:
     slash = where[kind == 2]
     if len(slash):  # a backslash escapes the next byte unless itself escaped
         run_start = np.r_[True, np.diff(slash) != 1]
-        offset = np.arange(len(slash)) - np.maximum.accumulate(np.where(run_start, np.arange(len(slash)), 0))
+        offset = np.arange(len(slash)) - np.maximum.accumulate(
+            np.where(run_start, np.arange(len(slash)), 0)
+        )
         escaped = slash[offset % 2 == 0] + 1
         keep = (kind != 2) & ~np.isin(where, escaped)
         where, kind = where[keep], kind[keep]

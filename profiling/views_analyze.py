@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,7 +86,11 @@ def gantt_window(start: Any, end: Any) -> tuple[float, float] | None:
     return values[0], values[1]
 
 
-def analyze_page(path: Any, window: tuple[float, float] | None = None) -> AnalyzePage:
+def analyze_page(
+    path: Any,
+    window: tuple[float, float] | None = None,
+    progress: Callable[[float, str], None] | None = None,
+) -> AnalyzePage:
     """An uploaded trace → summary, launch block, operator and kernel tables, Gantt.
 
     Bounded like every upload: its size is checked before reading, its JSON once gunzipped.
@@ -96,7 +100,7 @@ def analyze_page(path: Any, window: tuple[float, float] | None = None) -> Analyz
     name = Path(path).name
     try:
         limits = views_shared.TRACE_MAX_UPLOAD_BYTES, views_shared.TRACE_MAX_EXPANDED_BYTES
-        result = analyze(path, *limits, name=name)
+        result = analyze(path, *limits, name=name, progress=progress)
     except TraceError:  # a ValueError too: said as it is
         raise
     except UPLOAD_FAILURES:

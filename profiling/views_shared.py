@@ -26,11 +26,13 @@ from profiling.columns import KERNEL_COLUMNS
 from profiling.launch import LaunchStats, launch_rows
 
 # -- limits (README's "Limits" section quotes these) ---------------------------------------
-MAX_FILE_SIZE = "25mb"  # launch(max_file_size=...): bounds /gradio_api/upload
+MAX_FILE_SIZE = "200mb"  # launch(max_file_size=...): bounds /gradio_api/upload
 # Uploaded traces (Analyse, Diff) are checked again before parsing, with the same size (Gradio
-# counts "25mb" as 25 MiB) and a bound on the JSON once gunzipped, which stops a gzip bomb.
-TRACE_MAX_UPLOAD_BYTES = 25 * 1024**2
-TRACE_MAX_EXPANDED_BYTES = 256 * 1024**2
+# counts "200mb" as 200 MiB) and a bound on the JSON once gunzipped, which stops a gzip bomb.
+# Read as a stream (profiling.trace_read), 3 GiB of JSON is ~1.5·10⁷ events: ~4 GB of memory
+# at most (docs/performance.md), two analyses at a time.
+TRACE_MAX_UPLOAD_BYTES = 200 * 1024**2
+TRACE_MAX_EXPANDED_BYTES = 3 * 1024**3
 QUEUE_MAX_SIZE = 16  # demo.queue(max_size=...): requests waiting for the one GPU slot
 DELETE_CACHE = (1800, 3600)  # gr.Blocks(delete_cache=(every s, older than s)): served copies
 KEEP_RUN_DIRS = 8  # our own temp dirs (one per run) kept before the oldest is deleted

@@ -13,18 +13,27 @@ import gradio as gr
 from profiling import columns, views_analyze, views_shared
 from profiling.page.controls import kernel_table, table
 from profiling.page.errors import guarded
-from profiling.page.listeners import QUIET, TRACE_JOB, clear_on_failure, trace_job
+from profiling.page.listeners import (
+    QUIET,
+    TRACE_JOB,
+    clear_on_failure,
+    progress_callback,
+    trace_job,
+)
 from profiling.page.style import ROWS_CSS
 
 
 def analyze(
-    trace: str | None, window_start_us: float | None = None, window_end_us: float | None = None
+    trace: str | None,
+    window_start_us: float | None = None,
+    window_end_us: float | None = None,
+    progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Operator table, kernel table, Gantt and summary of any torch.profiler Chrome trace.
 
     Args:
-        trace: a Chrome trace (.json or .json.gz) exported by torch.profiler, at most 25 MiB
-            uploaded and 256 MiB once gunzipped.
+        trace: a Chrome trace (.json or .json.gz) exported by torch.profiler, at most 200 MiB
+            uploaded and 3 GiB once gunzipped (read as a stream: ~10⁷ events).
         window_start_us: optional start of the Gantt's window, µs from the first profiled step.
         window_end_us: optional end of that window; with both set the slice is drawn one bar
             per span (a large trace is otherwise drawn at reduced detail).
@@ -35,7 +44,9 @@ def analyze(
         (plotly).
     """
     window = guarded("analyze", views_analyze.gantt_window, window_start_us, window_end_us)
-    shown = guarded("analyze", views_analyze.analyze_page, trace, window)
+    shown = guarded(
+        "analyze", views_analyze.analyze_page, trace, window, progress_callback(progress)
+    )
     return shown.summary, shown.launch, shown.operators, shown.kernels, shown.figure
 
 
@@ -93,7 +104,7 @@ def build() -> None:
         gr.Markdown(
             "Upload a Chrome trace from any torch.profiler run (`.json` or `.json.gz`, at most "
             f"{views_shared.TRACE_MAX_UPLOAD_BYTES // 1024**2} MiB, "
-            f"{views_shared.TRACE_MAX_EXPANDED_BYTES // 1024**2} MiB once gunzipped): operator "
+            f"{views_shared.TRACE_MAX_EXPANDED_BYTES / 1024**3:g} GiB once gunzipped): operator "
             "table, kernel table, GPU idle & launch figures and a Gantt chart."
         )
         inputs = _inputs()
