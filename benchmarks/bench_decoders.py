@@ -78,9 +78,8 @@ def main() -> None:
         return
     path = sys.argv[1]
     size = len(gzip.decompress(Path(path).read_bytes()))
-    print(
-        f"{path}: {size / 1e6:.0f} MB of JSON\n\n| step | how | s | MB/s | peak RSS MB |\n|---|---|---|---|---|"
-    )
+    print(f"{path}: {size / 1e6:.0f} MB of JSON\n")
+    print("| step | how | s | MB/s | peak RSS MB |\n|---|---|---|---|---|")
     plan = [("inflate", k) for k in ("zlib", "isal")]
     plan += [("decode", k) for k in ("json", "orjson", "msgspec-any", "msgspec-typed", "simdjson")]
     for step, kind in plan:
@@ -91,9 +90,8 @@ def main() -> None:
             print(f"| {step} | {kind} | {done.stderr.strip().splitlines()[-1]} | | |")
             continue
         row = json.loads(done.stdout)
-        print(
-            f"| {step} | {kind} | {row['s']:.2f} | {size / 1e6 / row['s']:.0f} | {row['peak_mb']:.0f} |"
-        )
+        rate = size / 1e6 / row["s"]
+        print(f"| {step} | {kind} | {row['s']:.2f} | {rate:.0f} | {row['peak_mb']:.0f} |")
 
 
 if __name__ == "__main__":
