@@ -149,12 +149,15 @@ def pieces(blocks: Iterator[bytes], framing: Framing, exact: bool) -> Iterator[b
             )
     else:
         _no_array(buf)
-    for block in blocks:
-        buf += block
+    while True:
         if len(buf) >= PIECE:
             cut = _exact_cut(buf) if exact else _fast_cut(buf)
             if cut > 0:
                 yield _take(buf, cut)
+        block = next(blocks, None)
+        if block is None:
+            break
+        buf += block
     close = _scan(buf)[1]
     if close < 0:
         if exact:
