@@ -53,7 +53,19 @@ def ours(path: str) -> dict:
         "bars": gantt.bar_count(fig), "spans_drawn": gantt.spans_drawn(fig),
         "operators": len(result.operators), "kernels": len(result.kernels),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "helper_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
     }  # fmt: skip
+
+
+def plain_json(path: str) -> dict:
+    """`json.load` of the same file: the floor of any reader that builds Python objects."""
+    import gzip
+
+    began = time.perf_counter()
+    with gzip.open(path) as fh:
+        json.load(fh)
+    return {"load_s": time.perf_counter() - began,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
 
 
 def hta(path: str) -> dict:
@@ -75,7 +87,7 @@ def in_subprocess(kind: str, path: Path, python: str = sys.executable) -> dict:
         [python, __file__, "--one", kind, str(path)],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=3600,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     if p.returncode != 0:
@@ -87,25 +99,29 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--sizes", default="10000,100000,1000000")
     p.add_argument("--no-hta", action="store_true")
+    p.add_argument("--no-json", action="store_true", help="skip json.load (≈5× the JSON in RAM)")
     p.add_argument("--out", default=None)
     p.add_argument("--hta-python", default=sys.executable, help="interpreter with HTA installed")
     p.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
         kind, path = args.one
-        print(json.dumps(ours(path) if kind == "ours" else hta(path)))
+        measure = {"ours": ours, "json": plain_json, "hta": hta}[kind]
+        print(json.dumps(measure(path)))
         return
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from gen_trace import write
+    from gen_trace_stream import write  # written as a stream: 10⁷ events in a few MB
 
     work = Path(tempfile.mkdtemp(prefix="scale-"))
     rows = []
     for n in (int(x) for x in args.sizes.split(",")):
-        path = write(n, work / f"trace_{n}.json")
+        path = write(n, work / f"trace_{n}.json.gz")
         mine = in_subprocess("ours", path)
+        plain = {} if args.no_json else in_subprocess("json", path)
         theirs = {} if args.no_hta else in_subprocess("hta", path, args.hta_python)
         rows.append({"events": n, "file_mb": path.stat().st_size / 1e6, "ours": mine,
-                     "hta": theirs})  # fmt: skip
+                     "json": plain, "hta": theirs})  # fmt: skip
+        path.unlink()
         print(json.dumps(rows[-1]), flush=True)
     lines = [
         "| events | file MB | spans | load s | tables s | figure+JSON s | total s | payload MB | "

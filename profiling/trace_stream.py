@@ -34,8 +34,9 @@ from profiling.trace_events import TraceError, check_not_named_gzip, too_big
 
 try:  # ISA-L's inflate is about twice zlib's speed (docs/performance.md); zlib otherwise
     from isal.igzip import GzipFile as _GzipFile
+    from isal.igzip_lib import IsalError as _InflateError
 except ImportError:  # pragma: no cover - isal is in requirements.txt
-    _GzipFile = gzip.GzipFile
+    _GzipFile, _InflateError = gzip.GzipFile, zlib.error
 
 BLOCK = 4 * 1024**2  # inflated bytes per read
 PIECE = 8 * 1024**2  # a piece handed to the decoder: ~40,000 events
@@ -77,7 +78,7 @@ def _blocks(fh: io.BufferedIOBase, source: Any, max_bytes: int, progress: Progre
             if progress is not None:
                 progress(min(fh.tell() / size, 1.0))
             yield block
-    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
+    except (OSError, EOFError, zlib.error, _InflateError) as exc:  # BadGzipFile: an OSError
         raise TraceError(f"the gzip stream is corrupt or cut short ({exc})") from None
 
 
