@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
-from torch.nn.attention import SDPBackend
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 CHECKS = {
     "flash": "can_use_flash_attention",
@@ -38,7 +38,8 @@ NAMES = {
 }
 TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 # c10's default handler: "[W1201 19:00:00.000 123 file.cpp:45] Warning: text (function name)"
-C10_LINE = re.compile(r"^\[W\S* [^\]]*\] (?:Warning: )?(?P<text>.*?)(?: \(function \S+\))?$")
+C10_LINE = re.compile(r"^\[W\S* [^\]]*\] (?:Warning: )?(?P<text>.*)$")
+C10_FUNCTION = re.compile(r" \(function [^)]*\)$")
 
 
 def first_line(message: str) -> str:
@@ -57,7 +58,8 @@ def c10_warnings(output: str) -> list[str]:
             messages.append(found.group("text").strip())
         elif messages and line.strip():
             messages[-1] = f"{messages[-1]} {line.strip()}"
-    return [TRIGGERED.sub("", message).strip() for message in messages if message]
+    messages = [C10_FUNCTION.sub("", TRIGGERED.sub("", message)).strip() for message in messages]
+    return [message for message in messages if message]
 
 
 @contextlib.contextmanager
@@ -111,11 +113,12 @@ def backend_checks(
     enable_gqa: bool,
 ) -> list[BackendCheck]:
     """torch's verdict on each fused backend for these inputs ((B, nh, T, hs) layout), in the
-    order CHECKS lists them; math accepts everything and is not asked."""
+    order CHECKS lists them; math accepts everything and is not asked. Every backend is
+    enabled while asking, so a variant's pin does not hide the others' own reasons."""
     params = torch.backends.cuda.SDPAParams(q, k, v, mask, 0.0, is_causal, enable_gqa)
     found = []
     for backend, check in CHECKS.items():
-        with torch_warnings() as heard:
+        with sdpa_kernel(list(NAMES)), torch_warnings() as heard:
             accepts = bool(getattr(torch.backends.cuda, check)(params, True))
         reasons = tuple(dict.fromkeys(r for r in map(first_line, heard) if r))
         if not accepts and not reasons and q.device.type != "cuda":
