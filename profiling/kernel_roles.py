@@ -25,7 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from profiling.kernels import classify
+import pandas as pd
+
+from profiling.columns import ROLE_COLUMNS
+from profiling.kernels import classify, short_name
 
 QK, PV, MATMUL = "QKᵀ", "PV", "matmul"
 SCALE, MASK, SOFTMAX, COPY, CAST = "scale", "mask", "softmax", "copy", "cast/upcast"
@@ -222,3 +225,39 @@ def _dims(args: Any, index: int) -> Any:
     if isinstance(found, dict):
         return found.get("Input Dims")
     return getattr(found, "input_dims", None)
+
+
+@dataclass(frozen=True)
+class KernelSpans:
+    """A phase's kernels one by one, in launch order: what the role table and the per-kernel
+    roofline are made from."""
+
+    names: tuple[str, ...] = ()
+    durations: tuple[float, ...] = ()  # µs
+    roles: tuple[str, ...] = ()
+    args: tuple[Any, ...] = ()  # each kernel's args (memcpy/memset bytes)
+    chains: tuple[Chain, ...] = ()
+
+
+def role_table(spans: KernelSpans, per: int = 1) -> pd.DataFrame:
+    """µs and kernel count per role, per step (`per` steps), longest first; a kernel with no
+    known role is its own row, under its name."""
+    rows: dict[str, dict[str, Any]] = {}
+    total = sum(spans.durations) or 1.0
+    for name, duration, role in zip(spans.names, spans.durations, spans.roles, strict=True):
+        key = role or f"{short_name(name)} (no known role)"
+        row = rows.setdefault(key, {"role": key, "us": 0.0, "calls": 0, "kernels": {}})
+        row["us"] += duration
+        row["calls"] += 1
+        row["kernels"][short_name(name)] = None
+    table = [
+        {
+            "role": row["role"],
+            "us": row["us"] / per,
+            "pct_gpu": 100 * row["us"] / total,
+            "calls": row["calls"] / per,
+            "kernels": ", ".join(row["kernels"]),
+        }
+        for row in sorted(rows.values(), key=lambda row: -row["us"])
+    ]
+    return pd.DataFrame(table, columns=list(ROLE_COLUMNS))
