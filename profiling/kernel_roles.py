@@ -25,10 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from profiling.columns import ROLE_COLUMNS
 from profiling.kernels import classify, short_name
+from profiling.trace_query import is_in
 
 QK, PV, MATMUL = "QKᵀ", "PV", "matmul"
 SCALE, MASK, SOFTMAX, COPY, CAST = "scale", "mask", "softmax", "copy", "cast/upcast"
@@ -261,3 +263,34 @@ def role_table(spans: KernelSpans, per: int = 1) -> pd.DataFrame:
         for row in sorted(rows.values(), key=lambda row: -row["us"])
     ]
     return pd.DataFrame(table, columns=list(ROLE_COLUMNS))
+
+
+ROLE_LIMIT = 200_000  # kernels: beyond this a Gantt keeps its category colours (roles cost)
+
+
+def table_roles(spans: pd.DataFrame) -> np.ndarray | None:
+    """A role per row of a whole spans table ("" for any other span), or None where the table
+    is not one whole trace (a slice: its parent and link positions point outside it) or has
+    more kernels than ROLE_LIMIT."""
+    if not {"parent", "link", "category"} <= set(spans.columns):
+        return None
+    if not spans.index.equals(pd.RangeIndex(len(spans))):
+        return None
+    rows = np.flatnonzero(is_in(spans["category"], "kernel"))
+    if len(rows) > ROLE_LIMIT:
+        return None
+    found = np.full(len(spans), "", dtype=object)
+    names = [str(name) for name in spans["name"].to_numpy()[rows]]
+    found[rows] = roles(names, table_chains(spans, rows))
+    return found
+
+
+def record_roles(spans: Sequence[Any]) -> list[str]:
+    """table_roles for a run's records (profiling.small_trace spans)."""
+    kernels = [span for span in spans if span.category == "kernel"]
+    found = [""] * len(spans)
+    for span, role in zip(
+        kernels, roles([s.name for s in kernels], record_chains(spans, kernels)), strict=True
+    ):
+        found[span.index] = role
+    return found
