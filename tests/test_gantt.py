@@ -87,9 +87,7 @@ def test_kernels_are_coloured_by_their_role_on_both_readers():
     )
     # only kernels whose launch the trace did not record (before its first step) keep their
     # category's colour: no launching operator, no role
-    unlinked = model.spans[
-        (model.spans["category"] == "kernel") & (model.spans["link"] < 0)
-    ]
+    unlinked = model.spans[(model.spans["category"] == "kernel") & (model.spans["link"] < 0)]
     assert sum(n for name, n in groups.items() if name.startswith("kernel · ")) == len(unlinked)
     assert len(unlinked) < 5
     assert groups["role · dQ/dK/dV"] == 12
