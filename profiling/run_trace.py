@@ -59,6 +59,15 @@ class RunTrace:
     _columns: pd.DataFrame | None = field(default=None, repr=False)
     # each phase of the step by its span's name, in order (one phase: the step's own figures)
     phases: dict[str, Phase] = field(default_factory=dict, repr=False)
+    step: Phase | None = field(default=None, repr=False)  # the whole measured step
+
+    def roles(self) -> pd.DataFrame:
+        """µs per measured step by role in attention; with more than one phase, each phase's
+        rows in turn, the phase named in a last column."""
+        if len(self.phases) < 2:
+            return self.step.roles() if self.step else role_table(KernelSpans())
+        tables = [phase.roles().assign(phase=name) for name, phase in self.phases.items()]
+        return pd.concat(tables, ignore_index=True)
 
     @property
     def reader(self) -> str:
@@ -158,4 +167,4 @@ def _built(lanes, source, phase: Callable[[str], Phase], measured: str, phases) 
     """The step's figures and each phase's (the step's own where it is the one phase)."""
     step = phase(measured)
     by_name = {name: step if name == measured else phase(name) for name in phases}
-    return RunTrace(lanes, step.stats, step.kernels, source, phases=by_name)
+    return RunTrace(lanes, step.stats, step.kernels, source, phases=by_name, step=step)
