@@ -15,7 +15,16 @@ import pandas as pd
 
 from profiling.diff import windows
 from profiling.kernel_roles import (
-    FUSED_FORWARD, GRADIENTS, MASK, MATMUL, PV, QK, SCALE, SOFTMAX, KernelSpans, role_table,
+    FUSED_FORWARD,
+    GRADIENTS,
+    MASK,
+    MATMUL,
+    PV,
+    QK,
+    SCALE,
+    SOFTMAX,
+    KernelSpans,
+    role_table,
 )  # fmt: skip
 from profiling.summary import launched_rows, work_rows
 from profiling.trace import Trace
