@@ -15,9 +15,10 @@ import pandas as pd
 
 from attention import VARIANTS
 from profiling.availability import unavailable_reasons
-from profiling.columns import OPERATOR_COLUMNS
+from profiling.columns import OPERATOR_COLUMNS, ROLE_COLUMNS
 from profiling.gantt import FigureSpec
 from profiling.launch import LaunchStats
+from profiling.role_views import as_records
 from profiling.summary import Summary
 from profiling.summary_text import summary_rows, training_rows, unit
 from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
@@ -263,18 +264,28 @@ class Page:
     kernel_note: str
     figure: FigureSpec  # gr.Plot serialises it with .to_json()
     files: dict[str, Path] = field(default_factory=dict)  # json, gz, txt
+    roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # µs per step by role
 
 
 def page(result: Any) -> Page:
     """ProfileResult → what the page shows. The figure is built here, outside any GPU slot."""
     summary: Summary = result.summary
     launch = result.trace.launch_stats()
+    roles = result.trace.roles()
+    why = {"roles": as_records(roles)}
     return Page(
         strip=summary_html(summary) + launch_html(launch),
-        summary={**summary_json(summary), "launch": launch_json(launch)},
+        summary={**summary_json(summary), "launch": launch_json(launch), **_finite(why)},
         operators=operator_view(result.operators, summary.device),
         kernels=phase_kernels(result),
         kernel_note=kernel_note(summary),
         figure=run_figure(result, run_title(summary)),
         files={"json": result.trace_json, "gz": result.trace_gz, "txt": result.table_txt},
+        roles=role_view(roles),
     )
+
+
+def role_view(roles: pd.DataFrame) -> pd.DataFrame:
+    """The role table with readable headers, rounded (the phase column kept)."""
+    headers = {**ROLE_COLUMNS, **({"phase": "Phase"} if "phase" in roles else {})}
+    return readable(roles, headers, {"us": DIGITS, "pct_gpu": 1, "calls": 2})
