@@ -106,11 +106,14 @@ def peaks_table() -> pd.DataFrame:
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
-
 # Each compute ceiling's dtypes and label, in the order a chart draws them
-_ROOF_LABELS = ((("float32",), "FP32 (CUDA cores)"), (("tf32",), "TF32 tensor cores"),
-                (("bfloat16", "float16"), "BF16/FP16 tensor cores"),
-                (("bfloat16",), "BF16 tensor cores"), (("float16",), "FP16 tensor cores"))  # fmt: skip
+_ROOF_LABELS = (
+    (("float32",), "FP32 (CUDA cores)"),
+    (("tf32",), "TF32 tensor cores"),
+    (("bfloat16", "float16"), "BF16/FP16 tensor cores"),
+    (("bfloat16",), "BF16 tensor cores"),
+    (("float16",), "FP16 tensor cores"),
+)
 
 
 def _ceilings(device_name: str) -> list[tuple[str, float, tuple[str, ...]]]:
