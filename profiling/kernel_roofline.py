@@ -25,12 +25,12 @@ from profiling.bounds import FAR_FROM_BOTH
 from profiling.columns import ROOFLINE_COLUMNS
 from profiling.kernel_shapes import args_work, shape_work
 from profiling.kernel_work import (
-    FP32_NAME,
     AttentionShape,
     Work,
     not_placed,
     profiler_bytes,
     role_work,
+    says_fp32,
 )
 from profiling.kernels import classify, short_name
 from profiling.peaks import peak_bandwidth, peak_tflops, roof_label
@@ -79,7 +79,7 @@ def kernel_work(
 def kernel_roof(kernel_name: str, device_name: str, dtype: str) -> tuple[str, float | None]:
     """(label, TFLOP/s) of the compute ceiling a kernel can reach (module docstring)."""
     tensor_cores = classify(kernel_name) in _TENSOR_CORE_CATEGORIES
-    kind = dtype if tensor_cores and not FP32_NAME.search(kernel_name) else "float32"
+    kind = dtype if tensor_cores and not says_fp32(kernel_name) else "float32"
     return roof_label(device_name, kind) or "", peak_tflops(device_name, kind)
 
 

@@ -3,10 +3,10 @@
 A kernel's role (profiling.kernel_roles: QKᵀ, softmax, fused attention forward, …) says what
 it computes; the workload says how big it is. The bytes are a floor: every operand read once
 and every result written once, at the element size the kernel works in (4 bytes where its
-name says fp32: `f32f32`, `<float`, `sgemm`; else the workload's). B batch, Hq query heads,
-Hkv key/value heads, Tq queries, Tk keys, D head dim, e element bytes; Q = B·Hq·Tq·D and
-K = B·Hkv·Tk·D elements; N = B·Hq·Tq·Tk score elements; P the visible (query, key) pairs
-per batch × head (the caller counts them with attention.masks.visible_pairs).
+name says fp32: `f32f32`, `sgemm`, or float as its first template type; else the workload's).
+B batch, Hq query heads, Hkv key/value heads, Tq queries, Tk keys, D head dim, e element
+bytes; Q = B·Hq·Tq·D and K = B·Hkv·Tk·D elements; N = B·Hq·Tq·Tk score elements; P the
+visible (query, key) pairs per batch × head (the caller counts them with attention.masks.visible_pairs).
 
 | role | FLOPs | bytes |
 |---|---|---|
@@ -53,7 +53,13 @@ PROFILER_BYTES = "profiler: bytes"
 NOT_PLACED = "not placed: "
 BACKWARD_PHASE = "attn_bwd"
 
-FP32_NAME = re.compile(r"f32f32|<float\b|sgemm|xmma_gemm_f32")
+FP32_NAME = re.compile(r"f32f32|sgemm|xmma_gemm_f32")
+# The first data type a kernel's template names is its data's: `AUnaryFunctor<c10::BFloat16, …,
+# MulFunctor<float>>` works on bf16 (float is the math type), `softmax_warp_forward<float, …>`
+# on fp32.
+_FIRST_TYPE = re.compile(
+    r"<\s*(c10::BFloat16|c10::Half|__half|__nv_bfloat16|cutlass::\w+|float|double)\b"
+)
 _MASK_BUILDER = re.compile(r"triu_tril|bitwise_not|logical_not")
 _FUSED_BACKWARD = re.compile(r"flash_bwd|fmha_cutlassB|bprop|flex_attention_backward|_bwd_")
 _MATH_BACKEND = "aten::_scaled_dot_product_attention_math"
@@ -135,7 +141,13 @@ def not_placed(why: str) -> Work:
 
 def kernel_bytes(kernel_name: str, shape: AttentionShape) -> int:
     """The element size a kernel works in: 4 where its name says fp32, else the workload's."""
-    return 4 if FP32_NAME.search(kernel_name) else shape.element_bytes
+    return 4 if says_fp32(kernel_name) else shape.element_bytes
+
+
+def says_fp32(kernel_name: str) -> bool:
+    """The name says the kernel works on fp32: an FP32 GEMM, or float its first data type."""
+    first = _FIRST_TYPE.search(kernel_name)
+    return bool(FP32_NAME.search(kernel_name)) or (first is not None and first.group(1) == "float")
 
 
 def profiler_bytes(kernel_name: str, args: Mapping[str, Any] | None) -> Work | None:
