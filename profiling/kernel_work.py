@@ -6,7 +6,7 @@ and every result written once, at the element size the kernel works in (4 bytes 
 name says fp32: `f32f32`, `sgemm`, or float as its first template type; else the workload's).
 B batch, Hq query heads, Hkv key/value heads, Tq queries, Tk keys, D head dim, e element
 bytes; Q = B·Hq·Tq·D and K = B·Hkv·Tk·D elements; N = B·Hq·Tq·Tk score elements; P the
-visible (query, key) pairs per batch × head (the caller counts them with attention.masks.visible_pairs).
+visible (query, key) pairs per batch × head (counted by the caller: attention.masks).
 
 | role | FLOPs | bytes |
 |---|---|---|
