@@ -13,7 +13,7 @@ it) and counts only matmul-like ops, not the bytes. Rules:
 - mm, bmm, matmul, baddbmm, addmm, linear: 2·batch·m·k·n FLOPs; bytes: the tensor inputs
   read + the [batch, m, n] output written.
 - elementwise (mul, masked_fill, softmax, …): ELEMENTWISE_FLOPS per element of the largest
-  input; bytes: the tensor inputs + one output that size (in place, `mul_`: the first input
+  input; bytes: the tensor inputs + one output that size (in place, `mul_`: the first input,
   written back; `_to_copy`: at the dtype it casts to).
 - copy_ (dst, src): 0 FLOPs; src read + dst written. fill_, zero_: the tensor written.
 - SDPA and its backend ops: 4·D per visible pair per head (a backward 2.5×); bytes: q, k, v
@@ -179,13 +179,10 @@ def _elementwise(name: str, tensors: list[Tensor], concrete: list[Any]) -> Work 
     base = name.removesuffix("_") if name.endswith("_") and not name.startswith("_") else name
     if base not in ELEMENTWISE_FLOPS:
         return None
+    # one output the size of the largest input: in place (`mul_`) that is the first input
     largest = max(tensors, key=lambda t: t.elements)
     read = sum(t.bytes for t in tensors)
-    if base != name:  # in place: the first input is written back
-        written = first.bytes
-    else:
-        out_bytes = _cast_bytes(name, concrete) or first.element_bytes
-        written = largest.elements * out_bytes
+    written = largest.elements * (_cast_bytes(name, concrete) or first.element_bytes)
     return Work(ELEMENTWISE_FLOPS[base] * float(largest.elements), float(read + written),
                 SHAPES_SOURCE)  # fmt: skip
 

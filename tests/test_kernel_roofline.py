@@ -145,6 +145,9 @@ def test_recorded_shapes_of_the_user_fixture():
     )
     # copy_ (dst, src): src read, dst written: 2·268,435,456
     assert args_work("aten::copy_", _ops(fixture, "aten::copy_")[0]).bytes == 536_870_912
+    # _to_copy to float (ScalarType 6) of a [2, 3] bf16: reads 6·2 = 12, writes 6·4 = 24 bytes
+    cast = shape_work("aten::_to_copy", [[2, 3], []], ["c10::BFloat16", "Scalar"], ["", "6"])
+    assert cast.bytes == 36 and cast.flops == 0
     # a recorded "flops" arg wins for the FLOPs
     assert args_work("aten::bmm", {**bmm, "flops": 123}).flops == 123
 
@@ -186,6 +189,7 @@ def test_what_cannot_be_placed_says_why():
         ),
     ):
         assert work.flops is None and work.bytes is None and work.source.startswith("not placed: ")
+    assert "splits" in role_work("split-KV combine", COMBINE, FWD, DECODE).source
     assert shape_work("aten::sum", [[4, 4]], ["float"]) is None  # no rule for a reduction
 
 
