@@ -22,6 +22,7 @@ OPERATOR_COLUMNS = {
 # comes right after the name: reading names is the lesson.
 KERNEL_COLUMNS = {
     "kernel": "Kernel",
+    "role": "Role in attention",
     "category": "Category",
     "decoded": "What the name says",
     "count": "Calls / fwd",
@@ -35,7 +36,16 @@ KERNEL_COLUMNS = {
     "grid": "Grid",
     "block": "Block",
     "occupancy_pct": "Est. occupancy %",
+    "occupancy_note": "Occupancy note",
     "name": "Full name",
+}
+# per role in attention, per measured step (profiling.kernel_roles.role_table)
+ROLE_COLUMNS = {
+    "role": "Role",
+    "us": "µs / step",
+    "pct_gpu": "% GPU time",
+    "calls": "Kernels / step",
+    "kernels": "Kernels",
 }
 # cpu_op and record_function spans per name, read from any trace (profiling.analyze).
 TRACE_OPERATOR_COLUMNS = {
