@@ -220,7 +220,7 @@ def kernel_note(summary: Summary) -> str:
     )
     return (
         f"Per {per} (averaged over {summary.forwards} {per}s).{phases} "
-        "Est. occupancy % is CUPTI's estimate, empty where the trace gives 0 (no estimate). "
+        "Est. occupancy % is CUPTI's estimate, empty where it made none (the note says why). "
         "Click a cell to read a long name in full."
     )
 

@@ -182,15 +182,9 @@ def kernel_datatypes() -> list[str]:
 
 
 def kernel_view(kernels: pd.DataFrame) -> pd.DataFrame:
-    """The kernel table with its decoding, readable headers, rounded numbers.
-
-    CUPTI's occupancy estimate reads 0 where it has none (nvjet, cuDNN and Triton kernels on
-    Hopper among them): a kernel that ran never had zero occupancy, so that cell is left empty.
-    """
-    view = readable(kernels, KERNEL_COLUMNS, KERNEL_DIGITS)
-    occupancy = KERNEL_COLUMNS["occupancy_pct"]
-    view[occupancy] = view[occupancy].astype(float).mask(view[occupancy] == 0)
-    return view
+    """The kernel table with its decoding, readable headers, rounded numbers. An occupancy
+    CUPTI could not estimate is empty, with the reason beside it (kernels.kernel_frame)."""
+    return readable(kernels, KERNEL_COLUMNS, KERNEL_DIGITS)
 
 
 # -- GPU idle & launch overhead (Profile, Analyse) ---------------------------------------------
