@@ -56,3 +56,21 @@ TRACE_OPERATOR_COLUMNS = {
     "mean_us": "Mean µs",
     "pct_self": "% of self time",
 }
+# One row per (kernel, role, phase) on the roofline (profiling.kernel_roofline.roofline_rows).
+ROOFLINE_COLUMNS = {
+    "kernel": "Kernel",
+    "role": "Role",
+    "phase": "Phase",
+    "calls": "Calls",
+    "mean_us": "µs / call",
+    "flop_per_call": "FLOP / call",
+    "bytes_per_call": "Bytes / call",
+    "source": "Figures from",
+    "tflops": "TFLOP/s",
+    "tbps": "TB/s",
+    "intensity": "FLOP/byte",
+    "bound": "Bound",
+    "roof": "Compute roof",
+    "total_us": "Total µs",
+    "name": "Full name",
+}
