@@ -15,12 +15,15 @@ import pandas as pd
 
 from attention import VARIANTS
 from profiling.availability import unavailable_reasons
-from profiling.columns import OPERATOR_COLUMNS, ROLE_COLUMNS
+from profiling.columns import OPERATOR_COLUMNS, ROLE_COLUMNS, ROOFLINE_COLUMNS
 from profiling.gantt import FigureSpec
 from profiling.launch import LaunchStats
 from profiling.role_views import as_records
+from profiling.roofline_figure import roofline_spec
+from profiling.roofline_runs import run_roofline
 from profiling.summary import Summary
 from profiling.summary_text import summary_rows, training_rows, unit
+from profiling.text_tables import text_table
 from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
 
 
@@ -265,6 +268,8 @@ class Page:
     figure: FigureSpec  # gr.Plot serialises it with .to_json()
     files: dict[str, Path] = field(default_factory=dict)  # json, gz, txt
     roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # µs per step by role
+    roofline_figure: FigureSpec | None = None  # each kernel on the device's roofline
+    roofline: pd.DataFrame = field(default_factory=pd.DataFrame)  # per kernel: FLOP, bytes…
 
 
 def page(result: Any) -> Page:
@@ -272,7 +277,8 @@ def page(result: Any) -> Page:
     summary: Summary = result.summary
     launch = result.trace.launch_stats()
     roles = result.trace.roles()
-    why = {"roles": as_records(roles)}
+    roofline = run_roofline(result)
+    why = {"roles": as_records(roles), "roofline": as_records(roofline)}
     return Page(
         strip=summary_html(summary) + launch_html(launch),
         summary={**summary_json(summary), "launch": launch_json(launch), **_finite(why)},
@@ -282,7 +288,30 @@ def page(result: Any) -> Page:
         figure=run_figure(result, run_title(summary)),
         files={"json": result.trace_json, "gz": result.trace_gz, "txt": result.table_txt},
         roles=role_view(roles),
+        roofline_figure=roofline_spec(
+            roofline, summary.device_name, summary.config["dtype"], own_run=True
+        ),
+        roofline=roofline_view(roofline),
     )
+
+
+def why_text(result: Any) -> str:
+    """The CLI's text of a run's roles and per-kernel roofline (empty without GPU kernels)."""
+    roles = result.trace.roles()
+    if roles.empty:
+        return ""
+    roofline = roofline_view(run_roofline(result)).drop(columns=["Full name", "Compute roof"])
+    return (
+        f"Kernels by role (µs per {unit(result.summary)}):\n"
+        f"{text_table(role_view(roles))}\n\nRoofline per kernel:\n{text_table(roofline, 36)}\n"
+    )
+
+
+def roofline_view(rows: pd.DataFrame) -> pd.DataFrame:
+    """The per-kernel roofline table with readable headers, rounded."""
+    digits = {"mean_us": DIGITS, "flop_per_call": None, "bytes_per_call": None, "tflops": 2,
+              "tbps": 3, "intensity": 2, "total_us": DIGITS, "calls": None}  # fmt: skip
+    return readable(rows, ROOFLINE_COLUMNS, digits)
 
 
 def role_view(roles: pd.DataFrame) -> pd.DataFrame:

@@ -75,7 +75,8 @@ def profile(
     Returns:
         summary strip (HTML), summary (JSON), operator table, kernel table, kernel-table note,
         Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt, the kernels'
-        µs per step by role in attention.
+        µs per step by role in attention, the roofline chart (plotly) and the per-kernel
+        roofline table (FLOP, bytes and their source, TFLOP/s, TB/s, FLOP/byte, bound).
     """
     with translated("profile's checks"):
         raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads)
@@ -97,6 +98,8 @@ def profile(
         str(shown.files["gz"]),
         str(shown.files["txt"]),
         shown.roles,
+        shown.roofline_figure,
+        shown.roofline,
     )
 
 
@@ -160,10 +163,13 @@ def _results() -> list[Any]:
         "roles",
         visible=DEVICE == "cuda",  # from the kernels: a CPU run has none
     )
+    roofline_plot = gr.Plot(label="Roofline: each kernel", elem_id="roofline",
+                            visible=DEVICE == "cuda")  # fmt: skip
+    roofline = table("Roofline per kernel", "roofline-table", visible=DEVICE == "cuda")
     with gr.Accordion("Summary as JSON", open=False):
         summary = gr.JSON(label="summary", elem_id="summary-json")
     return [strip, summary, operators, kernels, kernel_note, gantt, json_file, gz_file, txt_file,
-            roles]  # fmt: skip
+            roles, roofline_plot, roofline]  # fmt: skip
 
 
 def build() -> None:
