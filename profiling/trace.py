@@ -102,6 +102,8 @@ def _build(read: ReadEvents) -> Trace:
     longest first), then nested, linked and framed."""
     columns = read.columns
     arrays, lanes = _span_arrays(columns, read.lane_names)
+    if not read.meta.get("record_shapes"):  # CPU ops keep their args only when asked
+        columns.args[~arrays.gpu] = [{}]
     steps = arrays.is_step
     t0 = float(arrays.start[steps].min()) if steps.any() else float(arrays.start.min())
     arrays.start = arrays.start - t0

@@ -118,6 +118,12 @@ def _columns(events: list[Any]) -> ChunkColumns:
     gpu = np.array([c in GPU_CATS for c in lowered], dtype=bool)[cat_codes]
     launch = np.array([c in LAUNCH_CATS for c in lowered], dtype=bool)[cat_codes]
     correlation, external, gpu_args = _ids(complete, gpu, gpu | launch)
+    kept = gpu.copy()  # and CPU ops with recorded shapes (the trace model keeps them if asked)
+    shaped = _shaped(complete, ~(gpu | launch))
+    if len(shaped):
+        kept[shaped] = True
+        order = np.argsort(np.r_[np.flatnonzero(gpu), shaped], kind="stable")
+        gpu_args = [(gpu_args + [complete[i].args for i in shaped.tolist()])[i] for i in order]
     return ChunkColumns(
         n_events=len(events),
         n_flows=ph.count("s"),
@@ -134,7 +140,7 @@ def _columns(events: list[Any]) -> ChunkColumns:
         tid=_id_column(complete, _TID),
         correlation=correlation,
         external=external,
-        gpu_rows=np.flatnonzero(gpu),
+        gpu_rows=np.flatnonzero(kept),
         gpu_args=gpu_args,
     )
 
@@ -192,6 +198,13 @@ def _ids(
         correlation[wanted] = _int_column([a.get("correlation") for a in found])
         external[wanted] = _int_column([a.get("External id") for a in found])
     return correlation, external, list(compress(found, gpu[wanted]))
+
+
+def _shaped(complete: list[Any], cpu: np.ndarray) -> np.ndarray:
+    """Rows of CPU ops whose args carry "Input Dims" (a trace recorded with record_shapes)."""
+    rows = np.flatnonzero(cpu)
+    found = [span_args(complete[i].args).get("Input Dims") is not None for i in rows.tolist()]
+    return rows[np.array(found, dtype=bool)] if len(rows) else rows
 
 
 def _int_column(values: list[Any]) -> np.ndarray:

@@ -49,7 +49,7 @@ def load(source: str | Path | bytes, max_bytes: int = 2 * 1024**3) -> trace_mode
                     "the trace holds no complete (`ph: X`) events: nothing ran while it recorded"
                 )
             read = ReadEvents(
-                columns=event_columns(complete),
+                columns=event_columns(complete, bool(meta.get("record_shapes"))),
                 lane_names=names_meta,
                 meta=meta,
                 n_events=len(events),
@@ -129,7 +129,7 @@ def _floats(values: Any) -> np.ndarray:
         return pd.to_numeric(pd.Series(values, dtype="object"), errors="coerce").to_numpy(float)
 
 
-def event_columns(complete: list[Any]) -> EventColumns:
+def event_columns(complete: list[Any], shapes: bool = False) -> EventColumns:
     cat_col, name_col, pid_col, tid_col, ts_col, dur_col = (
         list(map(get, complete)) for get in _COLUMNS
     )
@@ -148,7 +148,7 @@ def event_columns(complete: list[Any]) -> EventColumns:
     cat_codes = cat_codes[keep]
     gpu = np.isin(cats, list(trace_model.GPU_CATS))[cat_codes]
     launch = np.isin(cats, list(trace_model.LAUNCH_CATS))[cat_codes]
-    args, correlation, external = args_columns(events, gpu, gpu | launch)
+    args, correlation, external = args_columns(events, gpu, gpu | launch, shapes)
     column = np.empty(len(args), dtype=object)
     column[:] = args
     return EventColumns(
@@ -187,7 +187,7 @@ def _texts(values: np.ndarray) -> np.ndarray:
     return np.array([str(v) if v is not None else "" for v in values], dtype=object)
 
 
-def args_columns(events, gpu, needs_args) -> tuple[list[Any], np.ndarray, np.ndarray]:
+def args_columns(events, gpu, needs_args, shapes=False) -> tuple[list[Any], np.ndarray, np.ndarray]:
     args: list[Any] = [{}] * len(events)
     correlation = np.full(len(events), -1, dtype=np.int64)
     external = np.full(len(events), -1, dtype=np.int64)
@@ -203,6 +203,10 @@ def args_columns(events, gpu, needs_args) -> tuple[list[Any], np.ndarray, np.nda
     for i, a, g in zip(wanted, found, gpu[wanted], strict=True):
         if g:
             args[i] = a
+    if shapes:  # main's rule (roles and roofline): CPU ops with recorded shapes keep their args
+        for i in np.flatnonzero(~needs_args).tolist():
+            if span_args(events[i].args).get("Input Dims") is not None:
+                args[i] = events[i].args
     return args, correlation, external
 
 

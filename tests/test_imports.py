@@ -44,6 +44,10 @@ TORCH_FREE = [
     "profiling.peaks",
     "profiling.text_tables",
     "profiling.job_files",
+    "profiling.kernel_work",
+    "profiling.kernel_shapes",
+    "profiling.kernel_roofline",
+    "profiling.roofline_figure",
 ]
 
 # A finder placed first on sys.meta_path makes any `import torch` (or torch.x) raise, as on a
