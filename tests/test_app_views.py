@@ -515,7 +515,10 @@ def test_gzip_bombs_are_refused_quickly(tmp_path):
     assert "not valid JSON" in message_of(analyze_tab.analyze, small).message
     big = gzip_bomb(tmp_path / "big.json.gz", views_shared.TRACE_MAX_EXPANDED_BYTES + 8 * MiB)
     error = message_of(analyze_tab.analyze, big)
-    assert f"expands to more than {views_shared.TRACE_MAX_EXPANDED_BYTES // MiB} MiB" in error.message and error.title == "Unreadable trace"
+    assert (
+        f"expands to more than {views_shared.TRACE_MAX_EXPANDED_BYTES // MiB} MiB" in error.message
+        and error.title == "Unreadable trace"
+    )
     assert time.perf_counter() - began < 10
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiling import trace, trace_columns
+from profiling import trace, trace_chunks, trace_columns
 from profiling.kernels import classify, decode, kernel_table, short_name
 from profiling.summary import forward_spans, launched_within, per_forward
 from profiling.trace_events import TraceError
@@ -414,14 +414,14 @@ def test_a_span_outliving_its_parent_nests_as_torch_nests_it(tmp_path):
     assert set(s.index[s["overlap"]]) == {"_record_function_enter_new", "my_block"}
 
 
-def test_names_are_coded_as_pandas_codes_them():
-    """trace_columns._factorize_list (a dict, for speed at 10⁶ names) gives pd.factorize's codes:
-    first appearance order, a missing name after every other."""
+def test_names_are_coded_in_order_of_first_appearance():
+    """trace_chunks._intern (a defaultdict numbering values as they come, for speed at 10⁷
+    names) codes each value once, in order of first appearance, missing ones included."""
     import random
 
     rng = random.Random(0)
     for _ in range(200):
         values = [rng.choice(["a", "b", "nan", "", "é", None]) for _ in range(rng.randint(1, 12))]
-        codes, uniques = trace_columns._factorize_list(values)
-        expected_codes, expected = trace_columns._factorize(np.array(values, dtype=object))
-        assert codes.tolist() == expected_codes.tolist() and list(uniques) == list(expected)
+        codes, uniques = trace_chunks._intern(values)
+        assert [uniques[c] for c in codes.tolist()] == values
+        assert uniques == list(dict.fromkeys(values))
