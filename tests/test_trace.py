@@ -8,10 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from profiling import trace, trace_chunks, trace_columns
+from profiling import trace, trace_chunks
 from profiling.kernels import classify, decode, kernel_table, short_name
 from profiling.summary import forward_spans, launched_within, per_forward
 from profiling.trace_events import TraceError
