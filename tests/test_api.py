@@ -28,7 +28,7 @@ def test_profile_endpoint_is_documented_with_named_parameters(client):
     assert list(endpoints) == ["/profile", "/compare", "/diff", "/sweep", "/analyze"]
     params = [p["parameter_name"] for p in endpoints["/profile"]["parameters"]]
     assert params == PROFILE_PARAMETERS
-    assert len(endpoints["/profile"]["returns"]) == 9
+    assert len(endpoints["/profile"]["returns"]) == 12  # with roles and the roofline (2)
 
 
 def test_profile_returns_tables_plot_and_files(result):
