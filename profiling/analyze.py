@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from profiling.columns import KERNEL_COLUMNS, TRACE_OPERATOR_COLUMNS
-from profiling.kernel_roles import role_table
+from profiling.kernel_roles import KernelSpans, role_table
 from profiling.kernels import kernel_table
 from profiling.launch import LaunchStats, launch_rows, launch_stats
 from profiling.roofline_runs import phases_roofline, table_op_args
@@ -109,8 +109,8 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
         operators=operator_table(trace),
         kernels=kernels,
         kernel_scope=scope,
-        roles=role_table(spans, per) if trace.has_gpu else pd.DataFrame(),
-        roofline=roofline if trace.has_gpu else pd.DataFrame(),
+        roles=role_table(spans if trace.has_gpu else KernelSpans(), per),
+        roofline=roofline if trace.has_gpu else roofline.iloc[0:0],
         device_name=device,
         dtype=dtype,
         spans=trace.spans,
