@@ -95,9 +95,10 @@ def name_role(name: str) -> str | None:
     for pattern, role in _NAME_RULES:
         if pattern.search(name):
             return role
-    if classify(name) == "fused attention":
-        return FUSED_FORWARD
     fused = _INDUCTOR.match(name)
+    template = name.startswith("triton_tem_")  # Inductor's attention template, not its helpers
+    if classify(name) == "fused attention" and (template or not fused):
+        return FUSED_FORWARD
     if fused:
         for pattern, role in _INDUCTOR_RULES:
             if pattern.search(fused.group("ops")):

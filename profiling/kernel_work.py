@@ -14,6 +14,7 @@ visible (query, key) pairs per batch × head (counted by the caller: attention.m
 | scale | 1 per score | 2·N·e (read + write) |
 | mask | 0 | 2·N·e (its [Tq, Tk] bool mask, shared by all B·Hq, left out) |
 | mask builders (`triu_tril`, `bitwise_not`, `logical_not`) | 0 | 2·Tq·Tk (bool) |
+| a mask bias SDPA materializes (`where` under SDPA, not math) | 0 | Tq·Tk·(1 + e) |
 | softmax forward | 5 per score (max, subtract, exp, sum, divide) | 2·N·e |
 | softmax backward | 4 per score (y·dy, row sum, subtract, multiply) | 3·N·e (y, dy, dx) |
 | softmax's guard (`isneginf`, `all`, `where`) | 0 | 2·N·e |
@@ -63,6 +64,7 @@ _FIRST_TYPE = re.compile(
 _MASK_BUILDER = re.compile(r"triu_tril|bitwise_not|logical_not")
 _FUSED_BACKWARD = re.compile(r"flash_bwd|fmha_cutlassB|bprop|flex_attention_backward|_bwd_")
 _MATH_BACKEND = "aten::_scaled_dot_product_attention_math"
+_SDPA = "aten::scaled_dot_product_attention"
 _SCORE_FLOPS = {"scale": 1.0, "mask": 0.0, "softmax": 5.0, "cast/upcast": 0.0}
 SOFTMAX_BACKWARD_FLOPS = 4.0
 
@@ -243,6 +245,10 @@ def _elementwise(
     if "FillFunctor" in kernel_name:
         return not_placed("a fill: one scalar or a whole mask, the name does not say which")
     math_backend = _MATH_BACKEND in ops
+    if role == "mask" and "where" in kernel_name and _SDPA in ops and not math_backend:
+        # a CausalBias materialized for SDPA: where(bool mask, 0, -inf) → a [Tq, Tk] bias
+        return Work(0.0, (1.0 + shape.element_bytes) * shape.queries * shape.keys,
+                    MASK_MATRIX_SOURCE)  # fmt: skip
     if math_backend and (
         role in ("scale", "cast/upcast") or (role == "mask" and "where" in kernel_name)
     ):

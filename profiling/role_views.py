@@ -104,6 +104,15 @@ def rounded(table: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
     return table.round(numbers)
 
 
+def role_diff_view(table: pd.DataFrame, label_a: str, label_b: str) -> pd.DataFrame:
+    """role_diff for display: rounded, its columns named after the two sides."""
+    names = {"role": "role", "us_a": f"µs {label_a}", "us_b": f"µs {label_b}",
+             "delta_us": f"Δ µs ({label_b} − {label_a})", "calls_a": f"kernels {label_a}",
+             "calls_b": f"kernels {label_b}", "kernels_a": f"which {label_a}",
+             "kernels_b": f"which {label_b}"}  # fmt: skip
+    return rounded(table).rename(columns=names)
+
+
 def as_records(table: pd.DataFrame | None) -> list[dict[str, Any]]:
     """A role table for API callers (JSON)."""
     return [] if table is None else table.to_dict("records")

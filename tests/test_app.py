@@ -42,8 +42,10 @@ def test_the_gantt_reaches_gr_plot_as_plotly_json(outputs):
 
 
 def test_valid_cpu_run_returns_every_output(outputs):
-    strip, summary, operators, kernels, note, figure, json_btn, gz_btn, txt_btn = outputs
-    assert len(outputs) == 9
+    strip, summary, operators, kernels, note, figure, json_btn, gz_btn, txt_btn, *why = outputs
+    assert len(outputs) == 12  # the role table, the roofline chart and its table last
+    roles, roofline_figure, roofline = why
+    assert roles.empty and roofline.empty and roofline_figure.data == []  # a CPU run: no kernels
     assert 'class="ap-strip"' in strip and "CPU µs / forward" in strip
     assert summary["variant"] == "naive" and summary["forwards"] == 3
     assert list(operators.columns) == views_profile.operator_headers(app.DEVICE)

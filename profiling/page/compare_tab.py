@@ -76,7 +76,8 @@ def compare(
 
     Returns:
         the "at a glance" table, a note naming the datasheet peak used, GPU-vs-CPU bar chart,
-        stacked mini-Gantts, a zip of every trace and table.
+        stacked mini-Gantts, a zip of every trace and table, the variants × roles table (µs
+        per step) and every variant's attention kernels on one roofline (plotly).
     """
     shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
     shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window)
@@ -84,7 +85,8 @@ def compare(
     view = views_compare.compare_page
     shown = run_device_job("compare", validate, compare_on_gpu, view, progress)
     zip_path = str(shown.zip_path) if shown.zip_path else None
-    return shown.glance, shown.note, shown.bars, shown.gantts, zip_path, shown.traces
+    return (shown.glance, shown.note, shown.bars, shown.gantts, zip_path, shown.roles,
+            shown.roofline, shown.traces)  # fmt: skip
 
 
 def _results() -> list[Any]:
@@ -109,7 +111,10 @@ def _results() -> list[Any]:
             value=views_compare.peaks_view(),
             max_chars=140,
         )
-    return [glance, note, bars, gantts, zip_file]
+    roles = table("Kernels by role: µs per step, variant by variant", "cmp-roles", max_height=360)
+    roofline = gr.Plot(label="Every variant's attention kernels on one roofline",
+                       elem_id="cmp-roofline")  # fmt: skip
+    return [glance, note, bars, gantts, zip_file, roles, roofline]
 
 
 def build() -> tuple[Any, gr.State]:
@@ -143,6 +148,6 @@ def build() -> tuple[Any, gr.State]:
         **DEVICE_JOB,
     )
     clear_on_failure(compared, outputs, said={outputs[1]: views_shared.failed_note("Compare")})
-    enable_downloads(compared, outputs[-1:])
+    enable_downloads(compared, outputs[4:5])  # the zip
     relabel_on_dtype(variants, shape["dtype"])
     return compared, runs
