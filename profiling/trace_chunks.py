@@ -41,6 +41,7 @@ _PH, _CAT, _NAME, _PID, _TID, _TS, _DUR, _ARGS = (
     attrgetter(name) for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
 )
 _CORRELATION, _EXTERNAL = attrgetter("correlation"), attrgetter("external_id")
+_INPUT_DIMS = attrgetter("input_dims")
 
 
 @dataclass
@@ -123,7 +124,8 @@ def _columns(events: list[Any]) -> ChunkColumns:
     if len(shaped):
         kept[shaped] = True
         order = np.argsort(np.r_[np.flatnonzero(gpu), shaped], kind="stable")
-        gpu_args = [(gpu_args + [complete[i].args for i in shaped.tolist()])[i] for i in order]
+        both = gpu_args + [complete[i].args for i in shaped.tolist()]
+        gpu_args = [both[i] for i in order.tolist()]
     return ChunkColumns(
         n_events=len(events),
         n_flows=ph.count("s"),
@@ -203,8 +205,13 @@ def _ids(
 def _shaped(complete: list[Any], cpu: np.ndarray) -> np.ndarray:
     """Rows of CPU ops whose args carry "Input Dims" (a trace recorded with record_shapes)."""
     rows = np.flatnonzero(cpu)
-    found = [span_args(complete[i].args).get("Input Dims") is not None for i in rows.tolist()]
-    return rows[np.array(found, dtype=bool)] if len(rows) else rows
+    found = list(map(_ARGS, compress(complete, cpu)))
+    if set(map(type, found)) <= {EventArgs}:
+        dims = map(_INPUT_DIMS, found)
+    else:
+        dims = (span_args(a).get("Input Dims") for a in found)
+    recorded = np.fromiter((d is not None for d in dims), dtype=bool, count=len(found))
+    return rows[recorded]
 
 
 def _int_column(values: list[Any]) -> np.ndarray:
