@@ -31,6 +31,7 @@ HEADER = {
     "deviceProperties": [{"id": 0, "name": "Synthetic GPU", "totalGlobalMem": 150109880320,
                           "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
     "cupti_version": 130001, "cuda_runtime_version": 13000, "displayTimeUnit": "ms",
+    "record_shapes": "1",  # torch adds it with record_shapes=True; the CPU ops carry Input Dims
 }  # fmt: skip
 _encode = msgspec.json.Encoder().encode
 

@@ -11,25 +11,24 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from attention import VARIANTS
-from profiling import views_profile
 from profiling.cli_flags import SUBCOMMANDS, Parser, add_shape_flags, check_out, shape_of
 from profiling.cli_views import views_main
-from profiling.runner import (
-    ProfileResult,
-    RunError,
-    VariantUnavailable,
-    quiet_profiler_logs,
-    run,
-)
-from profiling.summary_text import summary_rows
-from profiling.workload import ConfigError, Workload, resolve_device
+from profiling.user_values import ConfigError
+
+if TYPE_CHECKING:
+    from profiling.runner import ProfileResult
+
+# attention/, the runner and the workload import torch (seconds): only a profile run needs
+# them, so `analyze` and `diff` import them never and the rest only once they are parsed
 
 ALIASES = {"analyse": "analyze"}  # the tab is called Analyse
 
 
 def parser() -> argparse.ArgumentParser:
+    from attention import VARIANTS
+
     commands = "\n".join(f"  {name:9s} {text}" for name, text in SUBCOMMANDS.items())
     profile_parser = Parser(
         prog="python -m profiling",
@@ -56,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown command '{argv[0]}'; choose from: {known}", file=sys.stderr)
         return 2
     args = parser().parse_args(argv)
+    from attention import VARIANTS
+    from profiling.runner import RunError, VariantUnavailable, quiet_profiler_logs, run
+    from profiling.workload import Workload, resolve_device
+
     quiet_profiler_logs(args.verbose)
     names = list(VARIANTS) if args.variant == "all" else [args.variant]
     try:
@@ -94,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _printed(result: ProfileResult) -> str:
     """Print a finished run (summary, files, operator table); its line of the overview."""
+    from profiling import views_profile
+    from profiling.summary_text import summary_rows
+
     result.trace_json.unlink(missing_ok=True)  # keep what the post keeps: .json.gz and .txt
     summary = result.summary
     rows = summary_rows(summary)

@@ -19,14 +19,8 @@ import pandas as pd
 from tqdm import tqdm
 
 from profiling.text_tables import markdown, text_table
-from profiling.workload import (
-    DEVICES,
-    DTYPES,
-    LIMITS,
-    MODES,
-    ConfigError,
-    known_variants,
-)
+from profiling.user_values import ConfigError
+from profiling.vocabulary import DEVICES, DTYPE_NAMES, LIMITS, MODES
 
 SUBCOMMANDS = {
     "compare": "several variants at one shape, one after another",
@@ -60,7 +54,7 @@ def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
     """--dtype, --batch, --heads, --head-dim, --no-causal, --device, --steps (and --seq-len)."""
     if seq_len:
         parser.add_argument("--seq-len", type=int, default=1024, help=flag_range("seq_len"))
-    dtypes = f"{', '.join(DTYPES)} (default %(default)s)"
+    dtypes = f"{', '.join(DTYPE_NAMES)} (default %(default)s)"
     parser.add_argument("--dtype", default="bfloat16", help=dtypes)
     parser.add_argument("--batch", type=int, default=8, help=flag_range("batch"))
     parser.add_argument("--heads", type=int, default=16, help=flag_range("heads"))
@@ -109,6 +103,8 @@ def shape_of(args: argparse.Namespace) -> dict[str, Any]:
 def variant_names(text: str) -> list[str]:
     """--variants: comma-separated registered ids."""
     try:
+        from profiling.workload import known_variants  # torch: only for runs
+
         return known_variants(name.strip() for name in text.split(",") if name.strip())
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None

@@ -27,7 +27,7 @@ from profiling.summary_text import shape_text
 from profiling.trace import Trace
 from profiling.trace import load as load_trace
 from profiling.trace_events import TraceError, TraceTooBig
-from profiling.workload import ConfigError
+from profiling.user_values import ConfigError
 
 MARKDOWN_HELP = "print Markdown tables"
 # the Compare table's columns a terminal shows (the zip's glance.csv has them all)
@@ -181,7 +181,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
 def analyze_command(args: argparse.Namespace) -> int:
     from profiling.analyze import analyze, bytes_text
-    from profiling.views_profile import role_view, roofline_view
+    from profiling.views_shared import role_view, roofline_view
 
     limit = args.max_mib * 1024**2 if args.max_mib is not None else NO_LIMIT
     size = regular_file_size(args.trace)

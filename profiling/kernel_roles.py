@@ -238,32 +238,38 @@ class KernelSpans:
     names: tuple[str, ...] = ()
     durations: tuple[float, ...] = ()  # µs
     roles: tuple[str, ...] = ()
-    args: tuple[Any, ...] = ()  # each kernel's args (memcpy/memset bytes)
-    chains: tuple[Chain, ...] = ()
+    args: Sequence[Any] = ()  # each kernel's args (memcpy/memset bytes)
+    chains: Sequence[Chain] = ()
+    keys: Sequence[int] = ()  # optional: kernels with one key have the same name, role, own
+    # bytes, launching ops and shapes (profiling.kernel_chains), so the same roofline Work
 
 
 def role_table(spans: KernelSpans, per: int = 1) -> pd.DataFrame:
     """µs and kernel count per role, per step (`per` steps), longest first; a kernel with no
     known role is its own row, under its name."""
-    rows: dict[str, dict[str, Any]] = {}
-    total = sum(spans.durations) or 1.0
-    for name, duration, role in zip(spans.names, spans.durations, spans.roles, strict=True):
-        key = role or f"{short_name(name)} (no known role)"
-        row = rows.setdefault(key, {"role": key, "us": 0.0, "calls": 0, "kernels": {}})
-        row["us"] += duration
-        row["calls"] += 1
-        row["kernels"][short_name(name)] = None
-    table = [
+    if not len(spans.names):
+        return pd.DataFrame(columns=list(ROLE_COLUMNS))
+    names, codes = np.unique(np.asarray(spans.names, dtype=object), return_inverse=True)
+    short = np.array([short_name(name) for name in names], dtype=object)[codes.reshape(-1)]
+    role = np.asarray(spans.roles, dtype=object)
+    key = np.where(role == "", short + " (no known role)", role)
+    frame = pd.DataFrame({"key": key, "us": np.asarray(spans.durations, dtype=float),
+                          "short": short})  # fmt: skip
+    groups = frame.groupby("key", sort=False)
+    us, calls = groups["us"].sum(), groups.size()
+    kernels = frame.drop_duplicates(["key", "short"]).groupby("key", sort=False)["short"]
+    total = float(frame["us"].sum()) or 1.0
+    table = pd.DataFrame(
         {
-            "role": row["role"],
-            "us": row["us"] / per,
-            "pct_gpu": 100 * row["us"] / total,
-            "calls": row["calls"] / per,
-            "kernels": ", ".join(row["kernels"]),
+            "role": us.index.to_numpy(dtype=object),
+            "us": us.to_numpy() / per,
+            "pct_gpu": 100 * us.to_numpy() / total,
+            "calls": calls.reindex(us.index).to_numpy() / per,
+            "kernels": kernels.agg(", ".join).reindex(us.index).to_numpy(dtype=object),
         }
-        for row in sorted(rows.values(), key=lambda row: -row["us"])
-    ]
-    return pd.DataFrame(table, columns=list(ROLE_COLUMNS))
+    )
+    order = np.argsort(-table["us"].to_numpy(), kind="stable")
+    return table.iloc[order].reset_index(drop=True)[list(ROLE_COLUMNS)]
 
 
 ROLE_LIMIT = 200_000  # kernels: beyond this a Gantt keeps its category colours (roles cost)
@@ -280,9 +286,10 @@ def table_roles(spans: pd.DataFrame) -> np.ndarray | None:
     rows = np.flatnonzero(is_in(spans["category"], "kernel"))
     if len(rows) > ROLE_LIMIT:
         return None
+    from profiling.kernel_chains import TableKernels  # it builds on this module's rules
+
     found = np.full(len(spans), "", dtype=object)
-    names = [str(name) for name in spans["name"].to_numpy()[rows]]
-    found[rows] = roles(names, table_chains(spans, rows))
+    found[rows] = TableKernels(spans, rows).roles
     return found
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from profiling.kernel_roles import KernelSpans
 from profiling.kernel_roofline import kernel_work, roofline_rows
-from profiling.kernel_work import AttentionShape
+from profiling.kernel_work import AttentionShape, Work
 from profiling.trace_events import span_args
 
 OpArgs = Callable[[int], Mapping[str, Any] | None]  # a launching op's args by its span index
@@ -28,23 +29,33 @@ def phases_roofline(
     dtype: str,
     op_args: OpArgs | None = None,
 ) -> pd.DataFrame:
-    """Roofline rows for every kernel call of every phase (profiling.columns.ROOFLINE_COLUMNS)."""
+    """Roofline rows for every kernel call of every phase (profiling.columns.ROOFLINE_COLUMNS);
+    kernels that share a key (KernelSpans.keys) share one Work, computed once."""
     names: list[str] = []
     durations: list[float] = []
     roles: list[str] = []
     phase_of: list[str] = []
-    works = []
+    works: list[Work] = []
     for phase, spans in phases.items():
-        for name, duration, role, args, chain in zip(
-            spans.names, spans.durations, spans.roles, spans.args, spans.chains, strict=True
-        ):
+        names += spans.names
+        durations += spans.durations
+        roles += spans.roles
+        phase_of += [phase] * len(spans.names)
+
+        def work_of(index: int, phase: str = phase, spans: KernelSpans = spans) -> Work:
+            chain = spans.chains[index]
             launcher = op_args(chain.ids[0]) if op_args and chain.ids else None
-            work = kernel_work(role, name, phase, shape, span_args(args), chain.names, launcher)
-            names.append(name)
-            durations.append(duration)
-            roles.append(role)
-            phase_of.append(phase)
-            works.append(work)
+            return kernel_work(spans.roles[index], spans.names[index], phase, shape,
+                               span_args(spans.args[index]), chain.names, launcher)  # fmt: skip
+
+        if len(spans.keys):
+            keys = np.asarray(spans.keys)
+            _, first, which = np.unique(keys, return_index=True, return_inverse=True)
+            shared = np.empty(len(first), dtype=object)
+            shared[:] = [work_of(int(i)) for i in first]
+            works += shared[which.reshape(-1)].tolist()
+        else:
+            works += [work_of(i) for i in range(len(spans.names))]
     return roofline_rows(names, durations, roles, phase_of, works, device_name, dtype)
 
 

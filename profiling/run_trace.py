@@ -24,7 +24,8 @@ import pandas as pd
 from profiling import gantt_records, small_trace, trace_events
 from profiling import trace as trace_model
 from profiling.gantt import FigureSpec, gantt_spec
-from profiling.kernel_roles import KernelSpans, record_chains, role_table, roles, table_chains
+from profiling.kernel_chains import TableKernels
+from profiling.kernel_roles import KernelSpans, record_chains, role_table, roles
 from profiling.kernels import kernel_table
 from profiling.launch import LaunchStats, launch_stats
 from profiling.small_trace import SmallTrace
@@ -151,15 +152,16 @@ def of_table(
 
 
 def table_spans(spans: pd.DataFrame, rows) -> KernelSpans:
-    """The kernels at `rows` of a spans table, one by one, with their roles."""
-    names = [str(name) for name in spans["name"].to_numpy()[rows]]
-    chains = table_chains(spans, rows)
+    """The kernels at `rows` of a spans table, one by one, with their roles (decided once per
+    signature: profiling.kernel_chains)."""
+    kernels = TableKernels(spans, rows)
     return KernelSpans(
-        tuple(names),
+        tuple(kernels.names),
         tuple(spans["dur_us"].to_numpy(dtype=float)[rows].tolist()),
-        tuple(roles(names, chains)),
-        tuple(spans["args"].to_numpy()[rows]),
-        tuple(chains),
+        tuple(kernels.roles.tolist()),
+        spans["args"].to_numpy()[rows],
+        kernels.chains(),
+        kernels.key,
     )
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from attention import VARIANTS
 from profiling.availability import unavailable_reasons
-from profiling.columns import OPERATOR_COLUMNS, ROLE_COLUMNS, ROOFLINE_COLUMNS
+from profiling.columns import OPERATOR_COLUMNS
 from profiling.gantt import FigureSpec
 from profiling.launch import LaunchStats
 from profiling.role_views import as_records
@@ -24,7 +24,15 @@ from profiling.roofline_runs import run_roofline
 from profiling.summary import Summary
 from profiling.summary_text import summary_rows, training_rows, unit
 from profiling.text_tables import text_table
-from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
+from profiling.views_shared import (
+    DIGITS,
+    escaped,
+    kernel_view,
+    launch_html,
+    readable,
+    role_view,
+    roofline_view,
+)
 
 
 def variant_choices(device: str, dtype: str, mode: str = "forward") -> list[tuple[str, str]]:
@@ -305,16 +313,3 @@ def why_text(result: Any) -> str:
         f"Kernels by role (µs per {unit(result.summary)}):\n"
         f"{text_table(role_view(roles))}\n\nRoofline per kernel:\n{text_table(roofline, 36)}\n"
     )
-
-
-def roofline_view(rows: pd.DataFrame) -> pd.DataFrame:
-    """The per-kernel roofline table with readable headers, rounded."""
-    digits = {"mean_us": DIGITS, "flop_per_call": None, "bytes_per_call": None, "tflops": 2,
-              "tbps": 3, "intensity": 2, "total_us": DIGITS, "calls": None}  # fmt: skip
-    return readable(rows, ROOFLINE_COLUMNS, digits)
-
-
-def role_view(roles: pd.DataFrame) -> pd.DataFrame:
-    """The role table with readable headers, rounded (the phase column kept)."""
-    headers = {**ROLE_COLUMNS, **({"phase": "Phase"} if "phase" in roles else {})}
-    return readable(roles, headers, {"us": DIGITS, "pct_gpu": 1, "calls": 2})

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from profiling import files
-from profiling.columns import KERNEL_COLUMNS
+from profiling.columns import KERNEL_COLUMNS, ROLE_COLUMNS, ROOFLINE_COLUMNS
 from profiling.launch import LaunchStats, launch_rows
 
 # -- limits (README's "Limits" section quotes these) ---------------------------------------
@@ -273,3 +273,16 @@ class RunDirs:
 
     def __len__(self) -> int:
         return len(self._dirs)
+
+
+def roofline_view(rows: pd.DataFrame) -> pd.DataFrame:
+    """The per-kernel roofline table with readable headers, rounded."""
+    digits = {"mean_us": DIGITS, "flop_per_call": None, "bytes_per_call": None, "tflops": 2,
+              "tbps": 3, "intensity": 2, "total_us": DIGITS, "calls": None}  # fmt: skip
+    return readable(rows, ROOFLINE_COLUMNS, digits)
+
+
+def role_view(roles: pd.DataFrame) -> pd.DataFrame:
+    """The role table with readable headers, rounded (the phase column kept)."""
+    headers = {**ROLE_COLUMNS, **({"phase": "Phase"} if "phase" in roles else {})}
+    return readable(roles, headers, {"us": DIGITS, "pct_gpu": 1, "calls": 2})

@@ -23,3 +23,23 @@ BACKEND_OPS: dict[str, str] = {
     "aten::_scaled_dot_product_fused_attention_overrideable": "overrideable",
     "aten::_scaled_dot_product_attention_math": "math",
 }
+
+# A workload's choices and bounds (profiling.workload checks them; the CLI's flags name them
+# without importing torch, so `analyze` and `diff` start in a second, not four)
+DTYPE_NAMES = ("float32", "float16", "bfloat16")
+DEVICES = ("auto", "cuda", "cpu")
+# What a run measures: the forward (today's default), the backward alone (its forward runs
+# outside the measured phase), or one training step (forward + backward).
+MODES = ("forward", "backward", "train")
+# name: (lowest, highest). Wide enough for the H200's largest sensible runs; the memory
+# estimate, not these bounds, is what refuses a run too big for the machine at hand.
+LIMITS: dict[str, tuple[int, int]] = {
+    "seq_len": (16, 131072),
+    "batch": (1, 64),
+    "heads": (1, 128),
+    "head_dim": (16, 256),
+    "steps": (1, 10),
+    "q_len": (1, 131072),
+    "kv_heads": (1, 128),
+    "window": (1, 131072),
+}

@@ -25,33 +25,15 @@ from attention import VARIANTS, Problem, Variant
 from attention.masks import visible_pairs
 from profiling.summary import BACKWARD_FLOPS, attention_flops
 from profiling.user_values import ConfigError, coerced, field_rules, show
-from profiling.vocabulary import BACKWARD, FORWARD, STEP
+from profiling.vocabulary import BACKWARD, DEVICES, DTYPE_NAMES, FORWARD, LIMITS, MODES, STEP
 
 DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
-DEVICES = ("auto", "cuda", "cpu")
+    name: getattr(torch, name) for name in DTYPE_NAMES
+}  # DEVICES, MODES, LIMITS: profiling.vocabulary
 # text field → the values it takes; `variant` takes the registry's ids, read when checked (a
 # variant registered later is known at once)
-# What a run measures: the forward (today's default), the backward alone (its forward runs
-# outside the measured phase), or one training step (forward + backward).
-MODES = ("forward", "backward", "train")
 CHOICES: dict[str, tuple[str, ...]] = {"dtype": tuple(DTYPES), "device": DEVICES, "mode": MODES}
 
-# name: (lowest, highest). Wide enough for the H200's largest sensible runs; the memory
-# estimate, not these bounds, is what refuses a run too big for the machine at hand.
-LIMITS: dict[str, tuple[int, int]] = {
-    "seq_len": (16, 131072),
-    "batch": (1, 64),
-    "heads": (1, 128),
-    "head_dim": (16, 256),
-    "steps": (1, 10),
-    "q_len": (1, 131072),
-    "kv_heads": (1, 128),
-    "window": (1, 131072),
-}
 HEAD_DIM_MULTIPLE = 8  # every fused backend needs head_dim % 8 == 0
 MAX_ELEMENTS = 2**31 - 1  # per input tensor; int32 indexing in several kernels
 WAIT, WARMUP = 1, 1  # the post's schedule(wait=1, warmup=1, active=steps)

@@ -48,6 +48,10 @@ TORCH_FREE = [
     "profiling.kernel_shapes",
     "profiling.kernel_roofline",
     "profiling.roofline_figure",
+    "profiling.kernel_chains",
+    "profiling.cli_flags",
+    "profiling.cli_views",
+    "profiling.__main__",  # `python -m profiling analyze | diff` start without torch
 ]
 
 # A finder placed first on sys.meta_path makes any `import torch` (or torch.x) raise, as on a
@@ -102,6 +106,18 @@ def test_module_imports_without_torch_or_attention(module: str):
 
 def test_analyses_run_on_traces_without_torch():
     done = run_child("profiling.analyze", USE)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_analyze_command_runs_without_torch():
+    use = f"""
+import contextlib, io
+from profiling.__main__ import main
+with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()):
+    assert main(["analyze", {str(GPU_TRACE)!r}]) == 0
+assert "kernels by role" in out.getvalue()
+"""
+    done = run_child("profiling.__main__", use)
     assert done.returncode == 0, done.stderr[-2000:]
 
 

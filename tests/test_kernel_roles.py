@@ -5,12 +5,13 @@ trace recorded with shapes) and on the rules' order."""
 from __future__ import annotations
 
 import collections
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from profiling import kernel_roles, small_trace, trace
+from profiling import kernel_chains, kernel_roles, small_trace, trace
 from profiling.kernel_roles import Chain, roles
 from profiling.summary import work_rows
 
@@ -227,3 +228,71 @@ def test_the_users_trace_with_recorded_shapes_keeps_the_matmul_dims():
     shaped = [c for c in chains if c.names[:1] == ("aten::bmm",)]
     assert shaped[0].dims[0] == [[128, 1024, 64], [128, 64, 1024]]
     assert np.all([c.ids[0] != c.ids[1] for c in shaped])
+
+
+def _per_kernel(spans, rows):
+    """kernel_roles' rules one kernel at a time: the oracle of profiling.kernel_chains."""
+    names = [str(name) for name in spans["name"].to_numpy()[rows]]
+    chains = kernel_roles.table_chains(spans, rows)
+    return roles(names, chains), chains
+
+
+@pytest.mark.parametrize("fixture", sorted(EXPECTED))
+def test_roles_by_signature_equal_the_rules_kernel_by_kernel(fixture):
+    spans = trace.load(FIXTURES / f"{fixture}.json.gz").spans
+    rows = np.flatnonzero(spans["category"].to_numpy() == "kernel")
+    expected, chains = _per_kernel(spans, rows)
+    found = kernel_chains.TableKernels(spans, rows)
+    assert list(found.roles) == expected
+    assert list(found.chains()) == chains
+
+
+def _attention_steps(steps: int, matmuls: tuple[int, ...]) -> bytes:
+    """A trace of `steps` ProfilerSteps; in each, one parent op per entry of `matmuls` holding
+    that many aten::bmm calls, each launching a gemm kernel (no recorded shapes)."""
+    events, time, correlation = [], 0.0, 0
+
+    def span(name, cat, start, dur, tid=1, pid=1, **args):
+        events.append({"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid,
+                       "ts": start, "dur": dur, "args": args})  # fmt: skip
+
+    for step in range(steps):
+        span(f"ProfilerStep#{step}", "user_annotation", time, 1000.0)
+        for count in matmuls:
+            span("aten::_scaled_dot_product_attention_math", "cpu_op", time + 1, 40.0 * count)
+            for _ in range(count):
+                correlation += 1
+                span("aten::bmm", "cpu_op", time + 2, 30.0)
+                span("cudaLaunchKernel", "cuda_runtime", time + 3, 5.0, correlation=correlation)
+                span("gemm_kernel", "kernel", time + 10, 20.0, tid=7, pid=0,
+                     correlation=correlation)  # fmt: skip
+                time += 35.0
+            time += 50.0 * count
+        time += 1000.0
+    return json.dumps({"traceEvents": events}).encode()
+
+
+def test_signatures_keep_matmuls_of_other_steps_apart():
+    """Every step repeats the same ops: a few signatures for all kernels, yet QKᵀ/PV by call
+    order stays per parent op (two calls under one parent: QKᵀ then PV; three: matmul)."""
+    spans = trace.load(_attention_steps(4, (2, 3))).spans
+    rows = np.flatnonzero(spans["category"].to_numpy() == "kernel")
+    expected, chains = _per_kernel(spans, rows)
+    found = kernel_chains.TableKernels(spans, rows)
+    assert list(found.roles) == expected == ["QKᵀ", "PV", "matmul", "matmul", "matmul"] * 4
+    assert list(found.chains()) == chains
+    assert len(set(found.signature.tolist())) == 1
+
+
+def test_signatures_of_a_generated_trace_are_few_and_roofline_keys_finer(tmp_path):
+    from benchmarks.gen_trace_stream import write
+
+    spans = trace.load(write(30_000, tmp_path / "t.json")).spans
+    rows = np.flatnonzero(spans["category"].to_numpy() == "kernel")
+    expected, chains = _per_kernel(spans, rows)
+    found = kernel_chains.TableKernels(spans, rows)
+    assert list(found.roles) == expected
+    assert list(found.chains()[:50]) == chains[:50]
+    assert len(set(found.signature.tolist())) < len(rows) / 50
+    pairs = set(zip(found.key.tolist(), found.signature.tolist(), strict=True))
+    assert len({key for key, _ in pairs}) == len(pairs)  # a key never spans two signatures
