@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from itertools import compress
-from operator import attrgetter
+from itertools import compress, repeat
+from operator import attrgetter, is_not
 from typing import Any
 
 import msgspec
@@ -210,7 +210,7 @@ def _shaped(complete: list[Any], cpu: np.ndarray) -> np.ndarray:
         dims = map(_INPUT_DIMS, found)
     else:
         dims = (span_args(a).get("Input Dims") for a in found)
-    recorded = np.fromiter((d is not None for d in dims), dtype=bool, count=len(found))
+    recorded = np.fromiter(map(is_not, dims, repeat(None)), dtype=bool, count=len(found))
     return rows[recorded]
 
 
