@@ -162,7 +162,9 @@ def pieces(blocks: Iterator[bytes], framing: Framing, exact: bool) -> Iterator[b
     close = _scan(buf)[1]
     if close < 0:
         if exact:
-            raise TraceError("the trace is cut short: its `traceEvents` list never closes")
+            raise TraceError(
+                "not valid JSON: the trace is cut short (its `traceEvents` list never closes)"
+            )
         raise BadCut
     yield _take(buf, close)
     framing.meta.update(_tail(buf, framing.meta.pop("_bare", False), exact))
@@ -239,6 +241,8 @@ def _tail(buf: bytearray, bare: bool, exact: bool) -> dict[str, Any]:
     except (msgspec.DecodeError, RecursionError) as exc:
         if not exact:
             raise BadCut from None
+        if isinstance(exc, RecursionError):
+            raise TraceError("not valid JSON (nested too deeply)") from None
         raise TraceError(f"not valid JSON after the events ({exc})") from None
 
 
