@@ -126,8 +126,13 @@ def roofline_rows(summary: Summary) -> list[tuple[str, str]]:
 def sdpa_rows(summary: Summary) -> list[tuple[str, str]]:
     """SDPA's own checks, for an SDPA run: which backend accepts these inputs, torch's reason
     where one refuses, and the one it picks when left to choose."""
-    found = summary.sdpa_backends
-    if not found:
+    return sdpa_account_rows(summary.sdpa_backends)
+
+
+def sdpa_account_rows(found: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """sdpa_rows for an account as sdpa_reasons' explainer gives it (a run's, or the picker's
+    before a run)."""
+    if not found or "checks" not in found:
         return []
     parts = []
     for check in found["checks"]:

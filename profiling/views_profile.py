@@ -22,7 +22,7 @@ from profiling.role_views import as_records
 from profiling.roofline_figure import roofline_spec
 from profiling.roofline_runs import run_roofline
 from profiling.summary import Summary
-from profiling.summary_text import summary_rows, training_rows, unit
+from profiling.summary_text import sdpa_account_rows, summary_rows, training_rows, unit
 from profiling.text_tables import text_table
 from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
 
@@ -58,6 +58,25 @@ def lesson_markdown(
     if why:
         text += f"\n\n**Unavailable here:** {why}."
     return text
+
+
+ZERO_GPU_CHECKS = (
+    "torch's own checks of each SDPA backend need this GPU, which ZeroGPU lends to runs only: "
+    "a run shows them (summary: *SDPA's checks*, *SDPA picks*)."
+)
+
+
+def sdpa_checks_markdown(account: dict[str, Any] | None, device: str) -> str:
+    """The picker's account of an SDPA variant at the shape on screen: torch's checks of each
+    backend and its pick (empty for any other variant)."""
+    if account is None:
+        return ""
+    if "refused" in account:
+        return f"**SDPA at this shape:** {account['refused'].rstrip('.')}."
+    rows = dict(sdpa_account_rows(account))
+    where = "this GPU" if device == "cuda" else "this CPU (the CUDA backends' checks need a GPU)"
+    checks, picks = rows.get("SDPA's checks", ""), rows.get("SDPA picks", "").rstrip(".")
+    return f"**torch's own checks at this shape, on {where}:** {checks}. **Picks:** {picks}."
 
 
 def banner_markdown(device: str) -> str:

@@ -6,12 +6,13 @@ of a run) → plain results → profiling.views_profile → components.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import gradio as gr
 import spaces
 
-from profiling import job_request, views_profile, views_shared
+from profiling import job_request, sdpa_account, views_profile, views_shared
 from profiling.page.controls import DEVICE, START, kernel_table, shape_controls, table
 from profiling.page.errors import translated
 from profiling.page.listeners import (
@@ -26,7 +27,12 @@ from profiling.page.listeners import (
 )
 from profiling.page.style import STRIP_CSS
 from profiling.runner import ProfileResult, run
-from profiling.workload import Workload, page_workload
+from profiling.workload import ConfigError, Workload, page_workload
+
+log = logging.getLogger(__name__)
+# ZeroGPU lends the GPU to a run only: SDPA's checks, which need the GPU's tensors, wait for one
+ZERO_GPU = bool(getattr(getattr(spaces, "config", None), "Config", None) and
+                getattr(spaces.config.Config, "zero_gpu", False))  # fmt: skip
 
 RUN_DIRS = views_shared.RunDirs()
 
@@ -103,6 +109,37 @@ def profile(
     )
 
 
+def sdpa_checks(
+    variant: str,
+    seq_len: float,
+    dtype: str,
+    batch: float,
+    heads: float,
+    head_dim: float,
+    causal: bool,
+    mode: str = "forward",
+    kv_heads: float | None = None,
+    q_len: float | None = None,
+    window: float | None = None,
+) -> str:
+    """Under an SDPA variant: torch's own checks of each backend at the shape on screen, and
+    its pick (empty for other variants, or a shape the Profile button would refuse)."""
+    raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
+               head_dim=head_dim, causal=causal, mode=mode)  # fmt: skip
+    try:
+        workload = page_workload(DEVICE, **raw, kv_heads=kv_heads, q_len=q_len, window=window)
+    except ConfigError:
+        return ""  # the Profile button says why
+    if ZERO_GPU:
+        return views_profile.ZERO_GPU_CHECKS if workload.spec.ran_from_trace else ""
+    try:
+        account = sdpa_account.picker_account(workload)
+    except Exception as exc:  # advisory: a failed question must not break the page
+        log.warning("SDPA's checks for %s failed", workload, exc_info=True)
+        return f"torch's checks could not be asked: {type(exc).__name__}"
+    return views_profile.sdpa_checks_markdown(account, DEVICE)
+
+
 def show_lesson(variant: str, dtype: str, causal: bool = True, mode: str = "forward") -> str:
     """The chosen variant's lesson (and why it cannot run here)."""
     return views_profile.lesson_markdown(variant, DEVICE, dtype, causal, mode)
@@ -134,6 +171,12 @@ def _variant_column() -> tuple[gr.Dropdown, gr.Markdown]:
         min_height=90,
     )
     return variant, lesson
+
+
+def _checks(variant: gr.Dropdown, shape: dict[str, Any]) -> gr.Markdown:
+    """Under the lesson: an SDPA variant's own checks at the shape on screen."""
+    first = sdpa_checks(variant.value, *(control.value for control in shape.values()))
+    return gr.Markdown(first, elem_id="sdpa-checks")
 
 
 def _results() -> list[Any]:
@@ -178,8 +221,11 @@ def build() -> None:
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=320):
                 variant, lesson = _variant_column()
+                checks_column = gr.Column()
             with gr.Column(scale=3, min_width=320):
                 shape = shape_controls("")
+        with checks_column:  # under the lesson, made once the shape controls exist
+            checks = _checks(variant, shape)
         run_button = gr.Button("Profile", variant="primary", elem_id="profile-button")
         outputs = _results()
     profiled = run_button.click(
@@ -191,6 +237,8 @@ def build() -> None:
     )
     clear_on_failure(profiled, outputs, said={outputs[0]: views_profile.failed_html()})
     enable_downloads(profiled, outputs[6:9])  # the three files
+    for control in (variant, *shape.values()):
+        control.change(sdpa_checks, [variant, *shape.values()], checks, **QUIET)
     lesson_inputs = [variant, shape["dtype"], shape["causal"], shape["mode"]]
     for control in (variant, shape["causal"]):
         control.change(show_lesson, lesson_inputs, lesson, **QUIET)
