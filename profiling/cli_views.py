@@ -116,6 +116,7 @@ def views_main(argv: list[str]) -> int:
 def compare_command(args: argparse.Namespace) -> int:
     from profiling.compare import compare
     from profiling.role_views import role_matrix
+    from profiling.views_compare import sdpa_lines
 
     result = compare(args.variants, out_dir=args.out, progress=print_progress, **shape_of(args))
     print(f"== compare on {result.device_name} · {shape_text(result.shape)} ==")
@@ -129,7 +130,7 @@ def compare_command(args: argparse.Namespace) -> int:
     if len(roles.columns) > 1:  # a role column: some variant ran GPU kernels
         print("\n== kernels by role in attention (µs per step) ==")
         print(printed_table(roles.round(1), args.markdown))
-    print("\n" + "\n".join(result.notes))
+    print("\n" + "\n".join([*result.notes, *sdpa_lines(result)]))
     if result.zip_path:
         print(f"zip: {keep_zip(result.zip_path, Path(args.out))}")
     return 0 if result.ran else 1
