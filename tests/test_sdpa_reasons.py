@@ -195,3 +195,12 @@ def test_the_pickers_inputs_are_empty_tensors_of_the_workloads_shapes():
     q, k, v = empty_inputs(workload, "cpu")
     assert q.shape == (1, 2, 4, 16) and k.shape == v.shape == (1, 1, 64, 16)
     assert q.requires_grad and q.dtype == torch.float32
+
+
+def test_the_pickers_fields_are_the_shape_controls_in_their_order():
+    import gradio as gr
+
+    from profiling.page import controls, profile_tab
+
+    with gr.Blocks():
+        assert profile_tab.SHAPE_FIELDS == tuple(controls.shape_controls("t"))

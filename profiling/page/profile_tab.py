@@ -109,25 +109,27 @@ def profile(
     )
 
 
-def sdpa_checks(
-    variant: str,
-    seq_len: float,
-    dtype: str,
-    batch: float,
-    heads: float,
-    head_dim: float,
-    causal: bool,
-    mode: str = "forward",
-    kv_heads: float | None = None,
-    q_len: float | None = None,
-    window: float | None = None,
-) -> str:
-    """Under an SDPA variant: torch's own checks of each backend at the shape on screen, and
-    its pick (empty for other variants, or a shape the Profile button would refuse)."""
-    raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
-               head_dim=head_dim, causal=causal, mode=mode)  # fmt: skip
+SHAPE_FIELDS = (
+    "seq_len",
+    "dtype",
+    "batch",
+    "heads",
+    "head_dim",
+    "causal",
+    "mode",
+    "kv_heads",
+    "q_len",
+    "window",
+)  # profile()'s, after the variant: the shape controls' order
+
+
+def sdpa_checks(variant: str, *shape: Any) -> str:
+    """Under an SDPA variant: torch's own checks of each backend at the shape on screen
+    (`shape`: the controls' values, in SHAPE_FIELDS order), and its pick; empty for other
+    variants, or a shape the Profile button would refuse."""
+    raw = dict(zip(SHAPE_FIELDS, shape, strict=False))
     try:
-        workload = page_workload(DEVICE, **raw, kv_heads=kv_heads, q_len=q_len, window=window)
+        workload = page_workload(DEVICE, variant=variant, **raw)
     except ConfigError:
         return ""  # the Profile button says why
     if ZERO_GPU:
