@@ -8,11 +8,14 @@ GIL while it compresses); the run waits for it before it returns.
 from __future__ import annotations
 
 import gzip
+import json
+import math
 import os
 import shutil
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -112,3 +115,32 @@ def operator_table(profiler, device: str) -> pd.DataFrame:
             for name, column in zip(OPERATOR_COLUMNS, columns, strict=True)
         }
     )
+
+
+RUN_JSON = ".run.json"
+
+
+def write_run_json(result: Any) -> None:
+    """The run's figures beside its trace (`<tag>.run.json`): the summary, with the clock
+    samples and the memory timeline's series, NaN written as null. A Compare's zip and the
+    CLI's folder keep it."""
+    doc = {"summary": result.summary.as_dict()}
+    if result.clocks is not None:
+        doc["clock_samples"] = result.clocks.as_dict().get("series", [])
+    timeline = result.memory_timeline
+    if timeline is not None:
+        doc["memory_timeline"] = {"x": timeline.x, "x_label": timeline.x_label,
+                                  "series_bytes": timeline.series}  # fmt: skip
+    path = result.trace_gz.with_name(result.trace_gz.name.removesuffix(".json.gz") + RUN_JSON)
+    path.write_text(json.dumps(_finite(doc), indent=1, default=str))
+    result.run_json = path
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
