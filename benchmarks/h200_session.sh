@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One batched H200 call (device tool): GPU tests, results tables, fidelity, overhead.
-#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages floor plain after idle first reference views triton training gputrain gpuinfer fidelity_train
+#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages floor plain after idle first reference views triton training gputrain gpuinfer fidelity_train timing
 # Needs the wheels from shared/tools/gpu-wheels.sh in .whl (plotly, kernels, msgspec, ...).
 set -u
 FINAL=${OUT:-h200-out}
@@ -55,6 +55,11 @@ for step in $steps; do
         tests/test_gpu_inference.py ${INFER_EXTRA:-} 2>&1 | tee "$OUT/pytest-gpu-inference.log" | tail -40 ;;
     training) timeout 480 python3 benchmarks/training_h200.py --out "$OUT/training" \
         ${TRAINING_ARGS:-} 2>&1 | grep -v USDT | tee "$OUT/training.md" ;;
+    timing)
+      ATTNPROF_RESULTS="$OUT/res" timeout ${TIMING_TEST_S:-240} python3 -m pytest -m gpu -q \
+        -p no:cacheprovider tests/test_gpu_timing.py 2>&1 | tee "$OUT/pytest-gpu-timing.log" | tail -30
+      timeout ${TIMING_BENCH_S:-300} python3 benchmarks/timing_h200.py --out "$OUT/timing" 2>&1 \
+        | grep -v USDT | tee "$OUT/timing.log" | tail -60 ;;
   esac
 done
 echo "== packing ($(date +%T))"

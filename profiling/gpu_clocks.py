@@ -11,6 +11,7 @@ sampling period has readings from both sides of it.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -172,10 +173,8 @@ class Sampler:
 
     def _shutdown(self) -> None:
         if self._nvml is not None:
-            try:
+            with contextlib.suppress(Exception):  # a library that failed to start
                 self._nvml.nvmlShutdown()
-            except Exception:  # shutting down a library that failed to start
-                pass
             self._nvml = None
 
 

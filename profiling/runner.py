@@ -224,13 +224,16 @@ def _profile(workload, built: Built, variant, tensors: dict, device: str, report
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         report(0.3, f"profiling {workload.total_steps} steps ({workload.steps} active)")
-        with Sampler(_bus_id(device)) as sampler, profile(
-            activities=activities,
-            schedule=schedule(wait=WAIT, warmup=WARMUP, active=workload.steps, repeat=1),
-            record_shapes=False,
-            profile_memory=False,
-            with_stack=False,
-        ) as profiler:
+        with (
+            Sampler(_bus_id(device)) as sampler,
+            profile(
+                activities=activities,
+                schedule=schedule(wait=WAIT, warmup=WARMUP, active=workload.steps, repeat=1),
+                record_shapes=False,
+                profile_memory=False,
+                with_stack=False,
+            ) as profiler,
+        ):
             for _ in range(workload.total_steps):
                 timed.step(tensors)
                 profiler.step()

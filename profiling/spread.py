@@ -29,7 +29,7 @@ def spread(values: Sequence[float]) -> dict[str, Any] | None:
         "q1": q1,
         "q3": q3,
         "iqr_pct": iqr_pct,
-        "n": int(len(clean)),
+        "n": len(clean),
         "large": iqr_pct > 100 * LARGE_IQR,
     }
 
