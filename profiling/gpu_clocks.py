@@ -126,7 +126,7 @@ class Sampler:
 
             pynvml.nvmlInit()
             self._nvml = pynvml
-            self._handle = pynvml.nvmlDeviceGetHandleByPciBusId(self.bus_id)
+            self._handle = _handle(pynvml, self.bus_id)
             top = pynvml.nvmlDeviceGetMaxClockInfo(self._handle, pynvml.NVML_CLOCK_SM)
         except ImportError:
             self.clocks = absent("nvidia-ml-py is not installed: no NVML readings")
@@ -176,6 +176,17 @@ class Sampler:
             with contextlib.suppress(Exception):  # a library that failed to start
                 self._nvml.nvmlShutdown()
             self._nvml = None
+
+
+def _handle(nvml: Any, bus_id: str) -> Any:
+    """The GPU by its PCI bus id; a machine with one GPU whose id NVML reads otherwise (a VM)
+    falls back to that one GPU."""
+    try:
+        return nvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+    except nvml.NVMLError:
+        if nvml.nvmlDeviceGetCount() != 1:
+            raise
+        return nvml.nvmlDeviceGetHandleByIndex(0)
 
 
 def _reasons(nvml: Any, handle: Any) -> int:

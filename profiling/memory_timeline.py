@@ -123,7 +123,7 @@ def _classify(blocks: list[Block], score_elements: int | None) -> int | None:
     boundary = min(backward) if backward else None
     score_sizes = _score_sizes(score_elements)
     for block in blocks:
-        block.made_by = _maker(block.frames)
+        block.made_by = _maker(block.frames) if block.start is not None else ""
         if block.start is None:
             block.category = BEFORE
         elif boundary is not None and block.start >= boundary and _in_backward(block.frames):
