@@ -157,6 +157,10 @@ def _in_backward(frames: list[dict]) -> bool:
     )
 
 
+def own_frame(frame: dict) -> bool:
+    return _own(frame) is not None
+
+
 def _own(frame: dict) -> str | None:
     """`attention/naive.py:31` for a frame in this project's code, else None."""
     filename = frame.get("filename", "").replace("\\", "/")
@@ -184,6 +188,8 @@ def _code(frames: list[dict]) -> str:
     for frame in frames:
         where = _own(frame)
         if where:
+            if "code" in frame:  # written by memory_record at the run
+                return str(frame["code"])
             path, line = where.rsplit(":", 1)
             return linecache.getline(str(REPO / path), int(line))
     return ""

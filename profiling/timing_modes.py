@@ -115,8 +115,9 @@ def _graphed(workload: Workload, forward: Forward, step: Step, tensors: dict) ->
     compared = compare_launches(step, replay, tensors)
     finish(tensors)
     note = (
-        "CUDA graph: each phase replayed as one cudaGraphLaunch; the trace shows its kernels "
-        "but no CPU ops or per-kernel launches inside the graph"
+        "CUDA graph: each phase replayed as one cudaGraphLaunch; the trace shows its kernels, "
+        "linked to that launch, but no CPU op inside the graph (no aten op, so no SDPA backend "
+        "op either: read the kernel names), no per-kernel launch and no graph node ids"
     )
     return Timed(replay, finish, [note], compared, keep=graphs)
 

@@ -21,6 +21,7 @@ from profiling.launch import LaunchStats
 from profiling.summary import Summary
 from profiling.summary_text import summary_rows, training_rows, unit
 from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
+from profiling.views_timing import memory_figure, memory_note, memory_table, timing_html
 
 
 def variant_choices(device: str, dtype: str, mode: str = "forward") -> list[tuple[str, str]]:
@@ -262,7 +263,11 @@ class Page:
     kernels: pd.DataFrame
     kernel_note: str
     figure: FigureSpec  # gr.Plot serialises it with .to_json()
-    files: dict[str, Path] = field(default_factory=dict)  # json, gz, txt
+    files: dict[str, Path] = field(default_factory=dict)  # json, gz, txt (memory, run: or None)
+    # issue 23: the memory timeline over one step, its breakdown, and what they show
+    memory_note: str = ""
+    memory_figure: Any = None
+    memory_table: pd.DataFrame | None = None
 
 
 def page(result: Any) -> Page:
@@ -270,11 +275,20 @@ def page(result: Any) -> Page:
     summary: Summary = result.summary
     launch = result.trace.launch_stats()
     return Page(
-        strip=summary_html(summary) + launch_html(launch),
+        strip=summary_html(summary) + launch_html(launch) + timing_html(summary),
         summary={**summary_json(summary), "launch": launch_json(launch)},
         operators=operator_view(result.operators, summary.device),
         kernels=phase_kernels(result),
         kernel_note=kernel_note(summary),
         figure=run_figure(result, run_title(summary)),
-        files={"json": result.trace_json, "gz": result.trace_gz, "txt": result.table_txt},
+        files={
+            "json": result.trace_json,
+            "gz": result.trace_gz,
+            "txt": result.table_txt,
+            "memory": result.memory_snapshot,
+            "run": result.run_json,
+        },
+        memory_note=memory_note(summary),
+        memory_figure=memory_figure(result.memory_timeline, "Memory in use over one step"),
+        memory_table=memory_table(summary),
     )

@@ -13,7 +13,7 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling import job_request, jobs, views_compare, views_shared
+from profiling import job_request, jobs, views_compare, views_shared, views_timing
 from profiling.compare import CompareResult
 from profiling.compare import compare_workloads as run_compare
 from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
@@ -55,6 +55,8 @@ def compare(
     kv_heads: float | None = None,
     q_len: float | None = None,
     window: float | None = None,
+    timing: str = "eager",
+    steps: float = 3,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile several variants at one shape, one after another, as the post's table.
@@ -73,18 +75,29 @@ def compare(
         kv_heads: K/V heads, dividing heads (None: one per query head).
         q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
         window: sliding window, the last keys each query sees (None: none; needs causal).
+        timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
+        steps: measured steps per variant (default 3): median and IQR over them.
 
     Returns:
         the "at a glance" table, a note naming the datasheet peak used, GPU-vs-CPU bar chart,
-        stacked mini-Gantts, a zip of every trace and table.
+        stacked mini-Gantts, a zip of every trace and table (and each run's figures .json and
+        memory snapshot), the timing table (spread, eager vs graph, clocks, memory peak per
+        variant), the memory peaks side by side (plotly).
     """
     shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
-    shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window)
+    shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
     validate = partial(job_request.compare_request, variants, seq_len, **shape, device=DEVICE)
-    view = views_compare.compare_page
-    shown = run_device_job("compare", validate, compare_on_gpu, view, progress)
+    shown, (timing_table, peaks) = run_device_job(
+        "compare", validate, compare_on_gpu, _view, progress
+    )
     zip_path = str(shown.zip_path) if shown.zip_path else None
-    return shown.glance, shown.note, shown.bars, shown.gantts, zip_path, shown.traces
+    return (shown.glance, shown.note, shown.bars, shown.gantts, zip_path, timing_table, peaks,
+            shown.traces)  # fmt: skip
+
+
+def _view(result: CompareResult, device: str) -> tuple[Any, Any]:
+    """The Compare page, and issue 23's timing table and memory peaks beside it."""
+    return views_compare.compare_page(result, device), views_timing.compare_timing(result.runs)
 
 
 def _results() -> list[Any]:
@@ -109,7 +122,9 @@ def _results() -> list[Any]:
             value=views_compare.peaks_view(),
             max_chars=140,
         )
-    return [glance, note, bars, gantts, zip_file]
+    timing = table("Timing, clocks and memory per variant", "cmp-timing", max_height=420)
+    peaks = gr.Plot(label="Memory at each variant's peak, by what it is", elem_id="cmp-peaks")
+    return [glance, note, bars, gantts, zip_file, timing, peaks]
 
 
 def build() -> tuple[Any, gr.State]:
@@ -143,6 +158,6 @@ def build() -> tuple[Any, gr.State]:
         **DEVICE_JOB,
     )
     clear_on_failure(compared, outputs, said={outputs[1]: views_shared.failed_note("Compare")})
-    enable_downloads(compared, outputs[-1:])
+    enable_downloads(compared, outputs[4:5])
     relabel_on_dtype(variants, shape["dtype"])
     return compared, runs

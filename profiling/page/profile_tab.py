@@ -54,6 +54,8 @@ def profile(
     kv_heads: float | None = None,
     q_len: float | None = None,
     window: float | None = None,
+    timing: str = "eager",
+    steps: float = 3,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile one attention variant with torch.profiler and return what ran.
@@ -71,15 +73,22 @@ def profile(
         kv_heads: K/V heads, dividing heads (None: one per query head).
         q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
         window: sliding window, the last keys each query sees (None: none; needs causal).
+        timing: "eager" (default), "cuda-graph" (each phase captured once and replayed) or
+            "cold-l2" (the L2 flushed before each step); the last two need a GPU.
+        steps: measured steps (default 3; 1–30 on a GPU, 1–10 on a CPU): figures per step
+            are reported as median and IQR over them.
 
     Returns:
         summary strip (HTML), summary (JSON), operator table, kernel table, kernel-table note,
-        Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt.
+        Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt, memory
+        timeline note (Markdown), memory timeline (plotly), its breakdown table, the allocator
+        snapshot .pickle (PyTorch's memory_viz; None on a CPU), the run's figures .json.
     """
     with translated("profile's checks"):
         raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads)
         raw |= dict(head_dim=head_dim, causal=causal, mode=mode)
-        workload = page_workload(DEVICE, **raw, kv_heads=kv_heads, q_len=q_len, window=window)
+        raw |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
+        workload = page_workload(DEVICE, **raw)
     show_waiting(progress)
     with translated(f"profile for {workload}"):
         result = profile_on_gpu(workload, progress)
@@ -95,7 +104,16 @@ def profile(
         str(shown.files["json"]),
         str(shown.files["gz"]),
         str(shown.files["txt"]),
+        shown.memory_note,
+        shown.memory_figure,
+        shown.memory_table,
+        _path(shown.files.get("memory")),
+        _path(shown.files.get("run")),
     )
+
+
+def _path(path: Any) -> str | None:
+    return str(path) if path else None
 
 
 def show_lesson(variant: str, dtype: str, causal: bool = True, mode: str = "forward") -> str:
@@ -155,7 +173,23 @@ def _results() -> list[Any]:
     )
     with gr.Accordion("Summary as JSON", open=False):
         summary = gr.JSON(label="summary", elem_id="summary-json")
-    return [strip, summary, operators, kernels, kernel_note, gantt, json_file, gz_file, txt_file]
+    memory = _memory_results()
+    return [strip, summary, operators, kernels, kernel_note, gantt, json_file, gz_file, txt_file,
+            *memory]  # fmt: skip
+
+
+def _memory_results() -> list[Any]:
+    """The memory timeline, its breakdown and the files (issue 23), in profile()'s order."""
+    note = gr.Markdown("", elem_id="memory-note")
+    plot = gr.Plot(
+        label="Memory over one step", elem_id="memory-timeline", visible=DEVICE == "cuda"
+    )
+    breakdown = table("Memory at the peak, by what it is", "memory-table",
+                      visible=DEVICE == "cuda")  # fmt: skip
+    with gr.Row():
+        snapshot = download_button("Memory snapshot .pickle (memory_viz)", "download-memory")
+        run_json = download_button("Run figures .json (spread, clocks)", "download-run")
+    return [note, plot, breakdown, snapshot, run_json]
 
 
 def build() -> None:
@@ -176,7 +210,7 @@ def build() -> None:
         **DEVICE_JOB,
     )
     clear_on_failure(profiled, outputs, said={outputs[0]: views_profile.failed_html()})
-    enable_downloads(profiled, outputs[-3:])
+    enable_downloads(profiled, [*outputs[6:9], *outputs[-2:]])
     lesson_inputs = [variant, shape["dtype"], shape["causal"], shape["mode"]]
     for control in (variant, shape["causal"]):
         control.change(show_lesson, lesson_inputs, lesson, **QUIET)
