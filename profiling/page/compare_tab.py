@@ -20,6 +20,7 @@ from profiling.page.controls import DEVICE, START, shape_controls, table, varian
 from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
+    QUIET,
     clear_on_failure,
     device_job,
     download_button,
@@ -122,9 +123,18 @@ def _results() -> list[Any]:
             value=views_compare.peaks_view(),
             max_chars=140,
         )
+    return [glance, note, bars, gantts, zip_file]
+
+
+def _timing_results() -> list[Any]:
+    """Issue 23: the timing table and the memory peaks (a page-only follow-up fills them)."""
     timing = table("Timing, clocks and memory per variant", "cmp-timing", max_height=420)
     peaks = gr.Plot(label="Memory at each variant's peak, by what it is", elem_id="cmp-peaks")
-    return [glance, note, bars, gantts, zip_file, timing, peaks]
+    return [timing, peaks]
+
+
+def show_timing(shown: tuple[Any, Any] | None) -> tuple[Any, Any]:
+    return shown if shown else (None, None)
 
 
 def build() -> tuple[Any, gr.State]:
@@ -149,15 +159,18 @@ def build() -> tuple[Any, gr.State]:
                 shape = shape_controls("cmp-")
         button = gr.Button("Compare", variant="primary", elem_id="compare-button")
         outputs = _results()
-        runs = gr.State({})
+        timing = _timing_results()
+        runs, timing_state = gr.State({}), gr.State(None)
     compared = button.click(
         device_job(compare),
         inputs=[variants, *shape.values()],
-        outputs=[*outputs, runs],
+        outputs=[*outputs, runs, timing_state],
         api_name="compare",
         **DEVICE_JOB,
     )
-    clear_on_failure(compared, outputs, said={outputs[1]: views_shared.failed_note("Compare")})
-    enable_downloads(compared, outputs[4:5])
+    said = {outputs[1]: views_shared.failed_note("Compare")}
+    clear_on_failure(compared, [*outputs, *timing], said=said)
+    enable_downloads(compared, outputs[-1:])
+    compared.success(show_timing, timing_state, timing, **QUIET)
     relabel_on_dtype(variants, shape["dtype"])
     return compared, runs

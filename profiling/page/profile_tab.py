@@ -104,16 +104,27 @@ def profile(
         str(shown.files["json"]),
         str(shown.files["gz"]),
         str(shown.files["txt"]),
-        shown.memory_note,
-        shown.memory_figure,
-        shown.memory_table,
-        _path(shown.files.get("memory")),
-        _path(shown.files.get("run")),
+        _memory_state(shown),
     )
 
 
-def _path(path: Any) -> str | None:
-    return str(path) if path else None
+def _memory_state(shown: views_profile.Page) -> dict[str, Any]:
+    """What the page-only follow-up shows (a gr.State: the API's outputs stay the nine above;
+    API callers read the memory figures and clocks in the summary JSON)."""
+    files = {name: str(shown.files[name]) if shown.files.get(name) else None
+             for name in ("memory", "run")}  # fmt: skip
+    return {"note": shown.memory_note, "figure": shown.memory_figure,
+            "table": shown.memory_table, **files}  # fmt: skip
+
+
+def show_memory(state: dict[str, Any] | None) -> tuple[Any, ...]:
+    """The memory timeline, its breakdown and the two downloads from a run's state."""
+    state = state or {}
+    files = [
+        gr.DownloadButton(value=state.get(name), interactive=bool(state.get(name)))
+        for name in ("memory", "run")
+    ]
+    return (state.get("note", ""), state.get("figure"), state.get("table"), *files)
 
 
 def show_lesson(variant: str, dtype: str, causal: bool = True, mode: str = "forward") -> str:
@@ -173,13 +184,11 @@ def _results() -> list[Any]:
     )
     with gr.Accordion("Summary as JSON", open=False):
         summary = gr.JSON(label="summary", elem_id="summary-json")
-    memory = _memory_results()
-    return [strip, summary, operators, kernels, kernel_note, gantt, json_file, gz_file, txt_file,
-            *memory]  # fmt: skip
+    return [strip, summary, operators, kernels, kernel_note, gantt, json_file, gz_file, txt_file]
 
 
 def _memory_results() -> list[Any]:
-    """The memory timeline, its breakdown and the files (issue 23), in profile()'s order."""
+    """The memory timeline, its breakdown and the files (issue 23), in show_memory's order."""
     note = gr.Markdown("", elem_id="memory-note")
     plot = gr.Plot(
         label="Memory over one step", elem_id="memory-timeline", visible=DEVICE == "cuda"
@@ -202,15 +211,19 @@ def build() -> None:
                 shape = shape_controls("")
         run_button = gr.Button("Profile", variant="primary", elem_id="profile-button")
         outputs = _results()
+        memory = _memory_results()
+        memory_state = gr.State(None)
     profiled = run_button.click(
         device_job(profile),
         inputs=[variant, *shape.values()],
-        outputs=outputs,
+        outputs=[*outputs, memory_state],
         api_name="profile",
         **DEVICE_JOB,
     )
-    clear_on_failure(profiled, outputs, said={outputs[0]: views_profile.failed_html()})
-    enable_downloads(profiled, [*outputs[6:9], *outputs[-2:]])
+    said = {outputs[0]: views_profile.failed_html()}
+    clear_on_failure(profiled, [*outputs, *memory], said=said)
+    enable_downloads(profiled, outputs[-3:])
+    profiled.success(show_memory, memory_state, memory, **QUIET)
     lesson_inputs = [variant, shape["dtype"], shape["causal"], shape["mode"]]
     for control in (variant, shape["causal"]):
         control.change(show_lesson, lesson_inputs, lesson, **QUIET)
