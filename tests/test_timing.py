@@ -229,3 +229,16 @@ def test_a_cpu_run_reports_its_spread_no_clocks_no_timeline_and_writes_its_figur
     saved = json.loads(result.run_json.read_text())
     assert saved["summary"]["step_spread"]["cpu_us"]["n"] == 5
     assert "needs a GPU" in views_timing.memory_note(summary)
+
+
+def test_memory_is_in_use_until_its_free_is_requested_not_completed():
+    """The allocator's stats (and max_memory_allocated) drop at free_requested; free_completed
+    comes later when another stream used the block."""
+    events = [
+        {"action": "alloc", "addr": 1, "size": 4096, "frames": []},
+        {"action": "free_requested", "addr": 1, "size": 4096},
+        {"action": "alloc", "addr": 2, "size": 4096, "frames": []},
+        {"action": "free_completed", "addr": 1, "size": 4096},
+    ]
+    timeline = memory_timeline.build({"segments": [], "device_traces": [events]})
+    assert timeline.peak_bytes == 4096
