@@ -21,7 +21,13 @@ from profiling.launch import LaunchStats
 from profiling.summary import Summary
 from profiling.summary_text import summary_rows, training_rows, unit
 from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
-from profiling.views_timing import memory_figure, memory_note, memory_table, timing_html
+from profiling.views_timing import (
+    memory_figure,
+    memory_note,
+    memory_table,
+    timeline_json,
+    timing_html,
+)
 
 
 def variant_choices(device: str, dtype: str, mode: str = "forward") -> list[tuple[str, str]]:
@@ -276,7 +282,11 @@ def page(result: Any) -> Page:
     launch = result.trace.launch_stats()
     return Page(
         strip=summary_html(summary) + launch_html(launch) + timing_html(summary),
-        summary={**summary_json(summary), "launch": launch_json(launch)},
+        summary={
+            **summary_json(summary),
+            "launch": launch_json(launch),
+            "memory_timeline": timeline_json(result.memory_timeline),
+        },
         operators=operator_view(result.operators, summary.device),
         kernels=phase_kernels(result),
         kernel_note=kernel_note(summary),

@@ -94,6 +94,18 @@ def memory_note(summary: Summary) -> str:
     )
 
 
+def timeline_json(timeline: Timeline | None) -> dict[str, Any] | None:
+    """The timeline for API callers: x, and MiB in use per kind of allocation (None: a CPU)."""
+    if timeline is None:
+        return None
+    return {
+        "x": timeline.x,
+        "x_label": timeline.x_label,
+        "mib": {name: [v / 1024**2 for v in values] for name, values in timeline.series.items()},
+        "peak_mib": timeline.peak_bytes / 1024**2,
+    }
+
+
 def memory_figure(timeline: Timeline | None, title: str = "") -> go.Figure:
     """Memory in use over the step, stacked by what it is, the peak marked."""
     figure = go.Figure()
