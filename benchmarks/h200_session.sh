@@ -59,7 +59,11 @@ for step in $steps; do
       ATTNPROF_RESULTS="$OUT/res" timeout ${TIMING_TEST_S:-240} python3 -m pytest -m gpu -q \
         -p no:cacheprovider tests/test_gpu_timing.py 2>&1 | tee "$OUT/pytest-gpu-timing.log" | tail -30
       timeout ${TIMING_BENCH_S:-300} python3 benchmarks/timing_h200.py --out "$OUT/timing" 2>&1 \
-        | grep -v USDT | tee "$OUT/timing.log" | tail -60 ;;
+        | grep -v USDT | tee "$OUT/timing.log" | tail -60
+      if [ -n "${TIMING_EXTRA:-}" ]; then  # e.g. "tests/test_gpu.py -k post": the eager path too
+        timeout ${TIMING_EXTRA_S:-200} python3 -m pytest -m gpu -q -p no:cacheprovider \
+          $TIMING_EXTRA 2>&1 | tee "$OUT/pytest-gpu-extra.log" | tail -15
+      fi ;;
   esac
 done
 echo "== packing ($(date +%T))"

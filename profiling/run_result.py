@@ -86,22 +86,11 @@ def build_result(
     operators = operator_table(profiler, device)
     rel_err, rel_note = checks.output()
     grad_err, grad_note = checks.gradients() if checks.gradients else (None, "")
-    notes = [n for n in (built.note,) if n]
-    if workload.causal and workload.queries < workload.seq_len:
-        notes.append(BOTTOM_RIGHT)
-    backends = checks.backends or {}
-    picked = backends.get("chosen")
-    if picked in NAMES.values() and stats.backend and picked not in stats.backend:
-        notes.append(f"SDPA picks {picked} for these inputs, but the trace shows {stats.backend}")
     measured = checks.measured
     spread = step_spread(stats.cpu_us_each, stats.gpu_us_each if device == "cuda" else None)
     clocks = measured.clocks.summary() if measured.clocks else None
+    notes = _notes(workload, built, stats, checks.backends or {})
     notes += _timing_notes(measured, spread, clocks, workload)
-    if stats.forwards != workload.steps:
-        notes.append(
-            f"expected {workload.steps} {workload.measured} spans in the trace, found "
-            f"{stats.forwards}"
-        )
     summary = Summary(
         variant=workload.variant,
         label=workload.spec.label,
@@ -129,11 +118,7 @@ def build_result(
         saved_extra_bytes=training.kept_beyond_inputs(checks.saved) if checks.saved else None,
         **_roofline(workload, stats, device),
         sdpa_backends=checks.backends,
-        timing=workload.timing,
-        step_spread=spread,
-        launch_compare=measured.compared,
-        gpu_clocks=clocks,
-        memory=measured.memory,
+        **_timing_fields(workload, measured, spread, clocks),
     )
     return ProfileResult(
         config=workload,
@@ -148,6 +133,28 @@ def build_result(
         memory_timeline=measured.timeline,
         clocks=measured.clocks,
     )
+
+
+def _timing_fields(workload: Workload, measured: Measured, spread: dict, clocks) -> dict:
+    """The Summary's issue-23 fields: timing mode, spread, eager vs graph, clocks, memory."""
+    return {"timing": workload.timing, "step_spread": spread, "launch_compare": measured.compared,
+            "gpu_clocks": clocks, "memory": measured.memory}  # fmt: skip
+
+
+def _notes(workload: Workload, built: Built, stats: ForwardStats, backends: dict) -> list[str]:
+    """The variant's note, the bottom-right mask, SDPA's pick against the trace, missing spans."""
+    notes = [n for n in (built.note,) if n]
+    if workload.causal and workload.queries < workload.seq_len:
+        notes.append(BOTTOM_RIGHT)
+    picked = backends.get("chosen")
+    if picked in NAMES.values() and stats.backend and picked not in stats.backend:
+        notes.append(f"SDPA picks {picked} for these inputs, but the trace shows {stats.backend}")
+    if stats.forwards != workload.steps:
+        notes.append(
+            f"expected {workload.steps} {workload.measured} spans in the trace, found "
+            f"{stats.forwards}"
+        )
+    return notes
 
 
 def _timing_notes(

@@ -42,7 +42,7 @@ def test_the_gantt_reaches_gr_plot_as_plotly_json(outputs):
 
 
 def test_valid_cpu_run_returns_every_output(outputs):
-    strip, summary, operators, kernels, note, figure, json_btn, gz_btn, txt_btn, memory = outputs
+    strip, summary, operators, kernels, note, figure, memory, json_btn, gz_btn, txt_btn = outputs
     assert len(outputs) == 10  # the nine API outputs, and the memory block's page-only state
     assert "Timing, clocks and memory" in strip and "CPU µs / forward, median (IQR)" in strip
     assert summary["timing"] == "eager" and summary["gpu_clocks"]["available"] is False

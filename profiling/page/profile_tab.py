@@ -68,26 +68,21 @@ def profile(
         heads: number of heads H.
         head_dim: head dimension D (a multiple of 8).
         causal: causal mask (true) or full attention (false).
-        mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
-            backward of one step).
+        mode: "forward" (default), "backward" (alone) or "train" (forward + backward).
         kv_heads: K/V heads, dividing heads (None: one per query head).
         q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
         window: sliding window, the last keys each query sees (None: none; needs causal).
-        timing: "eager" (default), "cuda-graph" (each phase captured once and replayed) or
-            "cold-l2" (the L2 flushed before each step); the last two need a GPU.
-        steps: measured steps (default 3; 1–30 on a GPU, 1–10 on a CPU): figures per step
-            are reported as median and IQR over them.
+        timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
+        steps: measured steps (default 3): median and IQR over them.
 
     Returns:
         summary strip (HTML), summary (JSON), operator table, kernel table, kernel-table note,
-        Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt, memory
-        timeline note (Markdown), memory timeline (plotly), its breakdown table, the allocator
-        snapshot .pickle (PyTorch's memory_viz; None on a CPU), the run's figures .json.
+        Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt.
     """
     with translated("profile's checks"):
-        raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads)
-        raw |= dict(head_dim=head_dim, causal=causal, mode=mode)
-        raw |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
+        raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
+                   head_dim=head_dim, causal=causal, mode=mode, kv_heads=kv_heads, q_len=q_len,
+                   window=window, timing=timing, steps=steps)  # fmt: skip
         workload = page_workload(DEVICE, **raw)
     show_waiting(progress)
     with translated(f"profile for {workload}"):
@@ -101,10 +96,10 @@ def profile(
         shown.kernels,
         shown.kernel_note,
         shown.figure,
+        _memory_state(shown),  # a gr.State: not among the API's outputs
         str(shown.files["json"]),
         str(shown.files["gz"]),
         str(shown.files["txt"]),
-        _memory_state(shown),
     )
 
 
@@ -216,7 +211,7 @@ def build() -> None:
     profiled = run_button.click(
         device_job(profile),
         inputs=[variant, *shape.values()],
-        outputs=[*outputs, memory_state],
+        outputs=[*outputs[:6], memory_state, *outputs[6:]],
         api_name="profile",
         **DEVICE_JOB,
     )
