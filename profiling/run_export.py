@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import os
 import shutil
 from concurrent import futures
@@ -21,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from profiling.columns import OPERATOR_COLUMNS
+from profiling.summary import finite
 from profiling.workload import Workload
 
 
@@ -132,15 +132,5 @@ def write_run_json(result: Any) -> None:
         doc["memory_timeline"] = {"x": timeline.x, "x_label": timeline.x_label,
                                   "series_bytes": timeline.series}  # fmt: skip
     path = result.trace_gz.with_name(result.trace_gz.name.removesuffix(".json.gz") + RUN_JSON)
-    path.write_text(json.dumps(_finite(doc), indent=1, default=str))
+    path.write_text(json.dumps(finite(doc), indent=1, default=str))
     result.run_json = path
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(item) for item in value]
-    return value

@@ -122,6 +122,17 @@ class Summary:
         return asdict(self)
 
 
+def finite(value: Any) -> Any:
+    """`value` with every NaN or infinity (in dicts, lists, tuples) as None: strict JSON."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(item) for item in value]
+    return value
+
+
 def forward_spans(trace: Trace, name: str = FORWARD) -> pd.DataFrame:
     return trace.spans.iloc[forward_rows(trace.spans, name)]
 

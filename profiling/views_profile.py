@@ -6,7 +6,6 @@ Pure functions (no gradio), so the page, the API and the tests see the same numb
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from profiling.availability import unavailable_reasons
 from profiling.columns import OPERATOR_COLUMNS
 from profiling.gantt import FigureSpec
 from profiling.launch import LaunchStats
-from profiling.summary import Summary
+from profiling.summary import Summary, finite
 from profiling.summary_text import summary_rows, training_rows, unit
 from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
 from profiling.views_timing import (
@@ -173,22 +172,12 @@ LAUNCH_FIGURES = (
 
 def summary_json(summary: Summary) -> dict[str, Any]:
     """The summary for API callers: the dataclass with NaN/inf turned into null."""
-    return _finite(summary.as_dict())
+    return finite(summary.as_dict())
 
 
 def launch_json(stats: LaunchStats) -> dict[str, Any]:
     """The launch/idle headline figures for API callers (null where there is no GPU work)."""
-    return _finite({k: getattr(stats, k) for k in LAUNCH_FIGURES})
-
-
-def _finite(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_finite(v) for v in x]
-    return x
+    return finite({k: getattr(stats, k) for k in LAUNCH_FIGURES})
 
 
 # -- the operator table (torch.profiler's key_averages) ----------------------------------------

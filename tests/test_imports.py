@@ -44,6 +44,11 @@ TORCH_FREE = [
     "profiling.peaks",
     "profiling.text_tables",
     "profiling.job_files",
+    # issue 23: the spread, the NVML sampler, the memory timeline and their text
+    "profiling.spread",
+    "profiling.gpu_clocks",
+    "profiling.memory_timeline",
+    "profiling.timing_text",
 ]
 
 # A finder placed first on sys.meta_path makes any `import torch` (or torch.x) raise, as on a
