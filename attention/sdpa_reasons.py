@@ -5,16 +5,25 @@ torch decides this in C++ (sdp_utils.cpp); `torch.backends.cuda.can_use_*_attent
 debug=True)` run the same checks and warn the reasons, and `torch._fused_sdp_choice` returns
 the backend its dispatcher would take. Asking them, rather than restating their rules, keeps
 the reasons torch's own. On a CPU the CUDA checks refuse without a reason: said as such.
+
+The checks' bindings install no Python warning handler, so their C++ warnings bypass the
+`warnings` module and go to the process's stderr (c10's default handler): they are read from
+file descriptor 2 for the few microseconds of each check, and from `warnings` as well.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import sys
+import tempfile
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
-from torch.nn.attention import SDPBackend
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 CHECKS = {
     "flash": "can_use_flash_attention",
@@ -28,12 +37,64 @@ NAMES = {
     SDPBackend.CUDNN_ATTENTION: "cudnn",
 }
 TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
+# c10's default handler: "[W1201 19:00:00.000 123 file.cpp:45] Warning: text (function name)"
+C10_LINE = re.compile(r"^\[W\S* [^\]]*\] (?:Warning: )?(?P<text>.*)$")
+C10_FUNCTION = re.compile(r" \(function [^)]*\)$")
 
 
 def first_line(message: str) -> str:
     """A torch warning or error's first line, without its "(Triggered internally at …)" C++
     source location."""
     return TRIGGERED.sub("", message.splitlines()[0] if message else "").strip()
+
+
+def c10_warnings(output: str) -> list[str]:
+    """The messages in what c10's default warning handler wrote: one per "[W…] Warning:"
+    line, continuation lines joined to their message."""
+    messages: list[str] = []
+    for line in output.splitlines():
+        found = C10_LINE.match(line)
+        if found:
+            messages.append(found.group("text").strip())
+        elif messages and line.strip():
+            messages[-1] = f"{messages[-1]} {line.strip()}"
+    messages = [C10_FUNCTION.sub("", TRIGGERED.sub("", message)).strip() for message in messages]
+    return [message for message in messages if message]
+
+
+@contextlib.contextmanager
+def stderr_text() -> Iterator[list[str]]:
+    """Whatever is written to file descriptor 2 inside, as one string appended to the yielded
+    list on exit; fd 2 is restored even if the body raises."""
+    found: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield found
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            found.append(sink.read().decode(errors="replace"))
+
+
+@contextlib.contextmanager
+def torch_warnings() -> Iterator[list[str]]:
+    """torch's warnings inside, through either path (Python's `warnings`, or c10's handler on
+    stderr), with warn-once messages repeated so that a second run still hears them."""
+    found: list[str] = []
+    warn_always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught, stderr_text() as printed:
+            warnings.simplefilter("always")
+            yield found
+    finally:
+        torch.set_warn_always(warn_always)
+    found.extend(str(w.message) for w in caught)
+    found.extend(c10_warnings(printed[0] if printed else ""))
 
 
 @dataclass(frozen=True)
@@ -52,14 +113,14 @@ def backend_checks(
     enable_gqa: bool,
 ) -> list[BackendCheck]:
     """torch's verdict on each fused backend for these inputs ((B, nh, T, hs) layout), in the
-    order CHECKS lists them; math accepts everything and is not asked."""
+    order CHECKS lists them; math accepts everything and is not asked. Every backend is
+    enabled while asking, so a variant's pin does not hide the others' own reasons."""
     params = torch.backends.cuda.SDPAParams(q, k, v, mask, 0.0, is_causal, enable_gqa)
     found = []
     for backend, check in CHECKS.items():
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with sdpa_kernel(list(NAMES)), torch_warnings() as heard:
             accepts = bool(getattr(torch.backends.cuda, check)(params, True))
-        reasons = tuple(dict.fromkeys(first_line(str(w.message)) for w in caught))
+        reasons = tuple(dict.fromkeys(r for r in map(first_line, heard) if r))
         if not accepts and not reasons and q.device.type != "cuda":
             reasons = ("a CUDA backend: its checks refuse tensors on the CPU",)
         found.append(BackendCheck(backend, accepts, reasons))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One batched H200 call (device tool): GPU tests, results tables, fidelity, overhead.
-#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages floor plain after idle first reference views triton training gputrain gpuinfer fidelity_train timing
+#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages floor plain after idle first reference views triton training gputrain gpuinfer fidelity_train fixtures timing
 # Needs the wheels from shared/tools/gpu-wheels.sh in .whl (plotly, kernels, msgspec, ...).
 set -u
 FINAL=${OUT:-h200-out}
@@ -53,6 +53,8 @@ for step in $steps; do
     gpuinfer)
       ATTNPROF_RESULTS="$OUT/res" timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider \
         tests/test_gpu_inference.py ${INFER_EXTRA:-} 2>&1 | tee "$OUT/pytest-gpu-inference.log" | tail -40 ;;
+    fixtures) timeout 300 python3 benchmarks/capture_fixtures.py --out "$OUT/fixtures" 2>&1 \
+        | grep -v USDT | tail -40 ;;
     training) timeout 480 python3 benchmarks/training_h200.py --out "$OUT/training" \
         ${TRAINING_ARGS:-} 2>&1 | grep -v USDT | tee "$OUT/training.md" ;;
     timing)

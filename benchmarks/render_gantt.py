@@ -36,13 +36,17 @@ Plotly.newPlot("plot", figure.data, figure.layout, {{staticPlot: true}})
 def render(trace: Path, out: Path, train: bool, title: str | None) -> None:
     phases = (FORWARD, BACKWARD) if train else (FORWARD,)
     read = run_trace.read(trace, STEP if train else FORWARD, phases)
-    figure = read.gantt(title or trace.name).to_json()
+    png(read.gantt(title or trace.name).to_json(), out)
+
+
+def png(figure: str, out: Path, height: int = 900) -> None:
+    """A plotly figure's JSON drawn by Chromium into a PNG, 1400 px wide."""
     with tempfile.TemporaryDirectory() as folder:
         html = Path(folder) / "gantt.html"
         html.write_text(PAGE.format(js=get_plotlyjs(), figure=figure), encoding="utf-8")
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page = browser.new_page(viewport={"width": 1400, "height": height})
             page.goto(html.as_uri())
             page.wait_for_selector("body[data-drawn=yes]")
             page.locator("#plot").screenshot(path=str(out))

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from attention import VARIANTS
+from profiling import views_profile
 from profiling.cli_flags import SUBCOMMANDS, Parser, add_shape_flags, check_out, shape_of
 from profiling.cli_views import views_main
 from profiling.runner import (
@@ -104,6 +105,7 @@ def _printed(result: ProfileResult) -> str:
             print(f"{name:>{width}}  {path}")
     print()
     print(result.table_txt.read_text())
+    print(views_profile.why_text(result))
     gpu_us, kernels_per_forward = summary.gpu_us_per_forward, summary.kernels_per_forward
     gpu = f"{gpu_us:9.1f}" if gpu_us is not None else "      n/a"  # None: a CPU run has none
     kernels = f"{kernels_per_forward:5.2f}" if kernels_per_forward is not None else "  n/a"

@@ -17,11 +17,14 @@ import numpy as np
 import pandas as pd
 
 from profiling.columns import KERNEL_COLUMNS, TRACE_OPERATOR_COLUMNS
+from profiling.kernel_roles import KernelSpans, role_table
 from profiling.kernels import kernel_table
 from profiling.launch import LaunchStats, launch_rows, launch_stats
+from profiling.roofline_runs import phases_roofline, table_op_args
+from profiling.run_trace import table_spans
 from profiling.summary import ForwardStats, forward_spans, gpu_work, launched_within, per_forward
 from profiling.trace import Trace, load
-from profiling.trace_events import TraceError, step_number
+from profiling.trace_events import TraceError, span_args, step_number
 from profiling.trace_query import operator_rows, own_calls, per_value
 
 MAX_UPLOAD_BYTES = 100 * 1024**2  # the file as uploaded (gzip or not)
@@ -48,6 +51,10 @@ class AnalyzeResult:
     skipped: int = 0
     has_gpu: bool = False
     notes: list[str] = field(default_factory=list)
+    roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # ROLE_COLUMNS, same scope
+    roofline: pd.DataFrame = field(default_factory=pd.DataFrame)  # ROOFLINE_COLUMNS
+    device_name: str = ""  # from the trace's device properties
+    dtype: str = "bfloat16"  # the one its recorded shapes use most (recorded_dtype)
 
 
 def analyze(
@@ -77,11 +84,16 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
     launch = launch_stats(trace)
     forwards = forward_spans(trace)
     if not forwards.empty and not (work := launched_within(trace, forwards)).empty:
-        kernels = kernel_table(work, per=len(forwards), own_run=own_run)
+        per = len(forwards)
         scope = f"per forward: GPU work launched in the {len(forwards)} attn_fwd spans"
     else:
-        kernels = kernel_table(gpu_work(trace), per=1, own_run=own_run)
+        work, per = gpu_work(trace), 1
         scope = "all GPU work in the trace (no attn_fwd spans), totals not per forward"
+    spans = table_spans(trace.spans, work.index.to_numpy())
+    kernels = kernel_table(work, per=per, own_run=own_run, roles=list(spans.roles))
+    device = str(trace.device_properties[0].get("name", "")) if trace.device_properties else ""
+    dtype = recorded_dtype(trace)
+    roofline = phases_roofline({"trace": spans}, None, device, dtype, table_op_args(trace.spans))
     notes = []
     if not trace.has_gpu:
         notes.append(CPU_ONLY)
@@ -97,6 +109,10 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
         operators=operator_table(trace),
         kernels=kernels,
         kernel_scope=scope,
+        roles=role_table(spans if trace.has_gpu else KernelSpans(), per),
+        roofline=roofline if trace.has_gpu else roofline.iloc[0:0],
+        device_name=device,
+        dtype=dtype,
         spans=trace.spans,
         lanes=list(trace.lanes),
         device_properties=trace.device_properties,
@@ -108,6 +124,18 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
     )
     result.summary = summary_rows(result, trace)
     return result
+
+
+def recorded_dtype(trace: Trace) -> str:
+    """The dtype the roofline's solid roof is drawn for: the 16-bit or fp32 type the trace's
+    recorded shapes use most; bfloat16 when it recorded none."""
+    counts = {"bfloat16": 0, "float16": 0, "float32": 0}
+    names = {"c10::BFloat16": "bfloat16", "c10::Half": "float16", "float": "float32"}
+    for args in trace.spans["args"].to_numpy():
+        for kind in span_args(args).get("Input type") or ():
+            if kind in names:
+                counts[names[kind]] += 1
+    return max(counts, key=counts.__getitem__) if any(counts.values()) else "bfloat16"
 
 
 def operator_sums(spans: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:

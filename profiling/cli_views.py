@@ -179,6 +179,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
 def analyze_command(args: argparse.Namespace) -> int:
     from profiling.analyze import analyze, bytes_text
+    from profiling.views_profile import role_view, roofline_view
 
     limit = args.max_mib * 1024**2
     size = regular_file_size(args.trace)
@@ -200,6 +201,12 @@ def analyze_command(args: argparse.Namespace) -> int:
     if result.has_gpu:
         print(f"\n== kernels ({result.kernel_scope}) ==")
         print(printed_table(result.kernels[KERNEL_COLUMNS].head(args.top), args.markdown))
+        if not result.roles.empty:
+            print(f"\n== kernels by role in attention ({result.kernel_scope}) ==")
+            print(printed_table(role_view(result.roles), args.markdown))
+            view = roofline_view(result.roofline).drop(columns=["Full name"])
+            print("\n== roofline per kernel (figures from the trace: bytes, recorded shapes) ==")
+            print(printed_table(view.head(args.top), args.markdown))
         launches = result.launch.per_kernel
         if not launches.empty:
             print("\n== launches (per kernel name) ==")

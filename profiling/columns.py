@@ -22,6 +22,7 @@ OPERATOR_COLUMNS = {
 # comes right after the name: reading names is the lesson.
 KERNEL_COLUMNS = {
     "kernel": "Kernel",
+    "role": "Role in attention",
     "category": "Category",
     "decoded": "What the name says",
     "count": "Calls / fwd",
@@ -35,7 +36,16 @@ KERNEL_COLUMNS = {
     "grid": "Grid",
     "block": "Block",
     "occupancy_pct": "Est. occupancy %",
+    "occupancy_note": "Occupancy note",
     "name": "Full name",
+}
+# per role in attention, per measured step (profiling.kernel_roles.role_table)
+ROLE_COLUMNS = {
+    "role": "Role",
+    "us": "µs / step",
+    "pct_gpu": "% GPU time",
+    "calls": "Kernels / step",
+    "kernels": "Kernels",
 }
 # cpu_op and record_function spans per name, read from any trace (profiling.analyze).
 TRACE_OPERATOR_COLUMNS = {
@@ -45,4 +55,22 @@ TRACE_OPERATOR_COLUMNS = {
     "self_us": "Self µs",
     "mean_us": "Mean µs",
     "pct_self": "% of self time",
+}
+# One row per (kernel, role, phase) on the roofline (profiling.kernel_roofline.roofline_rows).
+ROOFLINE_COLUMNS = {
+    "kernel": "Kernel",
+    "role": "Role",
+    "phase": "Phase",
+    "calls": "Calls",
+    "mean_us": "µs / call",
+    "flop_per_call": "FLOP / call",
+    "bytes_per_call": "Bytes / call",
+    "source": "Figures from",
+    "tflops": "TFLOP/s",
+    "tbps": "TB/s",
+    "intensity": "FLOP/byte",
+    "bound": "Bound",
+    "roof": "Compute roof",
+    "total_us": "Total µs",
+    "name": "Full name",
 }

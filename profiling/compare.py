@@ -25,6 +25,7 @@ from profiling.availability import error_text
 from profiling.job_files import Progress, cancelled, run_progress, write_zip
 from profiling.launch import LaunchStats
 from profiling.peaks import Peak, peak_entry, peak_tflops, peaks_table
+from profiling.roofline_runs import run_roofline
 from profiling.runner import ProfileResult, RunError, VariantUnavailable, run
 from profiling.summary import Summary
 from profiling.text_tables import markdown
@@ -70,6 +71,8 @@ class VariantRun:
     kernels: pd.DataFrame | None = None
     operators: pd.DataFrame | None = None
     timeline: pd.DataFrame | None = None  # GPU work + attn_fwd CPU spans, for the mini-Gantts
+    roles: pd.DataFrame | None = None  # µs per step by role (profiling.kernel_roles)
+    roofline: pd.DataFrame | None = None  # per kernel (profiling.roofline_runs)
     trace_gz: Path | None = None
     table_txt: Path | None = None
     seconds: float = 0.0
@@ -213,6 +216,8 @@ def from_profile(result: ProfileResult) -> VariantRun:
         kernels=result.kernels,
         operators=result.operators,
         timeline=timeline(result.trace.columns()),
+        roles=result.trace.roles(),
+        roofline=run_roofline(result),
         trace_gz=result.trace_gz,
         table_txt=result.table_txt,
         seconds=result.seconds,

@@ -42,6 +42,7 @@ from profiling.gantt_detail import (
     lod_note,
 )
 from profiling.gantt_rows import MAX_ROWS, busiest_rows, row_index
+from profiling.kernel_roles import table_roles
 from profiling.trace_query import is_in, step_rows
 from profiling.vocabulary import BACKWARD, FORWARD
 
@@ -158,7 +159,9 @@ def gantt_spec(
     note = " ".join(n for n in (left_out.note(), lod_note(detail)) if n)
     layout = figure_layout(rows, shapes, annotations, note, title, gantt_x_title(spans, steps),
                            view)  # fmt: skip
-    return FigureSpec(data=_traces(detail, links), layout=layout)
+    roles = table_roles(spans)
+    shown_roles = roles[detail.spans.index.to_numpy()] if roles is not None else None
+    return FigureSpec(data=_traces(detail, links, shown_roles), layout=layout)
 
 
 def _empty_spec() -> FigureSpec:
@@ -173,9 +176,9 @@ def _empty_spec() -> FigureSpec:
     return FigureSpec(data=[], layout=layout)
 
 
-def _traces(detail: Detail, links: bool) -> list[dict[str, Any]]:
+def _traces(detail: Detail, links: bool, roles: np.ndarray | None) -> list[dict[str, Any]]:
     """The bars of each legend group, the density bars, then the launch → kernel links."""
-    groups = category_arrays(detail.spans, detail.rows).values()
+    groups = category_arrays(detail.spans, detail.rows, roles).values()
     traces = [bar_trace(arrays, i) for i, arrays in enumerate(groups)]
     if not detail.aggregates.empty:
         traces.append(aggregate_trace(detail.aggregates))

@@ -44,6 +44,20 @@ COLOURS: dict[str, str] = {
     "kernel · memset": "#ffd8a8",
     "memcpy": "#f2c12e",
     "memset": "#ffd8a8",
+    # kernels whose role in attention is known (profiling.kernel_roles) are coloured by it
+    "role · QKᵀ": "#40c057",
+    "role · PV": "#8ce99a",
+    "role · matmul": "#099268",
+    "role · scale": "#15aabf",
+    "role · mask": "#fd7e14",
+    "role · softmax": "#c92a2a",
+    "role · cast/upcast": "#7048e8",
+    "role · copy": "#fab005",
+    "role · workspace": "#ffe8cc",
+    "role · fused attention forward": "#a61e4d",
+    "role · backward pre-processing": "#a5d8ff",
+    "role · dQ/dK/dV": "#1864ab",
+    "role · split-KV combine": "#be4bdb",
 }
 _FALLBACK = ["#72b7b2", "#e45756", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d"]
 # kernel args shown in the hover box, in this order: (key in the trace, label)
@@ -72,9 +86,10 @@ class CategoryArrays:
     index: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # span rows
 
 
-def legend_group(spans: pd.DataFrame) -> pd.Series:
-    """Legend group per span: the span's category, kernels refined by what they compute."""
-    return pd.Series(_legend_groups(spans), index=spans.index)
+def legend_group(spans: pd.DataFrame, roles: np.ndarray | None = None) -> pd.Series:
+    """Legend group per span: the span's category, kernels refined by their role in
+    attention where it is known (`roles`, one per row), else by what they compute."""
+    return pd.Series(_legend_groups(spans, roles), index=spans.index)
 
 
 def column_strings(column: pd.Series) -> np.ndarray:
@@ -82,17 +97,22 @@ def column_strings(column: pd.Series) -> np.ndarray:
     return per_value(column, str, "nan")
 
 
-def legend_group_of(category: str, name: str) -> str:
+def legend_group_of(category: str, name: str, role: str = "") -> str:
     """One span's legend group (what `_legend_groups` gives each row)."""
-    return f"kernel · {classify(name)}" if category == "kernel" else category
+    if category != "kernel":
+        return category
+    return f"role · {role}" if role else f"kernel · {classify(name)}"
 
 
-def _legend_groups(spans: pd.DataFrame) -> np.ndarray:
+def _legend_groups(spans: pd.DataFrame, roles: np.ndarray | None = None) -> np.ndarray:
     group = column_strings(spans["category"])
     is_kernel = group == "kernel"
     if is_kernel.any():
         kind = per_value(spans["name"], lambda n: classify(str(n)), "")[is_kernel]
         group[is_kernel] = "kernel · " + kind
+        if roles is not None:
+            known = is_kernel & (roles != "")
+            group[known] = "role · " + roles[known]
     return group
 
 
@@ -152,7 +172,9 @@ def bar_label(name: str, gpu: bool) -> str:
     return html.escape(short_name(name) if gpu else name, quote=False)
 
 
-def category_arrays(spans: pd.DataFrame, rows_of_span: Sequence[str]) -> dict[str, CategoryArrays]:
+def category_arrays(
+    spans: pd.DataFrame, rows_of_span: Sequence[str], roles: np.ndarray | None = None
+) -> dict[str, CategoryArrays]:
     """Spans grouped into per-legend-group arrays, in a stable, readable legend order.
 
     Columns are read once as arrays and each bar's text built from them: pandas'
@@ -161,7 +183,7 @@ def category_arrays(spans: pd.DataFrame, rows_of_span: Sequence[str]) -> dict[st
     if spans.empty:
         return {}
     n = len(spans)
-    groups = _legend_groups(spans)
+    groups = _legend_groups(spans, roles)
     name, lane = column_strings(spans["name"]), column_strings(spans["lane"])
     gpu = is_in(spans["kind"], "gpu")
     start = spans["start_us"].to_numpy(dtype=float)

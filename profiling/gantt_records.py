@@ -32,6 +32,7 @@ from profiling.gantt_bars import (
     legend_group_of,
 )
 from profiling.gantt_rows import row_label
+from profiling.kernel_roles import record_roles
 from profiling.small_trace import SmallTrace, Span, by_start, deepest_levels
 
 
@@ -50,8 +51,9 @@ def gantt(t: SmallTrace, title: str | None = None) -> FigureSpec:
         rows += [row_label(lane, d, stacked) for d in range(deepest[code] + 1)]
     row_of = [rows[first_row[s.lane] + (s.depth if deepest[s.lane] > 0 else 0)] for s in spans]
     groups: dict[str, list[Span]] = {}
+    roles = record_roles(spans)
     for s in spans:
-        groups.setdefault(legend_group_of(s.category, s.name), []).append(s)
+        groups.setdefault(legend_group_of(s.category, s.name, roles[s.index]), []).append(s)
     traces = []
     for i, group in enumerate(group_order(list(groups))):
         members = groups[group]

@@ -193,12 +193,19 @@ def short_name(name: str) -> str:
     return base if len(base) <= 80 else base[:77] + "…"
 
 
-def kernel_table(gpu: pd.DataFrame, per: int = 1, *, own_run: bool = False) -> pd.DataFrame:
+def kernel_table(
+    gpu: pd.DataFrame,
+    per: int = 1,
+    *,
+    own_run: bool = False,
+    roles: Sequence[str] | None = None,
+) -> pd.DataFrame:
     """One row per GPU kernel / memcpy / memset name, longest total first.
 
     `gpu` is a slice of the spans table (kind == "gpu", annotations excluded); `per` divides
     counts and totals (e.g. the number of forwards) so the table reads "per forward";
-    `own_run` (this app made the trace) adds this app's context to the decoding (see decode).
+    `own_run` (this app made the trace) adds this app's context to the decoding (see decode);
+    `roles`, one per row of `gpu` (profiling.kernel_roles), fill the role column.
     Aggregated with numpy over interned name codes and built as one frame at the end: a pandas
     groupby costs more than the whole table on a run's handful of kernels (docs/performance.md).
     """
@@ -206,10 +213,12 @@ def kernel_table(gpu: pd.DataFrame, per: int = 1, *, own_run: bool = False) -> p
     work = gpu[~annotation] if annotation.any() else gpu  # a run's slice has none: no copy
     if work.empty:
         return pd.DataFrame(columns=list(KERNEL_COLUMNS))
+    if roles is not None and annotation.any():
+        roles = [role for role, kept in zip(roles, ~annotation.to_numpy(), strict=True) if kept]
     codes, names = _name_codes(work["name"])
     dur = work["dur_us"].to_numpy(dtype=float)
     args = work["args"].to_numpy(dtype=object)
-    return kernel_frame(codes, names, dur, args, per, own_run=own_run)
+    return kernel_frame(codes, names, dur, args, per, own_run=own_run, roles=roles)
 
 
 def kernel_frame(
@@ -220,11 +229,13 @@ def kernel_frame(
     per: int,
     *,
     own_run: bool,
+    roles: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """The kernel table from one code per GPU span (into `names`, in order of first
     appearance), the spans' durations and args: shared by the vectorised path and a run's
     small-trace path (profiling.small_trace), so both tables are built by the same code.
-    `own_run` has no default: each path's caller says whether this app made the trace."""
+    `own_run` has no default: each path's caller says whether this app made the trace.
+    `roles` (one per span): a name's roles, in order of first appearance."""
     if not len(codes):
         return pd.DataFrame(columns=list(KERNEL_COLUMNS))
     distinct = len(names)
@@ -242,8 +253,10 @@ def kernel_frame(
     def first_args(key: str) -> list[Any]:  # `key` of each name's first span's args, or None
         return [entry.get(key) if isinstance(entry, dict) else None for entry in found]
 
+    occupancy = [_occupancy(entry) for entry in found]
     columns = {
         "kernel": [short_name(n) for n in names],
+        "role": _name_roles(codes, distinct, roles),
         "category": [classify(n) for n in names],
         "count": count / per,
         "total_us": total / per,
@@ -255,7 +268,8 @@ def kernel_frame(
         "shared_memory": first_args("shared memory"),
         "grid": [_dims(v) for v in first_args("grid")],
         "block": [_dims(v) for v in first_args("block")],
-        "occupancy_pct": first_args("est. achieved occupancy %"),
+        "occupancy_pct": [value for value, _ in occupancy],
+        "occupancy_note": [note for _, note in occupancy],
         "decoded": [decode(n, own_run=own_run) for n in names],
         "name": list(names),
     }
@@ -268,6 +282,34 @@ def kernel_frame(
             for key, column in ordered
         }
     )
+
+
+OCCUPANCY_UNKNOWN = (
+    "not measured: CUPTI reports 0% for a grid with work for every SM (a cuLaunchKernelEx or "
+    "cluster launch, e.g. cuBLAS's nvjet, cuDNN and Triton kernels)"
+)
+
+
+def _occupancy(args: Any) -> tuple[Any, str]:
+    """The profiler's occupancy estimate and a note where it means nothing: 0% reported for a
+    grid that gives every SM at least one warp cannot be true; the estimate was not made."""
+    if not isinstance(args, dict):
+        return None, ""
+    value = args.get("est. achieved occupancy %")
+    warps = args.get("warps per SM")
+    if value == 0 and isinstance(warps, int | float) and warps >= 1:
+        return None, OCCUPANCY_UNKNOWN
+    return value, ""
+
+
+def _name_roles(codes: np.ndarray, distinct: int, roles: Sequence[str] | None) -> list[str]:
+    """Each name's roles, joined in order of first appearance ("" where none is known)."""
+    found: list[dict[str, None]] = [{} for _ in range(distinct)]
+    if roles is not None:
+        for code, role in zip(codes.tolist(), roles, strict=True):
+            if role:
+                found[code][role] = None
+    return [" + ".join(seen) for seen in found]
 
 
 def _name_codes(names: pd.Series) -> tuple[np.ndarray, list[str]]:

@@ -24,6 +24,7 @@ import pandas as pd
 from profiling import gantt_records, small_trace, trace_events
 from profiling import trace as trace_model
 from profiling.gantt import FigureSpec, gantt_spec
+from profiling.kernel_roles import KernelSpans, record_chains, role_table, roles, table_chains
 from profiling.kernels import kernel_table
 from profiling.launch import LaunchStats, launch_stats
 from profiling.small_trace import SmallTrace
@@ -39,6 +40,12 @@ class Phase:
 
     stats: ForwardStats
     kernels: pd.DataFrame
+    spans: KernelSpans = field(default_factory=KernelSpans, repr=False)  # one by one
+    steps: int = 1  # how many measured steps the figures are divided by
+
+    def roles(self) -> pd.DataFrame:
+        """µs per step by role in attention (profiling.kernel_roles)."""
+        return role_table(self.spans, self.steps)
 
 
 @dataclass
@@ -52,6 +59,15 @@ class RunTrace:
     _columns: pd.DataFrame | None = field(default=None, repr=False)
     # each phase of the step by its span's name, in order (one phase: the step's own figures)
     phases: dict[str, Phase] = field(default_factory=dict, repr=False)
+    step: Phase | None = field(default=None, repr=False)  # the whole measured step
+
+    def roles(self) -> pd.DataFrame:
+        """µs per measured step by role in attention; with more than one phase, each phase's
+        rows in turn, the phase named in a last column."""
+        if len(self.phases) < 2:
+            return self.step.roles() if self.step else role_table(KernelSpans())
+        tables = [phase.roles().assign(phase=name) for name, phase in self.phases.items()]
+        return pd.concat(tables, ignore_index=True)
 
     @property
     def reader(self) -> str:
@@ -104,8 +120,16 @@ def of_records(
     def phase(name: str) -> Phase:
         windows, work = small_trace.forward_work(records, name)
         stats = small_trace.per_forward(records, windows, work, own_run=True)
-        kernels = small_trace.kernel_table(work, per=max(len(windows), 1), own_run=True)
-        return Phase(stats, kernels)
+        names = [span.name for span in work]
+        chains = record_chains(records.spans, work)
+        found = roles(names, chains)
+        per = max(len(windows), 1)
+        kernels = small_trace.kernel_table(work, per=per, own_run=True, roles=found)
+        spans = KernelSpans(
+            tuple(names), tuple(span.dur for span in work), tuple(found),
+            tuple(span.args for span in work), tuple(chains),
+        )  # fmt: skip
+        return Phase(stats, kernels, spans, per)
 
     return _built(records.lanes, records, phase, measured, phases)
 
@@ -118,14 +142,29 @@ def of_table(
     def phase(name: str) -> Phase:
         windows, work = forward_work(table, name)
         stats = per_forward(table, windows=windows, work=work, own_run=True)
-        kernels = kernel_table(work, per=max(len(windows), 1), own_run=True)
-        return Phase(stats, kernels)
+        spans = table_spans(table.spans, work.index.to_numpy())
+        per = max(len(windows), 1)
+        kernels = kernel_table(work, per=per, own_run=True, roles=list(spans.roles))
+        return Phase(stats, kernels, spans, per)
 
     return _built(table.lanes, table, phase, measured, phases)
+
+
+def table_spans(spans: pd.DataFrame, rows) -> KernelSpans:
+    """The kernels at `rows` of a spans table, one by one, with their roles."""
+    names = [str(name) for name in spans["name"].to_numpy()[rows]]
+    chains = table_chains(spans, rows)
+    return KernelSpans(
+        tuple(names),
+        tuple(spans["dur_us"].to_numpy(dtype=float)[rows].tolist()),
+        tuple(roles(names, chains)),
+        tuple(spans["args"].to_numpy()[rows]),
+        tuple(chains),
+    )
 
 
 def _built(lanes, source, phase: Callable[[str], Phase], measured: str, phases) -> RunTrace:
     """The step's figures and each phase's (the step's own where it is the one phase)."""
     step = phase(measured)
     by_name = {name: step if name == measured else phase(name) for name in phases}
-    return RunTrace(lanes, step.stats, step.kernels, source, phases=by_name)
+    return RunTrace(lanes, step.stats, step.kernels, source, phases=by_name, step=step)

@@ -144,6 +144,8 @@ def _build(events: list[Any]) -> SmallTrace | None:
             or "\0" in event.cat
         ):
             return None  # the model reads numeric strings as ints and drops trailing NULs
+        if getattr(event.args, "input_dims", None) is not None:
+            return None  # recorded shapes (never a run's own): the model keeps them for roles
         complete.append(event)
     if not complete:
         return None
@@ -330,7 +332,9 @@ def _backend(trace: SmallTrace, windows: list[Span]) -> str | None:
     return " + ".join(found) if found else None
 
 
-def kernel_table(work: list[Span], per: int = 1, *, own_run: bool = False) -> pd.DataFrame:
+def kernel_table(
+    work: list[Span], per: int = 1, *, own_run: bool = False, roles: list[str] | None = None
+) -> pd.DataFrame:
     """kernels.kernel_table: codes in order of first appearance, then the shared frame builder."""
     codes: dict[str, int] = {}
     for span in work:
@@ -342,6 +346,7 @@ def kernel_table(work: list[Span], per: int = 1, *, own_run: bool = False) -> pd
         [span.args for span in work],
         per,
         own_run=own_run,
+        roles=roles,
     )
 
 

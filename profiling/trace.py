@@ -118,7 +118,7 @@ def _build(events: list[Any], meta: dict[str, Any]) -> Trace:
             "the trace holds no complete (`ph: X`) events: nothing ran while it recorded"
         )
     columns = event_columns(complete)
-    arrays, args, lanes = _span_arrays(columns, names_meta)
+    arrays, args, lanes = _span_arrays(columns, names_meta, bool(meta.get("record_shapes")))
     steps = arrays.is_step
     t0 = float(arrays.start[steps].min()) if steps.any() else float(arrays.start.min())
     arrays.start = arrays.start - t0
@@ -159,13 +159,14 @@ class _SpanArrays:
 
 
 def _span_arrays(
-    columns: EventColumns, names_meta: dict[tuple[str, str], str]
+    columns: EventColumns, names_meta: dict[tuple[str, str], str], shapes: bool = False
 ) -> tuple[_SpanArrays, list[Any], list[str]]:
-    """Per-span arrays in event order, the args each span keeps, and the lanes in order."""
+    """Per-span arrays in event order, the args each span keeps (CPU ops too when the trace
+    recorded their shapes: the roles and the roofline read them), and the lanes in order."""
     cat, name = columns.cat_codes, columns.name_codes
     gpu = np.isin(columns.cats, list(GPU_CATS))[cat]
     launch = np.isin(columns.cats, list(LAUNCH_CATS))[cat]
-    args, correlation, external = args_columns(columns.events, gpu, gpu | launch)
+    args, correlation, external = args_columns(columns.events, gpu, gpu | launch, shapes)
     # ProfilerStep number per distinct name (-1: not a step), matched once per name
     number = np.array([step_number(n) for n in columns.names], dtype=np.int64)[name]
     annotation = columns.cats[cat] == "gpu_user_annotation"

@@ -143,12 +143,13 @@ def _texts(values: np.ndarray) -> np.ndarray:
 
 
 def args_columns(
-    events: list[Any], gpu: np.ndarray, needs_args: np.ndarray
+    events: list[Any], gpu: np.ndarray, needs_args: np.ndarray, shapes: bool = False
 ) -> tuple[list[Any], np.ndarray, np.ndarray]:
     """Per event: the args it keeps, its correlation id and its External id (-1: none).
 
     GPU work keeps its decoded fields (kernel table, hover; read with span_args), launches
-    give up their two ids, CPU ops keep nothing.
+    give up their two ids, CPU ops keep nothing unless `shapes` (the trace recorded them):
+    then those with "Input Dims" keep their args.
     """
     args: list[Any] = [{}] * len(events)  # one shared empty dict for the rest
     correlation = np.full(len(events), -1, dtype=np.int64)
@@ -165,6 +166,10 @@ def args_columns(
     for i, a, g in zip(wanted, found, gpu[wanted], strict=True):
         if g:
             args[i] = a  # an EventArgs struct (or a dict): read it with span_args
+    if shapes:
+        for i in np.flatnonzero(~needs_args).tolist():
+            if span_args(events[i].args).get("Input Dims") is not None:
+                args[i] = events[i].args
     return args, correlation, external
 
 

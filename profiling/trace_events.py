@@ -173,6 +173,9 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):
     occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
     bytes: Any = None
     bandwidth: Any = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")  # record_shapes=True
+    input_type: Any = msgspec.field(default=None, name="Input type")
+    concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
     labels: Any = None  # ph: M process_labels
     name: Any = None  # ph: M thread_name / process_name
 

@@ -20,8 +20,10 @@ from profiling.analyze import analyze
 from profiling.columns import TRACE_OPERATOR_COLUMNS
 from profiling.gantt import FigureSpec, gantt_spec, gantt_x_title
 from profiling.launch import launch_rows
+from profiling.roofline_figure import roofline_spec
 from profiling.trace_events import TraceError
 from profiling.uploads import UNREADABLE, UPLOAD_FAILURES, upload_stat
+from profiling.views_profile import role_view, roofline_view
 from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
 from profiling.workload import ConfigError
 
@@ -35,6 +37,9 @@ class AnalyzePage:
     operators: pd.DataFrame
     kernels: pd.DataFrame
     figure: FigureSpec  # gr.Plot serialises it with .to_json()
+    roles: pd.DataFrame | None = None  # µs by role in attention, the kernel table's scope
+    roofline_figure: FigureSpec | None = None  # kernels the recorded shapes can place
+    roofline: pd.DataFrame | None = None  # per kernel; "not placed" rows say why
 
 
 def analyze_operator_view(operators: pd.DataFrame) -> pd.DataFrame:
@@ -120,4 +125,7 @@ def analyze_page(path: Any, window: tuple[float, float] | None = None) -> Analyz
         operators=analyze_operator_view(result.operators),
         kernels=kernel_view(result.kernels),
         figure=gantt_spec(result.spans, result.lanes, title=title, window=window),
+        roles=role_view(result.roles),
+        roofline_figure=roofline_spec(result.roofline, result.device_name, result.dtype),
+        roofline=roofline_view(result.roofline),
     )

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 
 from attention import on_zero_gpu
 from profiling.availability import unavailable_reasons
+from profiling.columns import ROOFLINE_COLUMNS
 from profiling.compare import (
     GLANCE_COLUMNS,
     POST_VARIANTS,
@@ -24,7 +25,10 @@ from profiling.compare import (
     default_variants,
 )
 from profiling.compare_figures import gpu_cpu_bars, mini_gantts
+from profiling.gantt import FigureSpec
 from profiling.peaks import peaks_table
+from profiling.role_views import role_matrix
+from profiling.roofline_figure import roofline_spec
 from profiling.summary_text import shape_text
 from profiling.views_shared import significant, without_nan
 from profiling.workload import device_key
@@ -153,6 +157,8 @@ class ComparePage:
     gantts: go.Figure
     zip_path: Path | None
     traces: dict[str, str] = field(default_factory=dict)  # variant → .json.gz, server side
+    roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # variants × roles, µs / step
+    roofline: FigureSpec | None = None  # every variant's attention kernels on one roofline
 
 
 def compare_page(result: CompareResult, device: str) -> ComparePage:
@@ -167,4 +173,19 @@ def compare_page(result: CompareResult, device: str) -> ComparePage:
         gantts=mini_gantts(result),
         zip_path=result.zip_path,
         traces=traces,
+        roles=role_matrix((r.variant, r.roles) for r in result.ran).round(1),
+        roofline=compare_roofline(result),
     )
+
+
+def compare_roofline(result: CompareResult) -> FigureSpec:
+    """Every variant's kernels that have a role in attention, on one roofline."""
+    rows = [
+        r.roofline[r.roofline["role"] != ""].assign(variant=r.variant)
+        for r in result.ran
+        if r.roofline is not None and not r.roofline.empty
+    ]
+    points = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
+        columns=[*ROOFLINE_COLUMNS, "variant"]
+    )  # fmt: skip
+    return roofline_spec(points, result.device_name, result.shape.get("dtype", ""), own_run=True)

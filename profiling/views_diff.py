@@ -17,6 +17,7 @@ import pandas as pd
 
 from profiling.diff import as_trace, diff, labelled, structural_weight
 from profiling.diff_phases import phase_table
+from profiling.role_views import role_diff, role_diff_view, role_lines
 from profiling.trace import Trace
 from profiling.trace_events import TraceError
 from profiling.uploads import load_upload
@@ -33,11 +34,15 @@ OPERATOR_DIFF_WIDTHS = ["16%", "6%", *["6.5%"] * 11, "6.5%"]
 ALLOWED_LABEL = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-.+()/:@")
 
 
+ROLE_LINES = 4  # sentences about roles only one side has, in the headline
+
+
 @dataclass
 class DiffPage:
     headline: str  # plain text, as /diff returns it; the page shows headline_markdown() of it
     kernels: pd.DataFrame
     operators: pd.DataFrame
+    roles: pd.DataFrame | None = None  # A and B aligned by role in attention
 
 
 def diff_label(raw: Any, default: str) -> str:
@@ -256,10 +261,16 @@ def diff_page(a: Trace | Path, b: Trace | Path, label_a: str, label_b: str) -> D
     kernels, operators = diff(a, b, label_a, label_b)
     phases = phase_table(a, b)
     by_phase = "" if phases is None else "\n".join(phase_lines(phases, (label_a, label_b))) + "\n\n"
+    roles = role_diff(a, b)
+    unit = kernels.attrs.get("units", ("", ""))[0]
+    lines = role_lines(roles, (label_a, label_b), f" {unit}" if unit else "")[:ROLE_LINES]
+    by_role = "By role: " + "; ".join(lines) + ".\n\n" if lines else ""
+    headline = f"{diff_headline(kernels, operators)}\n\n{by_phase}{by_role}{diff_scopes(kernels)}"
     return DiffPage(
-        headline=f"{diff_headline(kernels, operators)}\n\n{by_phase}{diff_scopes(kernels)}",
+        headline=headline,
         kernels=labelled(_rounded(kernels)),
         operators=labelled(_rounded(operators)),
+        roles=role_diff_view(roles, label_a, label_b),
     )
 
 

@@ -14,11 +14,15 @@ import pandas as pd
 
 from attention import VARIANTS
 from profiling.availability import unavailable_reasons
-from profiling.columns import OPERATOR_COLUMNS
+from profiling.columns import OPERATOR_COLUMNS, ROLE_COLUMNS, ROOFLINE_COLUMNS
 from profiling.gantt import FigureSpec
 from profiling.launch import LaunchStats
+from profiling.role_views import as_records
+from profiling.roofline_figure import roofline_spec
+from profiling.roofline_runs import run_roofline
 from profiling.summary import Summary, finite
 from profiling.summary_text import summary_rows, training_rows, unit
+from profiling.text_tables import text_table
 from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
 from profiling.views_timing import (
     memory_figure,
@@ -216,7 +220,7 @@ def kernel_note(summary: Summary) -> str:
     )
     return (
         f"Per {per} (averaged over {summary.forwards} {per}s).{phases} "
-        "Est. occupancy % is CUPTI's estimate, empty where the trace gives 0 (no estimate). "
+        "Est. occupancy % is CUPTI's estimate, empty where it made none (the note says why). "
         "Click a cell to read a long name in full."
     )
 
@@ -259,6 +263,9 @@ class Page:
     kernel_note: str
     figure: FigureSpec  # gr.Plot serialises it with .to_json()
     files: dict[str, Path] = field(default_factory=dict)  # json, gz, txt (memory, run: or None)
+    roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # µs per step by role
+    roofline_figure: FigureSpec | None = None  # each kernel on the device's roofline
+    roofline: pd.DataFrame = field(default_factory=pd.DataFrame)  # per kernel: FLOP, bytes…
     # issue 23: the memory timeline over one step, its breakdown, and what they show
     memory_note: str = ""
     memory_figure: Any = None
@@ -269,11 +276,15 @@ def page(result: Any) -> Page:
     """ProfileResult → what the page shows. The figure is built here, outside any GPU slot."""
     summary: Summary = result.summary
     launch = result.trace.launch_stats()
+    roles = result.trace.roles()
+    roofline = run_roofline(result)
+    why = {"roles": as_records(roles), "roofline": as_records(roofline)}
     return Page(
         strip=summary_html(summary) + launch_html(launch) + timing_html(summary),
         summary={
             **summary_json(summary),
             "launch": launch_json(launch),
+            **finite(why),
             "memory_timeline": timeline_json(result.memory_timeline),
         },
         operators=operator_view(result.operators, summary.device),
@@ -290,4 +301,34 @@ def page(result: Any) -> Page:
         memory_note=memory_note(summary),
         memory_figure=memory_figure(result.memory_timeline, "Memory in use over one step"),
         memory_table=memory_table(summary),
+        roles=role_view(roles),
+        roofline_figure=roofline_spec(
+            roofline, summary.device_name, summary.config["dtype"], own_run=True
+        ),
+        roofline=roofline_view(roofline),
     )
+
+
+def why_text(result: Any) -> str:
+    """The CLI's text of a run's roles and per-kernel roofline (empty without GPU kernels)."""
+    roles = result.trace.roles()
+    if roles.empty:
+        return ""
+    roofline = roofline_view(run_roofline(result)).drop(columns=["Full name", "Compute roof"])
+    return (
+        f"Kernels by role (µs per {unit(result.summary)}):\n"
+        f"{text_table(role_view(roles))}\n\nRoofline per kernel:\n{text_table(roofline, 36)}\n"
+    )
+
+
+def roofline_view(rows: pd.DataFrame) -> pd.DataFrame:
+    """The per-kernel roofline table with readable headers, rounded."""
+    digits = {"mean_us": DIGITS, "flop_per_call": None, "bytes_per_call": None, "tflops": 2,
+              "tbps": 3, "intensity": 2, "total_us": DIGITS, "calls": None}  # fmt: skip
+    return readable(rows, ROOFLINE_COLUMNS, digits)
+
+
+def role_view(roles: pd.DataFrame) -> pd.DataFrame:
+    """The role table with readable headers, rounded (the phase column kept)."""
+    headers = {**ROLE_COLUMNS, **({"phase": "Phase"} if "phase" in roles else {})}
+    return readable(roles, headers, {"us": DIGITS, "pct_gpu": 1, "calls": 2})

@@ -161,7 +161,7 @@ def _numbers(column: pd.Series, digits: int | None) -> np.ndarray:
 
 
 # -- the kernel table (Profile, Analyse) -------------------------------------------------------
-KERNEL_TEXT = ("kernel", "category", "grid", "block", "decoded", "name")
+KERNEL_TEXT = ("kernel", "role", "category", "grid", "block", "decoded", "occupancy_note", "name")
 KERNEL_DIGITS = {"total_us": DIGITS, "mean_us": DIGITS, "min_us": DIGITS, "max_us": DIGITS,
                  "pct_gpu": DIGITS, "count": 2, "registers_per_thread": None,
                  "shared_memory": None, "occupancy_pct": None}  # fmt: skip
@@ -169,7 +169,14 @@ KERNEL_DIGITS = {"total_us": DIGITS, "mean_us": DIGITS, "min_us": DIGITS, "max_u
 
 def kernel_widths() -> list[int]:
     """Pixels: name, category, decoding and the per-forward time fit without scrolling."""
-    wide = {"kernel": 280, "category": 110, "decoded": 330, "name": 480}
+    wide = {
+        "kernel": 280,
+        "role": 130,
+        "category": 110,
+        "decoded": 330,
+        "occupancy_note": 200,
+        "name": 480,
+    }
     return [wide.get(c, 90) for c in KERNEL_COLUMNS]
 
 
@@ -182,15 +189,9 @@ def kernel_datatypes() -> list[str]:
 
 
 def kernel_view(kernels: pd.DataFrame) -> pd.DataFrame:
-    """The kernel table with its decoding, readable headers, rounded numbers.
-
-    CUPTI's occupancy estimate reads 0 where it has none (nvjet, cuDNN and Triton kernels on
-    Hopper among them): a kernel that ran never had zero occupancy, so that cell is left empty.
-    """
-    view = readable(kernels, KERNEL_COLUMNS, KERNEL_DIGITS)
-    occupancy = KERNEL_COLUMNS["occupancy_pct"]
-    view[occupancy] = view[occupancy].astype(float).mask(view[occupancy] == 0)
-    return view
+    """The kernel table with its decoding, readable headers, rounded numbers. An occupancy
+    CUPTI could not estimate is empty, with the reason beside it (kernels.kernel_frame)."""
+    return readable(kernels, KERNEL_COLUMNS, KERNEL_DIGITS)
 
 
 # -- GPU idle & launch overhead (Profile, Analyse) ---------------------------------------------

@@ -28,11 +28,14 @@ def test_profile_endpoint_is_documented_with_named_parameters(client):
     assert list(endpoints) == ["/profile", "/compare", "/diff", "/sweep", "/analyze"]
     params = [p["parameter_name"] for p in endpoints["/profile"]["parameters"]]
     assert params == PROFILE_PARAMETERS
-    assert len(endpoints["/profile"]["returns"]) == 9
+    assert len(endpoints["/profile"]["returns"]) == 12  # with roles and the roofline (2)
 
 
 def test_profile_returns_tables_plot_and_files(result):
-    strip, summary, operators, kernels, note, plot, json_path, gz_path, txt_path = result
+    strip, summary, operators, kernels, note, plot, json_path, gz_path, txt_path, *why = result
+    roles, roofline_plot, roofline = why
+    assert roles["headers"][:2] == ["Role", "µs / step"] and "Figures from" in roofline["headers"]
+    assert json.loads(roofline_plot["plot"])["layout"]["xaxis"]["type"] == "log"
     assert "CPU µs / forward" in strip or "GPU µs / forward" in strip
     assert summary["variant"] == "sdpa-math" and summary["forwards"] == 3
     assert operators["headers"][0] == "Operator"

@@ -21,7 +21,7 @@ PARAMETERS = {
     "/sweep": ["variants", "seq_lens", *SHAPE_PARAMETERS],
     "/analyze": ["trace", "window_start_us", "window_end_us"],
 }
-RETURNS = {"/compare": 5, "/diff": 3, "/sweep": 4, "/analyze": 5}
+RETURNS = {"/compare": 7, "/diff": 4, "/sweep": 4, "/analyze": 8}  # with roles and roofline
 
 
 def plot(value: dict) -> dict:
@@ -41,8 +41,11 @@ def test_endpoints_are_documented_with_named_parameters(client):
 
 
 def test_compare(client):
-    glance, note, bars, gantts, zip_path = client.predict(
+    glance, note, bars, gantts, zip_path, roles, roofline = client.predict(
         variants=["naive", "sdpa-cudnn"], seq_len=128, **SHAPE, api_name="/compare"
+    )
+    assert (
+        roles["headers"][:1] == ["variant"] and plot(roofline)["layout"]["xaxis"]["type"] == "log"
     )
     assert glance["headers"] == views_compare.glance_columns(app.DEVICE)
     rows = {row[0]: dict(zip(glance["headers"], row, strict=True)) for row in glance["data"]}
@@ -60,15 +63,17 @@ def test_compare(client):
 
 
 def test_diff_of_two_uploads(client):
-    headline, kernels, operators = client.predict(
+    headline, kernels, operators, roles = client.predict(
         trace_a=handle_file(NAIVE), trace_b=handle_file(INPLACE), api_name="/diff"
     )
     assert headline.startswith("B has 1 fewer Memcpy DtoD per forward (−126.5 µs)")
+    by_role = {row[0]: dict(zip(roles["headers"], row, strict=True)) for row in roles["data"]}
+    assert by_role["copy"]["Δ µs (B − A)"] == -126.5  # the masked_fill clone, aligned by role
     rows = {row[0]: dict(zip(kernels["headers"], row, strict=True)) for row in kernels["data"]}
     memcpy = rows["Memcpy DtoD"]
     assert (memcpy["count A"], memcpy["count B"], memcpy["Δ total µs (B − A)"]) == (1, 0, -126.5)
     assert operators["headers"][:2] == ["operator", "where"]
-    _, kernels, _ = client.predict(
+    _, kernels, _, _ = client.predict(
         trace_a=handle_file(NAIVE), trace_b=handle_file(INPLACE), label_a="naive",
         label_b="in-place", api_name="/diff",
     )  # fmt: skip
@@ -79,7 +84,7 @@ def test_diff_headline_is_plain_text(client):
     """/diff's headline is plain text, as the CLI prints it (the page renders its own escaped
     Markdown of it): names and labels arrive as written, not as `sm80\\_xmma` or `copy\\_`."""
     math = FIXTURES / "h200_sdpa-math_8_16_1024_64_bf16.json.gz"
-    headline, kernels, operators = client.predict(
+    headline, kernels, operators, _ = client.predict(
         trace_a=handle_file(NAIVE), trace_b=handle_file(math), label_a="naive_bf16",
         label_b="sdpa_math", api_name="/diff",
     )  # fmt: skip
@@ -98,7 +103,7 @@ def test_readme_diff_example_runs_as_written(client, monkeypatch, capsys):
     """The README's /diff example, run as a reader runs it (from the repository's root): its
     traces exist, and it prints what its comment says."""
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    start = readme.index("headline, kernel_deltas, operator_deltas = client.predict(")
+    start = readme.index("headline, kernel_deltas, operator_deltas, role_deltas = client.predict(")
     end = readme.index("\n", readme.index("print(headline)", start))
     example = readme[start:end]
     said = example.rsplit("# ", 1)[1].removesuffix("...").strip()
@@ -122,9 +127,12 @@ def test_sweep(client):
 
 
 def test_analyze(client):
-    summary, launch, operators, kernels, gantt = client.predict(
+    summary, launch, operators, kernels, gantt, roles, roofline_plot, roofline = client.predict(
         trace=handle_file(NAIVE), api_name="/analyze"
     )
+    assert {row[0] for row in roles["data"]} >= {"QKᵀ", "PV", "mask", "softmax"}
+    assert any(row[7].startswith("not placed") for row in roofline["data"])  # no shapes
+    assert plot(roofline_plot)["layout"]["yaxis"]["type"] == "log"
     assert "NVIDIA H200" in summary and "GPU busy" in launch
     assert operators["headers"][0] == "Operator" and len(kernels["data"]) == 7
     bars = sum(len(t["y"]) for t in plot(gantt)["data"] if t["type"] == "bar")

@@ -69,7 +69,7 @@ def compared():
 
 
 def test_compare_returns_table_note_figures_zip_and_the_runs(compared):
-    (glance, note, bars, gantts, timing, zip_path, traces), _ = compared
+    (glance, note, bars, gantts, timing, zip_path, _roles, _roofline, traces), _ = compared
     assert list(glance.columns) == views_compare.glance_columns(app.DEVICE)
     assert len(views_compare.glance_datatypes(app.DEVICE)) == len(glance.columns)
     g = glance.set_index("variant")

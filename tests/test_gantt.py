@@ -13,13 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profiling import trace
+from profiling import gantt_records, small_trace, trace
 from profiling.gantt import LINKS_NAME, X_TITLE, bar_count, build_gantt, gantt_spec
 from profiling.gantt_bars import category_arrays, legend_group
 from profiling.gantt_rows import span_rows
 from tests.conftest import FIXTURES, from_document
 
-FIXTURE_FILES = sorted(FIXTURES.glob("*.json.gz"))
+# the runs' own traces (a user's trace, recorded without the app's spans, has its own tests)
+FIXTURE_FILES = sorted(p for p in FIXTURES.glob("*.json.gz") if "_user-" not in p.name)
 
 
 def _event(cat, name, ts, dur, pid=1, tid=1, **args):
@@ -74,12 +75,33 @@ def test_one_bar_per_span_in_the_h200_fixtures(fixture_trace):
     assert bar_count(fig) == len(fixture_trace.spans)
 
 
+def test_kernels_are_coloured_by_their_role_on_both_readers():
+    """Issue 22: a run's Gantt colours each kernel by its role in attention (one legend entry
+    per role), from the model and from a run's records alike."""
+    path = FIXTURES / "h200_train-naive_8_16_1024_64_bf16.json.gz"
+    model = trace.load(path)
+    spec = gantt_spec(model.spans, model.lanes)
+    groups = {t["name"]: len(t["x"]) for t in spec.data if t.get("type") == "bar"}
+    assert {"role · QKᵀ", "role · PV", "role · softmax", "role · mask", "role · dQ/dK/dV"} <= set(
+        groups
+    )
+    # only kernels whose launch the trace did not record (before its first step) keep their
+    # category's colour: no launching operator, no role
+    unlinked = model.spans[(model.spans["category"] == "kernel") & (model.spans["link"] < 0)]
+    assert sum(n for name, n in groups.items() if name.startswith("kernel · ")) == len(unlinked)
+    assert len(unlinked) < 5
+    assert groups["role · dQ/dK/dV"] == 12
+    records = small_trace.read(path)
+    assert gantt_records.gantt(records).to_json() == spec.to_json()
+
+
 def test_bars_per_category_match_the_trace_model(fixture_trace):
     spans = fixture_trace.spans
     fig = build_gantt(spans, fixture_trace.lanes)
     drawn: dict[str, int] = {}
     for t in bar_traces(fig):
         category = t.name.split(" · ")[0]  # "kernel · gemm" → "kernel"
+        category = "kernel" if category == "role" else category  # "role · softmax": a kernel
         drawn[category] = drawn.get(category, 0) + len(t.x)
     expected = spans["category"].astype(str).value_counts().to_dict()
     assert drawn == expected
@@ -95,12 +117,11 @@ def test_rows_are_lanes_stacked_by_depth(fixture_trace):
     rows = list(fig.layout.yaxis.categoryarray)
     cpu_lane = next(lane for lane in lanes if lane.startswith("CPU"))
     deepest = int(spans.loc[spans["lane"] == cpu_lane, "depth"].max())
-    assert [r for r in rows if r.startswith(cpu_lane)] == [
-        f"{cpu_lane} · d{d}" for d in range(deepest + 1)
-    ]
+    stacked = [f"{cpu_lane} · d{d}" for d in range(deepest + 1)] if deepest else [cpu_lane]
+    assert [r for r in rows if r.startswith(cpu_lane)] == stacked
     gpu_lanes = [lane for lane in lanes if lane.startswith("GPU")]
     assert all(lane in rows for lane in gpu_lanes)  # flat lanes keep one row
-    assert rows.index(f"{cpu_lane} · d0") < rows.index(gpu_lanes[0])  # CPU on top
+    assert rows.index(stacked[0]) < rows.index(gpu_lanes[0])  # CPU on top
     assert fig.layout.yaxis.autorange == "reversed"
     used = {y for t in bar_traces(fig) for y in t.y}
     assert used == set(rows)
@@ -138,8 +159,8 @@ def test_time_axis_boundaries_and_links(fixture_trace):
 def test_single_fused_kernel_stays_readable():
     t = trace.load(FIXTURES / "sdpa_flash_8_16_1024_64_bf16.json.gz")
     fig = build_gantt(t.spans, t.lanes)
-    kernels = [tr for tr in bar_traces(fig) if tr.name.startswith("kernel")]
-    assert [tr.name for tr in kernels] == ["kernel · fused attention"]
+    kernels = [tr for tr in bar_traces(fig) if tr.name.startswith(("kernel", "role"))]
+    assert [tr.name for tr in kernels] == ["role · fused attention forward"]
     assert len(kernels[0].x) == 3  # one per forward
     assert all("flash_fwd_kernel" in text for text in kernels[0].text)
     hover = kernels[0].hovertext[0]
@@ -260,9 +281,9 @@ def test_math_backend_h200_trace_stays_readable():
         pytest.skip("the H200 sdpa-math fixture is not in this checkout")
     t = trace.load(path)
     fig = build_gantt(t.spans, t.lanes)
-    kernels = [tr for tr in bar_traces(fig) if tr.name.startswith("kernel")]
+    kernels = [tr for tr in bar_traces(fig) if tr.name.startswith(("kernel", "role"))]
     assert sum(len(tr.y) for tr in kernels) >= 3 * 20  # 20 kernels per forward, 3 forwards
-    assert {"kernel · gemm", "kernel · softmax", "kernel · elementwise"} <= {
+    assert {"role · QKᵀ", "role · softmax", "role · mask", "role · cast/upcast"} <= {
         tr.name for tr in kernels
     }
     rows = list(fig.layout.yaxis.categoryarray)

@@ -584,7 +584,9 @@ def test_every_returned_file_lives_in_a_fresh_app_temp_folder():
     *_, json_path, gz_path, txt_path = profile_tab.profile(
         **{**TINY, "variant": "naive-inplace"}, progress=no_progress
     )
-    *_, cmp_zip, traces = compare_tab.compare(["naive"], OFFERED[0], **SHAPE, progress=no_progress)
+    *_, cmp_zip, _roles, _roofline, traces = compare_tab.compare(
+        ["naive"], OFFERED[0], **SHAPE, progress=no_progress
+    )
     *_, sw_zip = sweep_tab.sweep(["naive"], [OFFERED[0]], **SHAPE, progress=no_progress)
     returned = [Path(p) for p in (json_path, gz_path, txt_path, cmp_zip, sw_zip)]
     for path in returned:

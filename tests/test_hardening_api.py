@@ -261,7 +261,7 @@ def test_nan_and_infinity_reach_the_backend_and_are_refused(url):
 def test_a_valid_request_still_succeeds_after_the_bad_ones(client):
     _strip, summary, *_ = client.predict(**TINY, api_name="/profile")
     assert {k: summary["config"][k] for k in TINY} == TINY
-    *_, zip_path = client.predict(variants=["naive"], **JOB, api_name="/compare")
+    _, _, _, _, zip_path, *_ = client.predict(variants=["naive"], **JOB, api_name="/compare")
     assert Path(zip_path).suffix == ".zip"
 
 
@@ -465,7 +465,7 @@ def test_a_cpu_only_trace_is_analysed_and_says_so(client, tmp_path):
     ]  # fmt: skip
     path = tmp_path / "cpu-only.json"
     path.write_text(json.dumps(doc))
-    summary, launch, operators, kernels, _plot = client.predict(
+    summary, launch, operators, kernels, _plot, *_why = client.predict(
         trace=handle_file(str(path)), api_name="/analyze"
     )
     assert "no GPU events: a CPU-only trace" in summary and "no GPU work" in launch
@@ -481,7 +481,7 @@ def test_a_million_event_trace_is_analysed_in_bounded_time_and_memory(client, tm
     assert len(gzip.decompress(path.read_bytes())) < views_shared.TRACE_MAX_EXPANDED_BYTES
     upload = handle_file(str(path))
     with PeakRss() as peak:
-        summary, _launch, operators, kernels, plot = client.predict(
+        summary, _launch, operators, kernels, plot, *_why = client.predict(
             trace=upload, api_name="/analyze"
         )
     assert "1,0" in summary and len(operators["data"]) >= 10 and kernels["data"]
@@ -519,7 +519,9 @@ def _get(url: str, path: str) -> int:
 
 def test_path_traversal_through_the_file_route_is_refused(url, tmp_path):
     # a runner folder this session was never given: profiled in-process, not through the server
-    *_, json_path, _gz, _txt = profile_tab.profile(**TINY, progress=no_progress)
+    *_, json_path, _gz, _txt, _roles, _roofline_figure, _roofline = profile_tab.profile(
+        **TINY, progress=no_progress
+    )
     secret = str(Path(json_path).resolve())
     here = str(Path(app.__file__).resolve())
     q = urllib.parse.quote
@@ -542,7 +544,9 @@ def _file_data(path: str) -> dict:
 def test_server_paths_sent_as_uploads_are_never_read(url):
     """FileData naming a file on the server (the H200 fixtures, a runner's trace, /etc/passwd)
     is refused by Gradio before the handler: nothing is analysed, diffed or echoed."""
-    *_, json_path, gz_path, _txt = profile_tab.profile(**TINY, progress=no_progress)
+    *_, json_path, gz_path, _txt, _roles, _roofline_figure, _roofline = profile_tab.profile(
+        **TINY, progress=no_progress
+    )
     for path in (str(NAIVE), "tests/fixtures/naive_8_16_1024_64_bf16.json.gz", gz_path,
                  json_path, "/etc/passwd", "../../../../etc/passwd.json"):  # fmt: skip
         kind, payload = raw_call(url, "/analyze", [_file_data(path)])

@@ -44,6 +44,10 @@ TORCH_FREE = [
     "profiling.peaks",
     "profiling.text_tables",
     "profiling.job_files",
+    "profiling.kernel_work",
+    "profiling.kernel_shapes",
+    "profiling.kernel_roofline",
+    "profiling.roofline_figure",
     # issue 23: the spread, the NVML sampler, the memory timeline and their text
     "profiling.spread",
     "profiling.gpu_clocks",

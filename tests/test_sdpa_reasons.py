@@ -4,6 +4,7 @@ its pick, and the pick held against the backend the trace shows."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -106,3 +107,55 @@ def test_a_library_that_cannot_explain_itself_does_not_fail_the_run(monkeypatch,
         "chosen": "unknown (AttributeError: torch moved its private helper)",
     }
     assert not any("SDPA picks" in note for note in summary.notes)  # no pick, no contradiction
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "h200_sdpa_checks_stderr.txt"
+
+
+def test_c10s_printed_warnings_are_read_as_messages():
+    """What the checks print on the H200 with nothing capturing (benchmarks/capture_fixtures.py):
+    each "[W…] Warning: … (function …)" line is one message, without the prefix and suffix."""
+    printed = FIXTURE.read_text().split("--stderr\n", 1)[1]
+    messages = sdpa_reasons.c10_warnings(printed)
+    assert messages[0] == (
+        "Expected query, key and value to all be of dtype: {Half, BFloat16}. Got Query dtype: "
+        "float, Key dtype: float, and Value dtype: float instead."
+    )
+    assert len(messages) == 3 and messages[2].startswith("For dense input, both fused kernels")
+    assert sdpa_reasons.c10_warnings("[W1 0 x.h:1] Warning: a\n  b (function f)\n") == ["a b"]
+
+
+def test_the_checks_warnings_are_read_from_file_descriptor_2(monkeypatch):
+    """The checks' bindings print through c10's handler, not Python's warnings: what reaches
+    fd 2 during a check is its reason, and fd 2 is the same file afterwards."""
+    import os
+
+    def prints(params, debug):
+        os.write(2, b"[W1201 19:03:51.3 sdp_utils_cpp.h:91] Warning: too wide (function check)\n")
+        return False
+
+    monkeypatch.setattr(torch.backends.cuda, "can_use_flash_attention", prints)
+    before = os.fstat(2)
+    q = torch.randn(1, 2, 8, 16)
+    checks = {c.backend: c for c in sdpa_reasons.backend_checks(q, q, q, None, True, False)}
+    assert checks["flash"].reasons == ("too wide",)
+    assert os.fstat(2).st_ino == before.st_ino
+
+
+def test_a_pinned_variant_still_hears_each_backends_own_verdict(monkeypatch):
+    """Asked inside sdpa-flash's pin, efficient's check still runs with efficient enabled: its
+    reason is its own, not 'has been runtime disabled'."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    enabled = {}
+
+    def efficient(params, debug):
+        enabled["efficient"] = torch.backends.cuda.mem_efficient_sdp_enabled()
+        return True
+
+    monkeypatch.setattr(torch.backends.cuda, "can_use_efficient_attention", efficient)
+    q = torch.randn(1, 2, 8, 16)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        sdpa_reasons.backend_checks(q, q, q, None, True, False)
+        assert not torch.backends.cuda.mem_efficient_sdp_enabled()  # the pin is back after
+    assert enabled["efficient"] is True

@@ -97,9 +97,21 @@ def assert_launch_equal(got: LaunchStats, expected: LaunchStats) -> None:
             assert repr(mine) == repr(theirs), item.name  # NaN == NaN, 1.0 != 1
 
 
-@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json.gz")), ids=lambda p: p.name[:-8])
+RUN_FIXTURES = sorted(p for p in FIXTURES.glob("*.json.gz") if "_user-" not in p.name)
+
+
+@pytest.mark.parametrize("path", RUN_FIXTURES, ids=lambda p: p.name[:-8])
 def test_every_h200_fixture_reads_the_same_on_both_paths(path):
     assert_paths_agree(path)
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*_user-*.json.gz")), ids=lambda p: p.name)
+def test_a_trace_with_recorded_shapes_is_left_to_the_model(path):
+    """A user's trace recorded with record_shapes (never a run's own) goes to the trace model,
+    whose CPU ops keep their "Input Dims" for the roles and the roofline."""
+    assert small_trace.read(path) is None
+    spans = trace.load(path).spans
+    assert any("Input Dims" in span_args(a) for a in spans["args"])
 
 
 @pytest.mark.parametrize("variant", ["naive", "naive-inplace", "sdpa-math", "sdpa-auto"])

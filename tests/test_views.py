@@ -281,20 +281,49 @@ def test_column_settings_match_the_tables(device):
     assert len(views_shared.kernel_widths()) == len(headers) == len(views_shared.kernel_datatypes())
 
 
-def test_occupancy_zero_reads_empty_as_cuptis_no_estimate():
+def fixture_kernels(fixture: str):
     from profiling import trace
     from profiling.kernels import kernel_table
     from profiling.summary import forward_work
-    from tests.conftest import NAIVE
+    from tests.conftest import FIXTURES
 
-    windows, work = forward_work(trace.load(NAIVE))
-    kernels = kernel_table(work, per=len(windows))
-    view = views_shared.kernel_view(kernels).set_index("Kernel")
-    occupancy = view["Est. occupancy %"]
-    assert (kernels["occupancy_pct"] == 0).any()  # the trace says 0 for the nvjet GEMMs...
-    nvjet = [k for k in view.index if k.startswith("nvjet")]
-    assert nvjet and occupancy[nvjet].isna().all()  # ...the page shows no estimate
-    assert occupancy.max() == 100.0  # real estimates stay
+    windows, work = forward_work(trace.load(FIXTURES / f"{fixture}.json.gz"))
+    return kernel_table(work, per=len(windows))
+
+
+@pytest.mark.parametrize(
+    ("fixture", "flagged_kernels"),
+    [
+        ("naive_8_16_1024_64_bf16", {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT",
+                                     "nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NNT"}),
+        ("h200_kernels-local-triton_8_16_1024_64_bf16", {"_flash_fwd_kernel"}),
+        ("sdpa_cudnn_8_16_1024_64_bf16",
+         {"cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_…"}),
+    ],
+)  # fmt: skip
+def test_an_occupancy_cupti_could_not_estimate_is_flagged_not_printed(fixture, flagged_kernels):
+    """Issue 22, point 4: CUPTI writes 0% for launches it cannot estimate (cuLaunchKernelEx /
+    cluster launches: nvjet, cuDNN, Triton); 0% of a grid that gives every SM a warp cannot be
+    true, so the page shows no number and says why."""
+    from profiling.kernels import OCCUPANCY_UNKNOWN
+
+    kernels = fixture_kernels(fixture)
+    flagged = kernels["occupancy_note"] == OCCUPANCY_UNKNOWN
+    assert set(kernels.loc[flagged, "kernel"]) == flagged_kernels
+    assert kernels.loc[flagged, "occupancy_pct"].isna().all()
+    view = views_shared.kernel_view(kernels)
+    assert view.loc[flagged.to_numpy(), "Est. occupancy %"].isna().all()
+    assert (kernels.loc[~flagged, "occupancy_note"] == "").all()
+
+
+def test_a_true_zero_occupancy_stays():
+    """The math backend's FillFunctor runs one block of 4 warps on 132 SMs: 0% is CUPTI's
+    rounding of a real figure, kept, with no note; real estimates stay as they are."""
+    kernels = fixture_kernels("h200_sdpa-math_8_16_1024_64_bf16")
+    tiny = kernels[kernels["grid"] == "1×1×1"]
+    assert len(tiny) and (tiny["occupancy_pct"] == 0).all()
+    assert (tiny["occupancy_note"] == "").all()
+    assert kernels["occupancy_pct"].max() == 100
 
 
 VIEW_MODULES = ("views_shared", "views_profile", "views_compare", "views_diff", "views_sweep",

@@ -32,11 +32,14 @@ def analyze(
     Returns:
         summary (HTML), GPU idle & launch overhead (HTML), operator table (cpu_op and
         record_function spans, counted as key_averages counts them), kernel table, Gantt chart
-        (plotly).
+        (plotly), µs by role in attention, the roofline chart (kernels the trace's recorded
+        shapes or bytes can place) and the per-kernel roofline table ("not placed" rows say
+        why).
     """
     window = guarded("analyze", views_analyze.gantt_window, window_start_us, window_end_us)
     shown = guarded("analyze", views_analyze.analyze_page, trace, window)
-    return shown.summary, shown.launch, shown.operators, shown.kernels, shown.figure
+    return (shown.summary, shown.launch, shown.operators, shown.kernels, shown.figure,
+            shown.roles, shown.roofline_figure, shown.roofline)  # fmt: skip
 
 
 def _inputs() -> list[Any]:
@@ -78,7 +81,12 @@ def _results() -> list[Any]:
     )
     kernel_note = gr.Markdown("", elem_id="an-kernel-note")
     kernels = kernel_table("GPU kernels, names decoded", "an-kernels")
-    return [summary, launch, operators, kernels, gantt, kernel_note]
+    roles = table("Kernels by role in attention", "an-roles", max_height=360)
+    roofline_plot = gr.Plot(label="Roofline (kernels the trace's shapes or bytes place)",
+                            elem_id="an-roofline")  # fmt: skip
+    roofline = table("Roofline per kernel", "an-roofline-table")
+    return [summary, launch, operators, kernels, gantt, roles, roofline_plot, roofline,
+            kernel_note]  # fmt: skip
 
 
 def show_kernels(kernels: Any) -> tuple[Any, str]:

@@ -81,17 +81,18 @@ def compare(
 
     Returns:
         the "at a glance" table, a note naming the datasheet peak used, GPU-vs-CPU bar chart,
-        stacked mini-Gantts, a zip of every trace and table (and each run's figures .json and
-        memory snapshot), the timing table (spread, eager vs graph, clocks, memory peak per
-        variant), the memory peaks side by side (plotly).
+        stacked mini-Gantts, a zip of every trace and table (and each
+        run's figures .json and memory snapshot), the variants × roles table (µs
+        per step) and every variant's attention kernels on one roofline (plotly).
     """
     shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
     shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
     validate = partial(job_request.compare_request, variants, seq_len, **shape, device=DEVICE)
     shown, timing = run_device_job("compare", validate, compare_on_gpu, _view, progress)
     zip_path = str(shown.zip_path) if shown.zip_path else None
-    # the timing table and the peaks travel in a gr.State: the API's outputs stay the five
-    return shown.glance, shown.note, shown.bars, shown.gantts, timing, zip_path, shown.traces
+    # issue 23's timing table and memory peaks travel in a gr.State (not an API output)
+    return (shown.glance, shown.note, shown.bars, shown.gantts, timing, zip_path, shown.roles,
+            shown.roofline, shown.traces)  # fmt: skip
 
 
 def _view(result: CompareResult, device: str) -> tuple[Any, Any]:
@@ -121,7 +122,10 @@ def _results() -> list[Any]:
             value=views_compare.peaks_view(),
             max_chars=140,
         )
-    return [glance, note, bars, gantts, zip_file]
+    roles = table("Kernels by role: µs per step, variant by variant", "cmp-roles", max_height=360)
+    roofline = gr.Plot(label="Every variant's attention kernels on one roofline",
+                       elem_id="cmp-roofline")  # fmt: skip
+    return [glance, note, bars, gantts, zip_file, roles, roofline]
 
 
 def _timing_results() -> list[Any]:
@@ -162,13 +166,13 @@ def build() -> tuple[Any, gr.State]:
     compared = button.click(
         device_job(compare),
         inputs=[variants, *shape.values()],
-        outputs=[*outputs[:4], timing_state, outputs[4], runs],
+        outputs=[*outputs[:4], timing_state, *outputs[4:], runs],
         api_name="compare",
         **DEVICE_JOB,
     )
     said = {outputs[1]: views_shared.failed_note("Compare")}
     clear_on_failure(compared, [*outputs, *timing], said=said)
-    enable_downloads(compared, outputs[-1:])
+    enable_downloads(compared, outputs[4:5])  # the zip
     compared.success(show_timing, timing_state, timing, **QUIET)
     relabel_on_dtype(variants, shape["dtype"])
     return compared, runs

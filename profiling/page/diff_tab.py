@@ -38,16 +38,17 @@ def diff(
     Returns:
         the headline as plain text (what changed, then a line saying what each side was
         counted over), the kernel delta table, the operator delta table (per window: forward,
-        step or whole trace; structural changes first, each row's spread and change).
+        step or whole trace; structural changes first, each row's spread and change), and A
+        and B aligned by role in attention (µs per window on each side, B − A).
     """
     shown = guarded("diff", views_diff.diff_upload_page, trace_a, trace_b, label_a, label_b)
-    return shown.headline, shown.kernels, shown.operators
+    return shown.headline, shown.kernels, shown.operators, shown.roles
 
 
 def diff_runs(run_a: str, run_b: str, traces: dict[str, str] | None) -> tuple[Any, ...]:
     """Diff two runs of this session's last Compare (paths from server-side state only)."""
     shown = guarded("diff_runs", views_diff.diff_runs_page, run_a, run_b, traces)
-    return shown.headline, shown.kernels, shown.operators
+    return shown.headline, shown.kernels, shown.operators, shown.roles
 
 
 def fill_diff_picks(traces: dict[str, str] | None) -> tuple[Any, Any]:
@@ -80,7 +81,8 @@ def _results() -> tuple[list[Any], list[Any]]:
         table(label, elem_id, datatype=types, column_widths=widths, max_chars=80)
         for label, elem_id, types, widths in DELTA_TABLES
     ]
-    return [headline_text, kernels, operators], [headline, kernels, no_kernels]
+    roles = table("By role in attention (µs per window)", "diff-roles", max_chars=80)
+    return [headline_text, kernels, operators, roles], [headline, kernels, no_kernels]
 
 
 def show_result(headline: str | None, kernels: Any) -> tuple[Any, Any, Any]:
@@ -91,17 +93,17 @@ def show_result(headline: str | None, kernels: Any) -> tuple[Any, Any, Any]:
 
 
 def emptied() -> tuple[Any, ...]:
-    """What a failed Diff leaves (the plain headline, the operator table, then the page's
-    view): nothing of the previous result, and the kernel table back in its place."""
+    """What a failed Diff leaves (the plain headline, the operator and role tables, then the
+    page's view): nothing of the previous result, and the kernel table back in its place."""
     markdown, _, why = show_result(None, None)
-    return None, None, markdown, gr.update(value=None, visible=True), why
+    return None, None, None, markdown, gr.update(value=None, visible=True), why
 
 
 def _follow(event: Any, outputs: list[Any], shown: list[Any]) -> None:
     """After a Diff: the page renders its result, or after a failure empties it all."""
-    headline_text, kernels, operators = outputs
+    headline_text, kernels, operators, roles = outputs
     event.success(show_result, [headline_text, kernels], shown, **QUIET)
-    event.failure(emptied, None, [headline_text, operators, *shown], **QUIET)
+    event.failure(emptied, None, [headline_text, operators, roles, *shown], **QUIET)
 
 
 def build(compared: Any, compare_runs: gr.State) -> None:

@@ -77,7 +77,9 @@ def profile(
 
     Returns:
         summary strip (HTML), summary (JSON), operator table, kernel table, kernel-table note,
-        Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt.
+        Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt, the kernels'
+        µs per step by role in attention, the roofline chart (plotly) and the per-kernel
+        roofline table (FLOP, bytes and their source, TFLOP/s, TB/s, FLOP/byte, bound).
     """
     with translated("profile's checks"):
         raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
@@ -100,6 +102,9 @@ def profile(
         str(shown.files["json"]),
         str(shown.files["gz"]),
         str(shown.files["txt"]),
+        shown.roles,
+        shown.roofline_figure,
+        shown.roofline,
     )
 
 
@@ -177,9 +182,18 @@ def _results() -> list[Any]:
         "kernels",
         visible=DEVICE == "cuda",  # a CPU run has no kernels: the note above says so
     )
+    roles = table(
+        "Kernels by role in attention (µs per step)",
+        "roles",
+        visible=DEVICE == "cuda",  # from the kernels: a CPU run has none
+    )
+    roofline_plot = gr.Plot(label="Roofline: each kernel", elem_id="roofline",
+                            visible=DEVICE == "cuda")  # fmt: skip
+    roofline = table("Roofline per kernel", "roofline-table", visible=DEVICE == "cuda")
     with gr.Accordion("Summary as JSON", open=False):
         summary = gr.JSON(label="summary", elem_id="summary-json")
-    return [strip, summary, operators, kernels, kernel_note, gantt, json_file, gz_file, txt_file]
+    return [strip, summary, operators, kernels, kernel_note, gantt, json_file, gz_file, txt_file,
+            roles, roofline_plot, roofline]  # fmt: skip
 
 
 def _memory_results() -> list[Any]:
@@ -217,7 +231,7 @@ def build() -> None:
     )
     said = {outputs[0]: views_profile.failed_html()}
     clear_on_failure(profiled, [*outputs, *memory], said=said)
-    enable_downloads(profiled, outputs[-3:])
+    enable_downloads(profiled, outputs[6:9])  # the three files
     profiled.success(show_memory, memory_state, memory, **QUIET)
     lesson_inputs = [variant, shape["dtype"], shape["causal"], shape["mode"]]
     for control in (variant, shape["causal"]):

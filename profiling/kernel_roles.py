@@ -1,0 +1,297 @@
+"""Each GPU kernel's role in attention, read from the operator that launched it.
+
+A kernel's name says what it computes (`softmax_warp_forward`, `flash_bwd_dq_dk_dv…`); the
+CPU operator chain above its launch (correlation id → the runtime launch → its parent ops)
+says why: the `elementwise_kernel` under `aten::masked_fill` is the mask, the one under
+`aten::copy_ < aten::_to_copy` an upcast, the `Memset` under `aten::bmm` cuBLAS's workspace.
+The name decides for kernels whose name is their role (fused attention, its backward and
+split-KV pieces, copies and memsets); the chain decides for the rest, most specific rule
+first (a `where` under `_safe_softmax` is softmax's guard, not the mask).
+
+Which batched matmul is QKᵀ and which is PV: by the recorded shapes where the trace has them
+(QKᵀ contracts over the head dim, smaller than the keys it produces), else by order: the
+first of exactly two matmul calls under one parent is QKᵀ. In the backward every matmul is
+gradient work (dP, dV, dQ, dK): role dQ/dK/dV. A kernel no rule knows has no role ("") and
+keeps its name in every view.
+
+Roles describe attention: in a trace of a whole model, a `mul` outside attention is still
+read as "scale". Pure data; no torch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from profiling.columns import ROLE_COLUMNS
+from profiling.kernels import classify, short_name
+from profiling.trace_query import is_in
+
+QK, PV, MATMUL = "QKᵀ", "PV", "matmul"
+SCALE, MASK, SOFTMAX, COPY, CAST = "scale", "mask", "softmax", "copy", "cast/upcast"
+FUSED_FORWARD, PREPROCESS, GRADIENTS = (
+    "fused attention forward",
+    "backward pre-processing",
+    "dQ/dK/dV",
+)
+COMBINE, WORKSPACE = "split-KV combine", "workspace"
+ROLES = (QK, SCALE, MASK, SOFTMAX, PV, MATMUL, COPY, CAST, FUSED_FORWARD, PREPROCESS,
+         GRADIENTS, COMBINE, WORKSPACE)  # fmt: skip
+
+# (kernel-name pattern, role): the name is the role, whoever launched it. First match wins.
+_NAME_RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^Memcpy|memcpy", re.I), COPY),
+    (re.compile(r"^Memset|memset", re.I), WORKSPACE),
+    (re.compile(r"splitkv_combine|decode_combine"), COMBINE),
+    (re.compile(r"dot_do_o|bwd_preprocess|triton_per_fused_flex_attention_backward"), PREPROCESS),
+    (re.compile(r"flash_bwd|convert_dq|fmha_cutlassB|bprop|flex_attention_backward"), GRADIENTS),
+]
+# Inductor's fused kernels name the ops they fuse (`triton_per_fused__softmax_masked_fill_mul`)
+_INDUCTOR = re.compile(r"^triton_[a-z]+_fused_(?P<ops>\w+?)(?:_\d+)?$")
+_INDUCTOR_RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"softmax"), SOFTMAX),
+    (re.compile(r"masked_fill|where|tril|triu"), MASK),
+    (re.compile(r"(?:^|_)(?:mul|div)(?:_|$)"), SCALE),
+    (re.compile(r"to_copy|convert"), CAST),
+    (re.compile(r"clone|copy|cat"), COPY),
+]
+# (operator pattern, role), tried in this order over the whole chain: a kernel under a
+# softmax op is softmax's even when its own op is a `where` or a `mul`
+_OP_RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"softmax", re.I), SOFTMAX),
+    (re.compile(r"^aten::(?:_to_copy|to|type_as|_autocast_to_\w+)$"), CAST),
+    (re.compile(
+        r"^aten::(?:masked_fill_?|tril_?|triu_?|where|ones|scalar_tensor|logical_not|bitwise_not)$"
+    ), MASK),
+    (re.compile(r"^aten::(?:mul|mul_|div|div_)$"), SCALE),
+    (re.compile(r"^aten::(?:bmm|matmul|baddbmm|einsum)$"), MATMUL),
+    (re.compile(r"^aten::(?:zeros|zero_|zeros_like|new_zeros|empty|fill_)$"), WORKSPACE),
+    (re.compile(
+        r"^aten::(?:copy_|clone|contiguous|repeat_interleave|cat|index_select|index|stack)$"
+        r"|AccumulateGrad"
+    ), COPY),
+]  # fmt: skip
+_MATH = "aten::_scaled_dot_product_attention_math"  # its `add_` adds the mask to the scores
+_BACKWARD = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
+_NOT_ATTENTION = re.compile(r"^aten::(?:linear|addmm)$")  # projections, not attention's matmuls
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The operators above one kernel's launch, the launching one first, then its parents."""
+
+    names: tuple[str, ...] = ()
+    ids: tuple[int, ...] = ()  # their span indices: one op's kernels share its id
+    dims: tuple[Any, ...] = ()  # each op's recorded "Input Dims" (None without record_shapes)
+
+
+def name_role(name: str) -> str | None:
+    """The role a kernel's name alone decides, or None when its launcher must say."""
+    for pattern, role in _NAME_RULES:
+        if pattern.search(name):
+            return role
+    fused = _INDUCTOR.match(name)
+    template = name.startswith("triton_tem_")  # Inductor's attention template, not its helpers
+    if classify(name) == "fused attention" and (template or not fused):
+        return FUSED_FORWARD
+    if fused:
+        for pattern, role in _INDUCTOR_RULES:
+            if pattern.search(fused.group("ops")):
+                return role
+    return None
+
+
+def chain_role(chain: Chain) -> str:
+    """The role the launching operators decide ("" when none is known)."""
+    names = chain.names
+    if any(_NOT_ATTENTION.match(name) for name in names):
+        return ""
+    for pattern, role in _OP_RULES:
+        if any(pattern.search(name) for name in names):
+            return GRADIENTS if role == MATMUL and is_backward(chain) else role
+    if _MATH in names and any(name in ("aten::add", "aten::add_") for name in names):
+        return MASK
+    return ""
+
+
+def is_backward(chain: Chain) -> bool:
+    """Launched by autograd's backward (its engine's `evaluate_function: …Backward0`)."""
+    return any(_BACKWARD.search(name) for name in chain.names)
+
+
+def roles(names: Sequence[str], chains: Sequence[Chain]) -> list[str]:
+    """One role per kernel (names and chains in launch order); matmuls told apart as
+    QKᵀ / PV by their shapes, else by their order under one parent."""
+    found = [
+        name_role(name) or chain_role(chain) for name, chain in zip(names, chains, strict=True)
+    ]
+    groups: dict[int, list[int]] = {}  # parent op id → its matmul calls' ids, in order
+    for index, role in enumerate(found):
+        if role != MATMUL:
+            continue
+        by_shape = _by_shape(chains[index])
+        if by_shape:
+            found[index] = by_shape
+            continue
+        call, parent = _matmul_call(chains[index])
+        calls = groups.setdefault(parent, [])
+        if call not in calls:
+            calls.append(call)
+    for index, role in enumerate(found):
+        if role == MATMUL and not _by_shape(chains[index]):
+            call, parent = _matmul_call(chains[index])
+            calls = groups[parent]
+            if len(calls) == 2:
+                found[index] = (QK, PV)[calls.index(call)]
+    return found
+
+
+def _matmul_call(chain: Chain) -> tuple[int, int]:
+    """(the outermost matmul op's id, the id of the op above it; -1 at the top)."""
+    rule = _OP_RULES[4][0]
+    outer = max(i for i, name in enumerate(chain.names) if rule.search(name))
+    parent = chain.ids[outer + 1] if outer + 1 < len(chain.ids) else -1
+    return chain.ids[outer], parent
+
+
+def _by_shape(chain: Chain) -> str | None:
+    """QKᵀ or PV from a matmul's recorded input dims: QKᵀ contracts over the head dim,
+    smaller than the key count it produces ([…, Tq, D] @ [..., D, Tk]); PV the reverse."""
+    rule = _OP_RULES[4][0]
+    for name, dims in zip(chain.names, chain.dims, strict=False):
+        if rule.search(name) and isinstance(dims, list) and len(dims) >= 2:
+            left, right = dims[0], dims[1]
+            if isinstance(left, list) and isinstance(right, list) and len(right) >= 2:
+                contracted, produced = right[-2], right[-1]
+                if contracted != produced:
+                    return QK if contracted < produced else PV
+    return None
+
+
+def record_chains(spans: Sequence[Any], work: Sequence[Any]) -> list[Chain]:
+    """Each kernel's chain in a run's records (profiling.small_trace spans: `link` to the
+    launch, `parent` up the launching thread)."""
+    known: dict[int, Chain] = {}
+
+    def chain_above(index: int) -> Chain:
+        if index < 0:
+            return Chain()
+        if index not in known:
+            above = chain_above(spans[index].parent)
+            known[index] = Chain(
+                (spans[index].name, *above.names), (index, *above.ids), (None, *above.dims)
+            )
+        return known[index]
+
+    return [chain_above(spans[span.link].parent if span.link >= 0 else -1) for span in work]
+
+
+def table_chains(spans: Any, rows: Sequence[int]) -> list[Chain]:
+    """Each kernel's chain in the trace model's spans table (`rows`: the kernels' positions;
+    `link` and `parent` hold positions), with the recorded input dims where the trace has
+    them."""
+    parent = spans["parent"].to_numpy()
+    link = spans["link"].to_numpy()
+    names = spans["name"].to_numpy()
+    args = spans["args"].to_numpy() if "args" in spans else None
+    known: dict[int, Chain] = {}
+
+    def chain_above(index: int) -> Chain:
+        chain = Chain()
+        path = []
+        while index >= 0 and index not in known:
+            path.append(index)
+            index = int(parent[index])
+        if index >= 0:
+            chain = known[index]
+        for step in reversed(path):
+            chain = Chain(
+                (str(names[step]), *chain.names),
+                (step, *chain.ids),
+                (_dims(args, step), *chain.dims),
+            )
+            known[step] = chain
+        return chain
+
+    return [chain_above(int(parent[link[row]]) if link[row] >= 0 else -1) for row in rows]
+
+
+def _dims(args: Any, index: int) -> Any:
+    if args is None:
+        return None
+    found = args[index]
+    if isinstance(found, dict):
+        return found.get("Input Dims")
+    return getattr(found, "input_dims", None)
+
+
+@dataclass(frozen=True)
+class KernelSpans:
+    """A phase's kernels one by one, in launch order: what the role table and the per-kernel
+    roofline are made from."""
+
+    names: tuple[str, ...] = ()
+    durations: tuple[float, ...] = ()  # µs
+    roles: tuple[str, ...] = ()
+    args: tuple[Any, ...] = ()  # each kernel's args (memcpy/memset bytes)
+    chains: tuple[Chain, ...] = ()
+
+
+def role_table(spans: KernelSpans, per: int = 1) -> pd.DataFrame:
+    """µs and kernel count per role, per step (`per` steps), longest first; a kernel with no
+    known role is its own row, under its name."""
+    rows: dict[str, dict[str, Any]] = {}
+    total = sum(spans.durations) or 1.0
+    for name, duration, role in zip(spans.names, spans.durations, spans.roles, strict=True):
+        key = role or f"{short_name(name)} (no known role)"
+        row = rows.setdefault(key, {"role": key, "us": 0.0, "calls": 0, "kernels": {}})
+        row["us"] += duration
+        row["calls"] += 1
+        row["kernels"][short_name(name)] = None
+    table = [
+        {
+            "role": row["role"],
+            "us": row["us"] / per,
+            "pct_gpu": 100 * row["us"] / total,
+            "calls": row["calls"] / per,
+            "kernels": ", ".join(row["kernels"]),
+        }
+        for row in sorted(rows.values(), key=lambda row: -row["us"])
+    ]
+    return pd.DataFrame(table, columns=list(ROLE_COLUMNS))
+
+
+ROLE_LIMIT = 200_000  # kernels: beyond this a Gantt keeps its category colours (roles cost)
+
+
+def table_roles(spans: pd.DataFrame) -> np.ndarray | None:
+    """A role per row of a whole spans table ("" for any other span), or None where the table
+    is not one whole trace (a slice: its parent and link positions point outside it) or has
+    more kernels than ROLE_LIMIT."""
+    if not {"parent", "link", "category"} <= set(spans.columns):
+        return None
+    if not spans.index.equals(pd.RangeIndex(len(spans))):
+        return None
+    rows = np.flatnonzero(is_in(spans["category"], "kernel"))
+    if len(rows) > ROLE_LIMIT:
+        return None
+    found = np.full(len(spans), "", dtype=object)
+    names = [str(name) for name in spans["name"].to_numpy()[rows]]
+    found[rows] = roles(names, table_chains(spans, rows))
+    return found
+
+
+def record_roles(spans: Sequence[Any]) -> list[str]:
+    """table_roles for a run's records (profiling.small_trace spans)."""
+    kernels = [span for span in spans if span.category == "kernel"]
+    found = [""] * len(spans)
+    for span, role in zip(
+        kernels, roles([s.name for s in kernels], record_chains(spans, kernels)), strict=True
+    ):
+        found[span.index] = role
+    return found
