@@ -27,6 +27,3 @@ BACKEND_OPS: dict[str, str] = {
 # Around the L2 flush a cold-l2 run makes before each measured step (issue 23): outside every
 # measured window, so no figure counts it; the launch statistics leave its GPU work out too.
 L2_FLUSH = "attn_l2_flush"
-# The phases of a cuda-graph run are replays: one cudaGraphLaunch per phase, its kernels
-# linked to that launch (the graph's own nodes have no CPU spans of their own).
-GRAPH_REPLAY = "cudaGraphLaunch"

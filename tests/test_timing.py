@@ -243,3 +243,29 @@ def test_memory_is_in_use_until_its_free_is_requested_not_completed():
     ]
     timeline = memory_timeline.build({"segments": [], "device_traces": [events]})
     assert timeline.peak_bytes == 4096
+
+
+# -- the traces of a cuda-graph and a cold-l2 run (sdpa-cudnn, 10 steps, H200) -------------------
+COLD, GRAPH, EAGER = (
+    FIXTURES / f"h200_{name}_sdpa-cudnn_8_16_1024_64_bf16.json.gz"
+    for name in ("cold-l2", "cuda-graph", "eager10")
+)
+
+
+def test_a_graph_replay_s_kernels_count_in_its_windows_with_no_cpu_op_inside():
+    graph, eager = run_trace.read(GRAPH), run_trace.read(EAGER)
+    assert graph.stats.forwards == eager.stats.forwards == 10
+    assert set(graph.kernels["name"]) == set(eager.kernels["name"])  # the same cuDNN kernel
+    assert graph.stats.kernels == eager.stats.kernels == 1
+    assert graph.stats.gpu_us == pytest.approx(eager.stats.gpu_us, rel=0.05)
+    assert graph.stats.backend is None and eager.stats.backend == "cudnn"  # no aten op in a graph
+    assert max(graph.stats.cpu_us_each) < min(eager.stats.cpu_us_each)
+
+
+def test_the_l2_flush_is_in_no_figure_and_no_launch_statistic():
+    cold = run_trace.read(COLD)
+    assert not cold.kernels["name"].str.contains("FillFunctor").any()
+    assert cold.stats.kernels == 1
+    launch = cold.launch_stats()
+    assert not launch.per_kernel["name"].str.contains("FillFunctor").any()
+    assert launch.busy_pct < 60  # the flush's 256 MiB memset would read as busy: 91%
