@@ -69,7 +69,9 @@ def compared():
 
 
 def test_compare_returns_table_note_figures_zip_and_the_runs(compared):
-    (glance, note, bars, gantts, timing, zip_path, _roles, _roofline, traces), _ = compared
+    (glance, note, bars, gantts, timing, zip_path, roles, roofline, traces), _ = compared
+    assert list(roles.columns)[:1] == ["variant"]  # on a CPU no variant has GPU kernels
+    assert roofline.layout["xaxis"]["type"] == "log"
     assert list(glance.columns) == views_compare.glance_columns(app.DEVICE)
     assert len(views_compare.glance_datatypes(app.DEVICE)) == len(glance.columns)
     g = glance.set_index("variant")
@@ -117,7 +119,7 @@ def test_compare_progress_is_per_variant(compared):
 
 def test_diff_of_two_runs_of_the_last_compare(compared):
     (*_, traces), _ = compared
-    headline, kernels, operators = diff_tab.diff_runs("naive", "sdpa-math", traces)
+    headline, kernels, operators, _roles = diff_tab.diff_runs("naive", "sdpa-math", traces)
     assert "sdpa-math" in headline and "per forward" in headline
     assert "count naive" in operators.columns and "count sdpa-math" in operators.columns
     ops = operators.set_index("operator")
@@ -311,7 +313,8 @@ def test_peak_note(device_name, dtype, says):
 
 # -- Diff of uploads ---------------------------------------------------------------------------
 def test_diff_of_fixtures_reads_the_memcpy_off():
-    headline, kernels, operators = diff_tab.diff(str(NAIVE), str(INPLACE))
+    headline, kernels, operators, roles = diff_tab.diff(str(NAIVE), str(INPLACE))
+    assert roles.set_index("role").loc["copy", "Δ µs (B − A)"] == -126.5
     memcpy = kernels.set_index("kernel").loc["Memcpy DtoD"]
     assert (memcpy["count A"], memcpy["count B"], memcpy["Δ count (B − A)"]) == (1, 0, -1)
     assert memcpy["where"] == "only A" and memcpy["Δ total µs (B − A)"] == -126.5
@@ -327,24 +330,24 @@ def test_diff_hides_the_kernel_table_where_neither_side_has_kernels(compared):
     """Issue 19, point 5: a Diff of two CPU runs showed an empty kernel table with cut-off
     headers; it is hidden, with a line why, and comes back for traces with GPU work."""
     (*_, traces), _ = compared
-    headline, kernels, _ = diff_tab.diff_runs("naive", "sdpa-math", traces)
+    headline, kernels, _, _ = diff_tab.diff_runs("naive", "sdpa-math", traces)
     markdown, table, why = diff_tab.show_result(headline, kernels)
     assert markdown == views_diff.escape_markdown(headline)  # the plain headline as Markdown
     if app.DEVICE == "cpu":
         assert kernels.empty and table == {"__type__": "update", "visible": False}
         assert why.visible and why.value == views_diff.NO_KERNELS
-    headline, kernels, _ = diff_tab.diff(str(NAIVE), str(INPLACE))
+    headline, kernels, _, _ = diff_tab.diff(str(NAIVE), str(INPLACE))
     _, table, why = diff_tab.show_result(headline, kernels)
     assert table["visible"] is True and not why.visible and why.value == ""
     # before any Diff, and after a failed one: the page as it started, the table in its place
     assert views_diff.result_view(None, None) == ("", True, "")
-    cleared_headline, cleared_operators, markdown, table, why = diff_tab.emptied()
-    assert (cleared_headline, cleared_operators, markdown) == (None, None, "")
+    cleared_headline, cleared_operators, cleared_roles, markdown, table, why = diff_tab.emptied()
+    assert (cleared_headline, cleared_operators, cleared_roles, markdown) == (None, None, None, "")
     assert table == {"__type__": "update", "value": None, "visible": True} and not why.visible
 
 
 def test_diff_labels_name_the_columns():
-    headline, kernels, _ = diff_tab.diff(str(NAIVE), str(INPLACE), "naive", " naive-inplace ")
+    headline, kernels, _, _ = diff_tab.diff(str(NAIVE), str(INPLACE), "naive", " naive-inplace ")
     assert headline.startswith("naive-inplace has 1 fewer Memcpy DtoD")
     assert {"count naive", "count naive-inplace"} <= set(kernels.columns)
 
@@ -476,7 +479,7 @@ def test_sweep_points_and_job_budget(monkeypatch):
 
 # -- Analyse -----------------------------------------------------------------------------------
 def test_analyze_h200_fixture():
-    summary, launch, operators, kernels, figure = analyze_tab.analyze(str(NAIVE))
+    summary, launch, operators, kernels, figure, *_why = analyze_tab.analyze(str(NAIVE))
     assert "NVIDIA H200 (sm_90, 132 SMs" in summary and "GPU µs / forward" in summary
     assert "per forward: GPU work launched in the 3 attn_fwd spans" in summary
     assert "GPU idle &amp; launch overhead" in launch and "99.1% of" in launch
@@ -495,7 +498,7 @@ def test_analyze_shows_cudnn_moved_the_cost_to_the_cpu():
 
 def test_analyze_cpu_only_trace(compared):
     (*_, traces), _ = compared
-    summary, launch, operators, kernels, figure = analyze_tab.analyze(traces["naive"])
+    summary, launch, operators, kernels, figure, *_why = analyze_tab.analyze(traces["naive"])
     if app.DEVICE == "cpu":
         assert "no GPU events: a CPU-only trace" in summary
         assert "no GPU work" in launch and kernels.empty
