@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from profiling.summary import NO_GPU_WORK, Summary
+from profiling.timing_text import timing_rows
 
 
 def _num(value: float | None, unit: str = "", digits: int = 1) -> str:
@@ -100,6 +101,7 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     ]
     rows[1:1] = [("mode", MODE_TEXT[summary.mode])] if summary.mode != "forward" else []
     rows += training_rows(summary)
+    rows += timing_rows(summary, per)
     rows += sdpa_rows(summary)
     rows += [("note", note) for note in summary.notes]
     return rows

@@ -38,7 +38,12 @@ DEVICES = ("auto", "cuda", "cpu")
 # What a run measures: the forward (today's default), the backward alone (its forward runs
 # outside the measured phase), or one training step (forward + backward).
 MODES = ("forward", "backward", "train")
-CHOICES: dict[str, tuple[str, ...]] = {"dtype": tuple(DTYPES), "device": DEVICES, "mode": MODES}
+# How the measured steps are timed (issue 23; profiling/timing_modes.py runs them): launched
+# eagerly (today's), replayed as a CUDA graph, or each after an L2 flush. The last two need a GPU.
+TIMINGS = ("eager", "cuda-graph", "cold-l2")
+CHOICES: dict[str, tuple[str, ...]] = {
+    "dtype": tuple(DTYPES), "device": DEVICES, "mode": MODES, "timing": TIMINGS,
+}  # fmt: skip
 
 # name: (lowest, highest). Wide enough for the H200's largest sensible runs; the memory
 # estimate, not these bounds, is what refuses a run too big for the machine at hand.
@@ -47,7 +52,7 @@ LIMITS: dict[str, tuple[int, int]] = {
     "batch": (1, 64),
     "heads": (1, 128),
     "head_dim": (16, 256),
-    "steps": (1, 10),
+    "steps": (1, 50),  # the measured (active) steps: their median and IQR are reported
     "q_len": (1, 131072),
     "kv_heads": (1, 128),
     "window": (1, 131072),
@@ -64,12 +69,14 @@ PAGE_RANGES: dict[str, dict[str, tuple[int, int, int]]] = {
         "batch": (1, 64, 1),
         "heads": (1, 128, 1),
         "head_dim": (16, 256, 8),
+        "steps": (1, 30, 1),
     },
     "cpu": {
         "seq_len": (64, 4096, 64),
         "batch": (1, 8, 1),
         "heads": (1, 16, 1),
         "head_dim": (16, 128, 8),
+        "steps": (1, 10, 1),
     },
 }
 CPU_MAX_FLOPS = 2e10  # per forward, on CPU only: a CPU Space must stay responsive
@@ -103,6 +110,7 @@ class Workload:
     kv_heads: int | None = None
     q_len: int | None = None
     window: int | None = None
+    timing: str = "eager"  # issue 23: eager | cuda-graph | cold-l2 (TIMINGS)
 
     @classmethod
     def from_user(cls, **raw: Any) -> Workload:
@@ -244,6 +252,7 @@ def shape_tag(shape: Mapping[str, Any], device: str) -> str:
         for name, short in (("kv_heads", "kv"), ("q_len", "q"), ("window", "w"))
         if shape.get(name) is not None
     )
+    extra += "" if shape.get("timing", "eager") == "eager" else f"_{shape['timing']}"
     return (
         f"{shape['batch']}_{shape['heads']}{length}_{shape['head_dim']}_{shape['dtype']}_{mask}"
         f"_{device}_{shape['steps']}steps" + ("" if mode == "forward" else f"_{mode}") + extra
@@ -342,6 +351,13 @@ def check_page_ranges(shape: Mapping[str, Any], device: str) -> None:
             raise ConfigError(
                 f"{name} must be between {low} and {high} on this machine, got {value}"
             )
+    check_timing(shape.get("timing", "eager"), device)
+
+
+def check_timing(timing: str, device: str) -> None:
+    """A CUDA graph and an L2 flush need a GPU (the runner asks too, for the CLI)."""
+    if timing != "eager" and device_key(device) == "cpu":
+        raise ConfigError(f"timing '{timing}' needs a CUDA GPU; on a CPU use 'eager'")
 
 
 def check_cpu_budget(workload: Workload, device: str) -> None:

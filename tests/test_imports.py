@@ -48,6 +48,11 @@ TORCH_FREE = [
     "profiling.kernel_shapes",
     "profiling.kernel_roofline",
     "profiling.roofline_figure",
+    # issue 23: the spread, the NVML sampler, the memory timeline and their text
+    "profiling.spread",
+    "profiling.gpu_clocks",
+    "profiling.memory_timeline",
+    "profiling.timing_text",
 ]
 
 # A finder placed first on sys.meta_path makes any `import torch` (or torch.x) raise, as on a

@@ -60,6 +60,8 @@ def profile(
     kv_heads: float | None = None,
     q_len: float | None = None,
     window: float | None = None,
+    timing: str = "eager",
+    steps: float = 3,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile one attention variant with torch.profiler and return what ran.
@@ -72,11 +74,12 @@ def profile(
         heads: number of heads H.
         head_dim: head dimension D (a multiple of 8).
         causal: causal mask (true) or full attention (false).
-        mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
-            backward of one step).
+        mode: "forward" (default), "backward" (alone) or "train" (forward + backward).
         kv_heads: K/V heads, dividing heads (None: one per query head).
         q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
         window: sliding window, the last keys each query sees (None: none; needs causal).
+        timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
+        steps: measured steps (default 3): median and IQR over them.
 
     Returns:
         summary strip (HTML), summary (JSON), operator table, kernel table, kernel-table note,
@@ -85,9 +88,10 @@ def profile(
         roofline table (FLOP, bytes and their source, TFLOP/s, TB/s, FLOP/byte, bound).
     """
     with translated("profile's checks"):
-        raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads)
-        raw |= dict(head_dim=head_dim, causal=causal, mode=mode)
-        workload = page_workload(DEVICE, **raw, kv_heads=kv_heads, q_len=q_len, window=window)
+        raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
+                   head_dim=head_dim, causal=causal, mode=mode, kv_heads=kv_heads, q_len=q_len,
+                   window=window, timing=timing, steps=steps)  # fmt: skip
+        workload = page_workload(DEVICE, **raw)
     show_waiting(progress)
     with translated(f"profile for {workload}"):
         result = profile_on_gpu(workload, progress)
@@ -100,6 +104,7 @@ def profile(
         shown.kernels,
         shown.kernel_note,
         shown.figure,
+        _memory_state(shown),  # a gr.State: not among the API's outputs
         str(shown.files["json"]),
         str(shown.files["gz"]),
         str(shown.files["txt"]),
@@ -140,6 +145,25 @@ def sdpa_checks(variant: str, *shape: Any) -> str:
         log.warning("SDPA's checks for %s failed", workload, exc_info=True)
         return f"torch's checks could not be asked: {type(exc).__name__}"
     return views_profile.sdpa_checks_markdown(account, DEVICE)
+
+
+def _memory_state(shown: views_profile.Page) -> dict[str, Any]:
+    """What the page-only follow-up shows (a gr.State: the API's outputs stay the nine above;
+    API callers read the memory figures and clocks in the summary JSON)."""
+    files = {name: str(shown.files[name]) if shown.files.get(name) else None
+             for name in ("memory", "run")}  # fmt: skip
+    return {"note": shown.memory_note, "figure": shown.memory_figure,
+            "table": shown.memory_table, **files}  # fmt: skip
+
+
+def show_memory(state: dict[str, Any] | None) -> tuple[Any, ...]:
+    """The memory timeline, its breakdown and the two downloads from a run's state."""
+    state = state or {}
+    files = [
+        gr.DownloadButton(value=state.get(name), interactive=bool(state.get(name)))
+        for name in ("memory", "run")
+    ]
+    return (state.get("note", ""), state.get("figure"), state.get("table"), *files)
 
 
 def show_lesson(variant: str, dtype: str, causal: bool = True, mode: str = "forward") -> str:
@@ -217,6 +241,20 @@ def _results() -> list[Any]:
             roles, roofline_plot, roofline]  # fmt: skip
 
 
+def _memory_results() -> list[Any]:
+    """The memory timeline, its breakdown and the files (issue 23), in show_memory's order."""
+    note = gr.Markdown("", elem_id="memory-note")
+    plot = gr.Plot(
+        label="Memory over one step", elem_id="memory-timeline", visible=DEVICE == "cuda"
+    )
+    breakdown = table("Memory at the peak, by what it is", "memory-table",
+                      visible=DEVICE == "cuda")  # fmt: skip
+    with gr.Row():
+        snapshot = download_button("Memory snapshot .pickle (memory_viz)", "download-memory")
+        run_json = download_button("Run figures .json (spread, clocks)", "download-run")
+    return [note, plot, breakdown, snapshot, run_json]
+
+
 def build() -> None:
     """The Profile tab and its listeners: /profile, and the lesson that follows the picks."""
     with gr.Tab("Profile", id="profile"):
@@ -230,17 +268,21 @@ def build() -> None:
             checks = _checks(variant, shape)
         run_button = gr.Button("Profile", variant="primary", elem_id="profile-button")
         outputs = _results()
+        memory = _memory_results()
+        memory_state = gr.State(None)
     profiled = run_button.click(
         device_job(profile),
         inputs=[variant, *shape.values()],
-        outputs=outputs,
+        outputs=[*outputs[:6], memory_state, *outputs[6:]],
         api_name="profile",
         **DEVICE_JOB,
     )
-    clear_on_failure(profiled, outputs, said={outputs[0]: views_profile.failed_html()})
+    said = {outputs[0]: views_profile.failed_html()}
+    clear_on_failure(profiled, [*outputs, *memory], said=said)
     enable_downloads(profiled, outputs[6:9])  # the three files
     for control in (variant, *shape.values()):
         control.change(sdpa_checks, [variant, *shape.values()], checks, **QUIET)
+    profiled.success(show_memory, memory_state, memory, **QUIET)
     lesson_inputs = [variant, shape["dtype"], shape["causal"], shape["mode"]]
     for control in (variant, shape["causal"]):
         control.change(show_lesson, lesson_inputs, lesson, **QUIET)
