@@ -203,4 +203,4 @@ def test_the_pickers_fields_are_the_shape_controls_in_their_order():
     from profiling.page import controls, profile_tab
 
     with gr.Blocks():
-        assert profile_tab.SHAPE_FIELDS == tuple(controls.shape_controls("t"))
+        assert tuple(controls.shape_controls("t")) == profile_tab.SHAPE_FIELDS

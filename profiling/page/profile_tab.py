@@ -125,6 +125,8 @@ SHAPE_FIELDS = (
     "kv_heads",
     "q_len",
     "window",
+    "timing",
+    "steps",
 )  # profile()'s, after the variant: the shape controls' order
 
 
