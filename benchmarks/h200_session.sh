@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One batched H200 call (device tool): GPU tests, results tables, fidelity, overhead.
-#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages floor plain after idle first reference views triton training gputrain gpuinfer fidelity_train fixtures
+#   bash benchmarks/h200_session.sh [steps...]   steps: tests fidelity overhead stages floor plain after idle first reference views triton training gputrain gpuinfer fidelity_train fixtures timing
 # Needs the wheels from shared/tools/gpu-wheels.sh in .whl (plotly, kernels, msgspec, ...).
 set -u
 FINAL=${OUT:-h200-out}
@@ -57,6 +57,15 @@ for step in $steps; do
         | grep -v USDT | tail -40 ;;
     training) timeout 480 python3 benchmarks/training_h200.py --out "$OUT/training" \
         ${TRAINING_ARGS:-} 2>&1 | grep -v USDT | tee "$OUT/training.md" ;;
+    timing)
+      ATTNPROF_RESULTS="$OUT/res" timeout ${TIMING_TEST_S:-240} python3 -m pytest -m gpu -q \
+        -p no:cacheprovider tests/test_gpu_timing.py 2>&1 | tee "$OUT/pytest-gpu-timing.log" | tail -30
+      timeout ${TIMING_BENCH_S:-300} python3 benchmarks/timing_h200.py --out "$OUT/timing" 2>&1 \
+        | grep -v USDT | tee "$OUT/timing.log" | tail -60
+      if [ -n "${TIMING_EXTRA:-}" ]; then  # e.g. "tests/test_gpu.py -k post": the eager path too
+        timeout ${TIMING_EXTRA_S:-200} python3 -m pytest -m gpu -q -p no:cacheprovider \
+          $TIMING_EXTRA 2>&1 | tee "$OUT/pytest-gpu-extra.log" | tail -15
+      fi ;;
   esac
 done
 echo "== packing ($(date +%T))"

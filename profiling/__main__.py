@@ -105,7 +105,11 @@ def _printed(result: ProfileResult) -> str:
     rows = summary_rows(summary)
     width = max(len(name) for name, _ in rows)
     print("\n".join(f"{name:>{width}}  {value}" for name, value in rows))
-    print(f"{'trace':>{width}}  {result.trace_gz}\n{'table':>{width}}  {result.table_txt}\n")
+    print(f"{'trace':>{width}}  {result.trace_gz}\n{'table':>{width}}  {result.table_txt}")
+    for name, path in (("figures", result.run_json), ("memory", result.memory_snapshot)):
+        if path is not None:  # the memory snapshot: GPU runs only (pytorch.org/memory_viz)
+            print(f"{name:>{width}}  {path}")
+    print()
     print(result.table_txt.read_text())
     print(views_profile.why_text(result))
     gpu_us, kernels_per_forward = summary.gpu_us_per_forward, summary.kernels_per_forward

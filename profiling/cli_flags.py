@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from profiling.text_tables import markdown, text_table
 from profiling.user_values import ConfigError
-from profiling.vocabulary import DEVICES, DTYPE_NAMES, LIMITS, MODES
+from profiling.vocabulary import DEVICES, DTYPE_NAMES, LIMITS, MODES, TIMINGS
 
 SUBCOMMANDS = {
     "compare": "several variants at one shape, one after another",
@@ -64,7 +64,7 @@ def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
     parser.add_argument("--device", default="auto", choices=DEVICES)
     verbose = "also show torch.profiler's own log lines (kineto's USDT/STAGE) on stderr"
     parser.add_argument("--verbose", action="store_true", help=verbose)
-    steps = "active profiler steps, " + flag_range("steps")
+    steps = "measured (active profiler) steps, median and IQR over them, " + flag_range("steps")
     parser.add_argument("--steps", type=int, default=3, help=steps)
     modes = (
         "what one step measures: the forward, the backward alone, or forward + backward "
@@ -78,6 +78,11 @@ def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
     )
     for flag, text in inference:
         parser.add_argument(flag, type=int, default=None, help=text)
+    timing = (
+        "how the steps are timed: launched eagerly, each phase replayed as a CUDA graph (no CPU "
+        "launch cost), or after an L2 flush; the last two need a GPU (default %(default)s)"
+    )
+    parser.add_argument("--timing", default="eager", choices=TIMINGS, help=timing)
 
 
 def shape_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -94,6 +99,7 @@ def shape_of(args: argparse.Namespace) -> dict[str, Any]:
         "kv_heads": args.kv_heads,
         "q_len": args.q_len,
         "window": args.window,
+        "timing": args.timing,
     }
     if hasattr(args, "seq_len"):
         shape["seq_len"] = args.seq_len

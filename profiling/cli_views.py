@@ -117,6 +117,8 @@ def views_main(argv: list[str]) -> int:
 
 def compare_command(args: argparse.Namespace) -> int:
     from profiling.compare import compare
+    from profiling.role_views import role_matrix
+    from profiling.views_compare import sdpa_lines
 
     result = compare(args.variants, out_dir=args.out, progress=print_progress, **shape_of(args))
     print(f"== compare on {result.device_name} · {shape_text(result.shape)} ==")
@@ -126,7 +128,11 @@ def compare_command(args: argparse.Namespace) -> int:
     if not missing.empty:
         print("\nnot run:")
         print("\n".join(f"  {r.variant} ({r.status}): {r.reason}" for r in missing.itertuples()))
-    print("\n" + "\n".join(result.notes))
+    roles = role_matrix((r.variant, r.roles) for r in result.ran)
+    if len(roles.columns) > 1:  # a role column: some variant ran GPU kernels
+        print("\n== kernels by role in attention (µs per step) ==")
+        print(printed_table(roles.round(1), args.markdown))
+    print("\n" + "\n".join([*result.notes, *sdpa_lines(result)]))
     if result.zip_path:
         print(f"zip: {keep_zip(result.zip_path, Path(args.out))}")
     return 0 if result.ran else 1
@@ -134,6 +140,7 @@ def compare_command(args: argparse.Namespace) -> int:
 
 def diff_command(args: argparse.Namespace) -> int:
     from profiling.diff import diff, labelled
+    from profiling.role_views import role_diff, role_diff_view, role_lines
     from profiling.views_diff import diff_headline  # the page's headline, as plain text
 
     label_a, label_b = args.label_a or "A", args.label_b or "B"
@@ -162,6 +169,12 @@ def diff_command(args: argparse.Namespace) -> int:
     print(printed_table(labelled(kernels.drop(columns="name")).head(args.top), args.markdown))
     print("\n== operators ==")
     print(printed_table(labelled(operators).head(args.top), args.markdown))
+    roles = role_diff(trace_a, trace_b)
+    if not roles.empty:
+        unit = f" {unit_a}" if unit_a == unit_b else ""
+        print("\n== by role in attention ==")
+        print("\n".join(role_lines(roles, (label_a, label_b), unit)))
+        print(printed_table(role_diff_view(roles, label_a, label_b).head(args.top), args.markdown))
     return 0
 
 

@@ -76,6 +76,8 @@ class VariantRun:
     trace_gz: Path | None = None
     table_txt: Path | None = None
     seconds: float = 0.0
+    # issue 23: the run's figures (spread, clocks) and its allocator snapshot, for the zip
+    extra_files: list[Path] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -219,6 +221,7 @@ def from_profile(result: ProfileResult) -> VariantRun:
         trace_gz=result.trace_gz,
         table_txt=result.table_txt,
         seconds=result.seconds,
+        extra_files=[p for p in (result.run_json, result.memory_snapshot) if p is not None],
     )
 
 
@@ -331,7 +334,7 @@ def compare_zip(result: CompareResult) -> Path:
         if not variant_run.ok:
             entries.append((f"{folder}/{variant_run.status}.txt", variant_run.reason + "\n"))
             continue
-        for path in (variant_run.trace_gz, variant_run.table_txt):
+        for path in (variant_run.trace_gz, variant_run.table_txt, *variant_run.extra_files):
             if path is not None and path.exists():
                 entries.append((f"{folder}/{path.name}", path))
         if variant_run.kernels is not None:

@@ -58,6 +58,7 @@ COLOURS: dict[str, str] = {
     "role · backward pre-processing": "#a5d8ff",
     "role · dQ/dK/dV": "#1864ab",
     "role · split-KV combine": "#be4bdb",
+    "role · L2 flush (cold-l2 timing, not attention)": "#dee2e6",
 }
 _FALLBACK = ["#72b7b2", "#e45756", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d"]
 # kernel args shown in the hover box, in this order: (key in the trace, label)

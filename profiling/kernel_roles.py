@@ -31,6 +31,7 @@ import pandas as pd
 from profiling.columns import ROLE_COLUMNS
 from profiling.kernels import classify, short_name
 from profiling.trace_query import is_in
+from profiling.vocabulary import L2_FLUSH
 
 QK, PV, MATMUL = "QKᵀ", "PV", "matmul"
 SCALE, MASK, SOFTMAX, COPY, CAST = "scale", "mask", "softmax", "copy", "cast/upcast"
@@ -40,8 +41,9 @@ FUSED_FORWARD, PREPROCESS, GRADIENTS = (
     "dQ/dK/dV",
 )
 COMBINE, WORKSPACE = "split-KV combine", "workspace"
+FLUSH = "L2 flush (cold-l2 timing, not attention)"
 ROLES = (QK, SCALE, MASK, SOFTMAX, PV, MATMUL, COPY, CAST, FUSED_FORWARD, PREPROCESS,
-         GRADIENTS, COMBINE, WORKSPACE)  # fmt: skip
+         GRADIENTS, COMBINE, WORKSPACE, FLUSH)  # fmt: skip
 
 # (kernel-name pattern, role): the name is the role, whoever launched it. First match wins.
 _NAME_RULES: list[tuple[re.Pattern[str], str]] = [
@@ -109,6 +111,8 @@ def name_role(name: str) -> str | None:
 def chain_role(chain: Chain) -> str:
     """The role the launching operators decide ("" when none is known)."""
     names = chain.names
+    if L2_FLUSH in names:  # the cold-l2 mode's buffer write between steps
+        return FLUSH
     if any(_NOT_ATTENTION.match(name) for name in names):
         return ""
     for pattern, role in _OP_RULES:

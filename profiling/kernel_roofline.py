@@ -46,7 +46,9 @@ __all__ = [
     "shape_work",
 ]
 NOT_PLACED_BOUND = "n/a (not placed)"
-NEITHER = "neither: latency/launch"
+NEITHER = (
+    f"neither: under {FAR_FROM_BOTH:.0f}% of both roofs (latency, launches, or the kernel itself)"
+)
 _TENSOR_CORE_CATEGORIES = ("gemm", "fused attention")
 
 

@@ -233,9 +233,8 @@ def kernel_frame(
 ) -> pd.DataFrame:
     """The kernel table from one code per GPU span (into `names`, in order of first
     appearance), the spans' durations and args: shared by the vectorised path and a run's
-    small-trace path (profiling.small_trace), so both tables are built by the same code.
-    `own_run` has no default: each path's caller says whether this app made the trace.
-    `roles` (one per span): a name's roles, in order of first appearance."""
+    small-trace path (profiling.small_trace), so both tables are built by the same code. Each
+    caller says whether this app made the trace (`own_run`); `roles`: one per span."""
     if not len(codes):
         return pd.DataFrame(columns=list(KERNEL_COLUMNS))
     distinct = len(names)
@@ -253,7 +252,7 @@ def kernel_frame(
     def first_args(key: str) -> list[Any]:  # `key` of each name's first span's args, or None
         return [entry.get(key) if isinstance(entry, dict) else None for entry in found]
 
-    occupancy = [_occupancy(entry) for entry in found]
+    occupancy = list(zip(*map(_occupancy, found), strict=True))  # (values, notes)
     columns = {
         "kernel": [short_name(n) for n in names],
         "role": _name_roles(codes, distinct, roles),
@@ -268,8 +267,8 @@ def kernel_frame(
         "shared_memory": first_args("shared memory"),
         "grid": [_dims(v) for v in first_args("grid")],
         "block": [_dims(v) for v in first_args("block")],
-        "occupancy_pct": [value for value, _ in occupancy],
-        "occupancy_note": [note for _, note in occupancy],
+        "occupancy_pct": list(occupancy[0]),
+        "occupancy_note": list(occupancy[1]),
         "decoded": [decode(n, own_run=own_run) for n in names],
         "name": list(names),
     }

@@ -59,7 +59,7 @@ from profiling.summary import forward_rows, launched_rows, work_rows
 from profiling.trace import Trace
 from profiling.trace_events import EPS_US
 from profiling.trace_query import is_in, step_rows, values_at
-from profiling.vocabulary import FORWARD
+from profiling.vocabulary import FORWARD, L2_FLUSH
 
 DEVICE_COLUMNS = [
     "device", "window_start_us", "window_end_us", "window_us", "busy_us", "compute_us",
@@ -204,8 +204,12 @@ def _active_rows(spans: pd.DataFrame) -> tuple[np.ndarray, str]:
 
 
 def _scoped_rows(spans: pd.DataFrame, windows: pd.DataFrame | None) -> tuple[np.ndarray, str]:
-    """Positions of `scoped_work`, and its words."""
+    """Positions of `scoped_work`, and its words. A cold-l2 run's L2 flush (launched in its
+    `attn_l2_flush` spans) is no work of the run's: left out, its time reads as idle."""
     work = work_rows(spans)
+    flush = forward_rows(spans, L2_FLUSH)
+    if len(flush):
+        work = np.setdiff1d(work, launched_rows(spans, work, flush))
     if windows is None:
         inside, scope = _active_rows(spans)
     else:

@@ -8,16 +8,19 @@ GIL while it compresses); the run waits for it before it returns.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from profiling.columns import OPERATOR_COLUMNS
+from profiling.summary import finite
 from profiling.workload import Workload
 
 
@@ -112,3 +115,22 @@ def operator_table(profiler, device: str) -> pd.DataFrame:
             for name, column in zip(OPERATOR_COLUMNS, columns, strict=True)
         }
     )
+
+
+RUN_JSON = ".run.json"
+
+
+def write_run_json(result: Any) -> None:
+    """The run's figures beside its trace (`<tag>.run.json`): the summary, with the clock
+    samples and the memory timeline's series, NaN written as null. A Compare's zip and the
+    CLI's folder keep it."""
+    doc = {"summary": result.summary.as_dict()}
+    if result.clocks is not None:
+        doc["clock_samples"] = result.clocks.as_dict().get("series", [])
+    timeline = result.memory_timeline
+    if timeline is not None:
+        doc["memory_timeline"] = {"x": timeline.x, "x_label": timeline.x_label,
+                                  "series_bytes": timeline.series}  # fmt: skip
+    path = result.trace_gz.with_name(result.trace_gz.name.removesuffix(".json.gz") + RUN_JSON)
+    path.write_text(json.dumps(finite(doc), indent=1, default=str))
+    result.run_json = path

@@ -22,8 +22,11 @@ from attention.masks import BOTTOM_RIGHT
 from attention.sdpa_reasons import NAMES
 from profiling import run_trace, training
 from profiling.bounds import run_bound
+from profiling.gpu_clocks import Clocks
+from profiling.memory_timeline import Timeline
 from profiling.run_export import operator_table
 from profiling.run_trace import RunTrace
+from profiling.spread import large_spread_note, step_spread
 from profiling.summary import ForwardStats, Summary, flops_convention
 from profiling.workload import Workload
 
@@ -41,6 +44,24 @@ class ProfileResult:
     # row come from it, outside the run (and outside a ZeroGPU slot), with no second read
     trace: RunTrace = field(repr=False)
     seconds: float = 0.0
+    # issue 23: the allocator's snapshot of one step (memory_viz's .pickle) and its timeline,
+    # the GPU's clock samples, and the run's figures as JSON beside the trace
+    memory_snapshot: Path | None = None
+    memory_timeline: Timeline | None = field(default=None, repr=False)
+    clocks: Clocks | None = field(default=None, repr=False)
+    run_json: Path | None = None
+
+
+@dataclass
+class Measured:
+    """What the timing mode, the clock sampler and the allocator's history add to a run."""
+
+    notes: list[str] = field(default_factory=list)
+    compared: dict[str, Any] | None = None  # eager vs cuda-graph, timed without the profiler
+    clocks: Clocks | None = None
+    memory_file: Path | None = None
+    memory: dict[str, Any] | None = None
+    timeline: Timeline | None = None
 
 
 @dataclass
@@ -52,6 +73,7 @@ class Checks:
     gradients: Callable[[], tuple[dict[str, float], str]] | None
     saved: list[training.SavedTensor] | None
     backends: dict[str, Any] | None = None  # SDPA's checks of each backend and its pick
+    measured: Measured = field(default_factory=Measured)
 
 
 def build_result(
@@ -64,18 +86,11 @@ def build_result(
     operators = operator_table(profiler, device)
     rel_err, rel_note = checks.output()
     grad_err, grad_note = checks.gradients() if checks.gradients else (None, "")
-    notes = [n for n in (built.note,) if n]
-    if workload.causal and workload.queries < workload.seq_len:
-        notes.append(BOTTOM_RIGHT)
-    backends = checks.backends or {}
-    picked = backends.get("chosen")
-    if picked in NAMES.values() and stats.backend and picked not in stats.backend:
-        notes.append(f"SDPA picks {picked} for these inputs, but the trace shows {stats.backend}")
-    if stats.forwards != workload.steps:
-        notes.append(
-            f"expected {workload.steps} {workload.measured} spans in the trace, found "
-            f"{stats.forwards}"
-        )
+    measured = checks.measured
+    spread = step_spread(stats.cpu_us_each, stats.gpu_us_each if device == "cuda" else None)
+    clocks = measured.clocks.summary() if measured.clocks else None
+    notes = _notes(workload, built, stats, checks.backends or {})
+    notes += _timing_notes(measured, spread, clocks, workload)
     summary = Summary(
         variant=workload.variant,
         label=workload.spec.label,
@@ -103,6 +118,7 @@ def build_result(
         saved_extra_bytes=training.kept_beyond_inputs(checks.saved) if checks.saved else None,
         **_roofline(workload, stats, device),
         sdpa_backends=checks.backends,
+        **_timing_fields(workload, measured, spread, clocks),
     )
     return ProfileResult(
         config=workload,
@@ -113,7 +129,48 @@ def build_result(
         trace_gz=paths.gz,
         table_txt=paths.txt,
         trace=trace,
+        memory_snapshot=measured.memory_file,
+        memory_timeline=measured.timeline,
+        clocks=measured.clocks,
     )
+
+
+def _timing_fields(workload: Workload, measured: Measured, spread: dict, clocks) -> dict:
+    """The Summary's issue-23 fields: timing mode, spread, eager vs graph, clocks, memory."""
+    return {"timing": workload.timing, "step_spread": spread, "launch_compare": measured.compared,
+            "gpu_clocks": clocks, "memory": measured.memory}  # fmt: skip
+
+
+def _notes(workload: Workload, built: Built, stats: ForwardStats, backends: dict) -> list[str]:
+    """The variant's note, the bottom-right mask, SDPA's pick against the trace, missing spans."""
+    notes = [n for n in (built.note,) if n]
+    if workload.causal and workload.queries < workload.seq_len:
+        notes.append(BOTTOM_RIGHT)
+    picked = backends.get("chosen")
+    if picked in NAMES.values() and stats.backend and picked not in stats.backend:
+        notes.append(f"SDPA picks {picked} for these inputs, but the trace shows {stats.backend}")
+    if stats.forwards != workload.steps:
+        notes.append(
+            f"expected {workload.steps} {workload.measured} spans in the trace, found "
+            f"{stats.forwards}"
+        )
+    return notes
+
+
+def _timing_notes(
+    measured: Measured, spread: dict, clocks: dict | None, workload: Workload
+) -> list[str]:
+    """The timing mode's own notes, a large spread, a clock that dropped or was throttled."""
+    per = {"forward": "forward", "backward": "backward", "train": "step"}[workload.mode]
+    notes = list(measured.notes)
+    wide = large_spread_note(spread, per)
+    if wide:
+        notes.append(wide)
+    if clocks and clocks.get("warning"):
+        notes.append(f"GPU clocks: {clocks['warning']}")
+    if measured.memory and measured.memory.get("error"):
+        notes.append(f"memory timeline unavailable: {measured.memory['error']}")
+    return notes
 
 
 def _rate(stats: ForwardStats, flops: float, workload: Workload, device: str) -> dict[str, Any]:
@@ -160,6 +217,10 @@ def _phase_rows(trace: RunTrace, workload: Workload, device: str) -> list[dict[s
                 "flops": rate["flops_per_forward"],
                 "dominant_kernel": phase.stats.dominant,
                 "dominant_decoded": phase.stats.dominant_decoded,
+                "spread": step_spread(
+                    phase.stats.cpu_us_each,
+                    phase.stats.gpu_us_each if device == "cuda" else None,
+                ),
             }
         )
     return rows

@@ -28,14 +28,15 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from attention import Built, Problem, VariantUnavailable
 from attention.sdpa_reasons import first_line
-from profiling import training
+from profiling import memory_record, timing_modes, training
 from profiling.availability import error_text
+from profiling.gpu_clocks import Clocks, Sampler
 from profiling.memory_estimate import check_memory
 from profiling.reference_check import relative_error
 from profiling.reference_grad import gradient_errors
-from profiling.run_export import export
-from profiling.run_result import Checks, ProfileResult, build_result
-from profiling.workload import WAIT, WARMUP, ConfigError, Workload, resolve_device
+from profiling.run_export import export, write_run_json
+from profiling.run_result import Checks, Measured, ProfileResult, build_result
+from profiling.workload import WAIT, WARMUP, ConfigError, Workload, check_timing, resolve_device
 
 Progress = Callable[[float, str], None]
 log = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ def run(
 def _run_locked(workload: Workload, out_dir: str | Path | None, report: Progress) -> ProfileResult:
     began = time.perf_counter()
     device = resolve_device(workload.device)
+    check_timing(workload.timing, device)
     variant = workload.spec
     try:
         reason = variant.unavailable(device, workload.torch_dtype)
@@ -132,8 +134,14 @@ def _attempt(
     tensors = _inputs(workload, device, variant.layout)
     built = variant.build(problem)  # raises VariantUnavailable where a known rule refuses
     report(0.15, f"warm-up ({variant.warmup_calls} calls)")
-    profiler = _profile(workload, built, variant, tensors, device, report)
+    profiler, measured = _profile(workload, built, variant, tensors, device, report)
     peak = torch.cuda.max_memory_allocated() / 1024**2 if device == "cuda" else None
+    if device == "cuda":
+        report(0.6, "recording the allocator's history over one step")
+        step = training.measured_step(workload, built.forward)
+        with training.grad_mode(workload), variant.context():
+            recorded = memory_record.record(workload, step, tensors, out, workload.tag(device))
+        measured.memory_file, measured.memory, measured.timeline = recorded
     explained = None
     if built.explain is not None:  # SDPA: its checks of each backend and its pick
         explained = _explained(built, variant, tensors)
@@ -152,8 +160,9 @@ def _attempt(
         gradients = None
         if workload.needs_grad:
             gradients = gradient_errors(tensors, workload, variant.layout, device)
-        checks = Checks(reference, gradients, saved, explained)
+        checks = Checks(reference, gradients, saved, explained, measured)
         result = build_result(workload, built, profiler, paths, peak, checks, device)
+        write_run_json(result)
     finally:
         futures.wait([paths.gz_written])  # no writer left behind in a folder about to go
     try:
@@ -202,7 +211,8 @@ def _inputs(workload: Workload, device: str, layout: str) -> dict[str, torch.Ten
 
 
 def _profile(workload, built: Built, variant, tensors: dict, device: str, report: Progress):
-    """The warm-up steps, then the post's profiler schedule; the output stays in `tensors`."""
+    """The warm-up steps, the timing mode's preparation (a graph's capture), then the post's
+    profiler schedule with the GPU's clocks sampled; the output stays in `tensors`."""
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
@@ -210,21 +220,40 @@ def _profile(workload, built: Built, variant, tensors: dict, device: str, report
     step = training.measured_step(workload, built.forward)
     with training.grad_mode(workload), variant.context():
         _warm_up(workload, variant, step, tensors, sync)
+        timed = timing_modes.prepare(workload, built.forward, step, tensors, device)
         if device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         report(0.3, f"profiling {workload.total_steps} steps ({workload.steps} active)")
-        with profile(
-            activities=activities,
-            schedule=schedule(wait=WAIT, warmup=WARMUP, active=workload.steps, repeat=1),
-            record_shapes=False,
-            profile_memory=False,
-            with_stack=False,
-        ) as profiler:
+        with (
+            Sampler(_bus_id(device)) as sampler,
+            profile(
+                activities=activities,
+                schedule=schedule(wait=WAIT, warmup=WARMUP, active=workload.steps, repeat=1),
+                record_shapes=False,
+                profile_memory=False,
+                with_stack=False,
+            ) as profiler,
+        ):
             for _ in range(workload.total_steps):
-                step(tensors)
+                timed.step(tensors)
                 profiler.step()
             sync()
-    return profiler
+        timed.finish(tensors)
+    return profiler, _measured(timed, sampler.clocks)
+
+
+def _measured(timed: timing_modes.Timed, clocks: Clocks) -> Measured:
+    """What the timing mode and the sampler add to the run (the graphs are let go here)."""
+    return Measured(notes=timed.notes, compared=timed.compared, clocks=clocks)
+
+
+def _bus_id(device: str) -> str | None:
+    """The GPU's PCI bus id, as NVML names it (None on a CPU: nothing to sample)."""
+    if device != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    domain = getattr(props, "pci_domain_id", 0)
+    return f"{domain:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
 
 
 def _warm_up(workload, variant, step: Callable[[dict], None], tensors: dict, sync) -> None:

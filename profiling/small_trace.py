@@ -310,6 +310,7 @@ def per_forward(
         has_gpu=has_gpu,
         dominant=dominant,
         backend=_backend(trace, windows),
+        work_steps=np.array([span.step for span in work], dtype=float),
     )
 
 

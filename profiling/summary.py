@@ -55,6 +55,10 @@ class ForwardStats:
     dominant_decoded: str
     backend: str | None  # SDPA backend read off the aten ops, when SDPA ran
     cpu_us_range: tuple[float, float] | None = None  # fastest and slowest forward, CPU µs
+    # per measured step (issue 23: median and IQR): each window's CPU µs, and the GPU µs of
+    # the work launched in each profiler step (None without GPU work)
+    cpu_us_each: tuple[float, ...] = ()
+    gpu_us_each: tuple[float, ...] | None = None
 
 
 @dataclass
@@ -104,9 +108,29 @@ class Summary:
     # SDPA runs: torch's verdict per fused backend ("checks": backend, accepts, reasons) and the
     # backend its dispatcher picks ("chosen"), for this run's inputs
     sdpa_backends: dict[str, Any] | None = None
+    # Issue 23: how the steps were timed, the spread over them (profiling/spread.py), eager vs
+    # graph timed without the profiler (cuda-graph runs), the GPU's clocks during the steps
+    # (profiling/gpu_clocks.py; {"available": False, "reason"} where absent), and memory over
+    # one step (profiling/memory_timeline.py; None on a CPU)
+    timing: str = "eager"
+    step_spread: dict[str, Any] = field(default_factory=dict)
+    launch_compare: dict[str, Any] | None = None
+    gpu_clocks: dict[str, Any] | None = None
+    memory: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def finite(value: Any) -> Any:
+    """`value` with every NaN or infinity (in dicts, lists, tuples) as None: strict JSON."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(item) for item in value]
+    return value
 
 
 def forward_spans(trace: Trace, name: str = FORWARD) -> pd.DataFrame:
@@ -276,6 +300,7 @@ def per_forward(
         has_gpu=has_gpu,
         dominant=dominant,
         backend=sdpa_backend(trace, windows),
+        work_steps=work["step"].to_numpy() if "step" in work else None,
     )
 
 
@@ -286,6 +311,7 @@ def forward_stats(
     has_gpu: bool,
     dominant: tuple[str, str],
     backend: str | None,
+    work_steps: np.ndarray | None = None,
 ) -> ForwardStats:
     """The figures from the forwards' CPU spans, their GPU work's durations and its kernel,
     memcpy and memset counts (shared by profiling.small_trace, so both paths divide and sum
@@ -304,4 +330,21 @@ def forward_stats(
         dominant_decoded=dominant[1],
         backend=backend,
         cpu_us_range=spread,
+        cpu_us_each=tuple(float(us) for us in window_us),
+        gpu_us_each=_per_step(work_us, work_steps, len(window_us)) if has_gpu else None,
     )
+
+
+def _per_step(
+    work_us: np.ndarray, work_steps: np.ndarray | None, windows: int
+) -> tuple[float, ...] | None:
+    """The GPU µs of each profiler step's work, in step order; None where the steps are not
+    known or do not match the windows (one window per measured step)."""
+    if work_steps is None or not len(work_us):
+        return None
+    steps = np.asarray(work_steps, dtype=float)
+    known = steps >= 0
+    numbers = np.unique(steps[known])
+    if len(numbers) != windows:
+        return None
+    return tuple(float(work_us[known & (steps == n)].sum()) for n in numbers)

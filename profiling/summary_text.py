@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from profiling.summary import NO_GPU_WORK, Summary
+from profiling.timing_text import timing_rows
 
 
 def _num(value: float | None, unit: str = "", digits: int = 1) -> str:
@@ -100,6 +101,7 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     ]
     rows[1:1] = [("mode", MODE_TEXT[summary.mode])] if summary.mode != "forward" else []
     rows += training_rows(summary)
+    rows += timing_rows(summary, per)
     rows += sdpa_rows(summary)
     rows += [("note", note) for note in summary.notes]
     return rows
@@ -126,8 +128,13 @@ def roofline_rows(summary: Summary) -> list[tuple[str, str]]:
 def sdpa_rows(summary: Summary) -> list[tuple[str, str]]:
     """SDPA's own checks, for an SDPA run: which backend accepts these inputs, torch's reason
     where one refuses, and the one it picks when left to choose."""
-    found = summary.sdpa_backends
-    if not found:
+    return sdpa_account_rows(summary.sdpa_backends)
+
+
+def sdpa_account_rows(found: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """sdpa_rows for an account as sdpa_reasons' explainer gives it (a run's, or the picker's
+    before a run)."""
+    if not found or "checks" not in found:
         return []
     parts = []
     for check in found["checks"]:

@@ -29,7 +29,7 @@ from profiling.gantt import FigureSpec
 from profiling.peaks import peaks_table
 from profiling.role_views import role_matrix
 from profiling.roofline_figure import roofline_spec
-from profiling.summary_text import shape_text
+from profiling.summary_text import sdpa_rows, shape_text
 from profiling.views_shared import significant, without_nan
 from profiling.workload import device_key
 
@@ -137,9 +137,21 @@ def compare_note(result: CompareResult) -> str:
     items = [f"**{peak}:** {rest}" + (f" ({result.peak.source})" if result.peak else "")]
     items += [n for n in result.notes if not n.startswith("% of peak")]
     items += [f"not run — `{r.variant}` ({r.status}): {r.reason}" for r in result.runs if not r.ok]
+    items += sdpa_lines(result)
     # our own Markdown (bold, code) around text from the app and torch: HTML escaped only
     text = [html.escape(t, quote=False) for t in (head, *items)]
     return "\n".join([text[0], "", *(f"- {t}" for t in text[1:])])
+
+
+def sdpa_lines(result: CompareResult) -> list[str]:
+    """Each SDPA variant that ran: torch's checks of each backend and its pick, for its inputs."""
+    lines = []
+    for run in result.ran:
+        rows = dict(sdpa_rows(run.summary)) if run.summary else {}
+        if rows:
+            checks, picks = rows["SDPA's checks"], rows["SDPA picks"]
+            lines.append(f"`{run.variant}`: SDPA picks {picks} · {checks}")
+    return lines
 
 
 def peaks_view() -> pd.DataFrame:

@@ -6,7 +6,6 @@ Pure functions (no gradio), so the page, the API and the tests see the same numb
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,8 @@ from profiling.launch import LaunchStats
 from profiling.role_views import as_records
 from profiling.roofline_figure import roofline_spec
 from profiling.roofline_runs import run_roofline
-from profiling.summary import Summary
-from profiling.summary_text import summary_rows, training_rows, unit
+from profiling.summary import Summary, finite
+from profiling.summary_text import sdpa_account_rows, summary_rows, training_rows, unit
 from profiling.text_tables import text_table
 from profiling.views_shared import (
     DIGITS,
@@ -32,6 +31,13 @@ from profiling.views_shared import (
     readable,
     role_view,
     roofline_view,
+)
+from profiling.views_timing import (
+    memory_figure,
+    memory_note,
+    memory_table,
+    timeline_json,
+    timing_html,
 )
 
 
@@ -66,6 +72,25 @@ def lesson_markdown(
     if why:
         text += f"\n\n**Unavailable here:** {why}."
     return text
+
+
+ZERO_GPU_CHECKS = (
+    "torch's own checks of each SDPA backend need this GPU, which ZeroGPU lends to runs only: "
+    "a run shows them (summary: *SDPA's checks*, *SDPA picks*)."
+)
+
+
+def sdpa_checks_markdown(account: dict[str, Any] | None, device: str) -> str:
+    """The picker's account of an SDPA variant at the shape on screen: torch's checks of each
+    backend and its pick (empty for any other variant)."""
+    if account is None:
+        return ""
+    if "refused" in account:
+        return f"**SDPA at this shape:** {account['refused'].rstrip('.')}."
+    rows = dict(sdpa_account_rows(account))
+    where = "this GPU" if device == "cuda" else "this CPU (the CUDA backends' checks need a GPU)"
+    checks, picks = rows.get("SDPA's checks", ""), rows.get("SDPA picks", "").rstrip(".")
+    return f"**torch's own checks at this shape, on {where}:** {checks}. **Picks:** {picks}."
 
 
 def banner_markdown(device: str) -> str:
@@ -178,22 +203,12 @@ LAUNCH_FIGURES = (
 
 def summary_json(summary: Summary) -> dict[str, Any]:
     """The summary for API callers: the dataclass with NaN/inf turned into null."""
-    return _finite(summary.as_dict())
+    return finite(summary.as_dict())
 
 
 def launch_json(stats: LaunchStats) -> dict[str, Any]:
     """The launch/idle headline figures for API callers (null where there is no GPU work)."""
-    return _finite({k: getattr(stats, k) for k in LAUNCH_FIGURES})
-
-
-def _finite(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_finite(v) for v in x]
-    return x
+    return finite({k: getattr(stats, k) for k in LAUNCH_FIGURES})
 
 
 # -- the operator table (torch.profiler's key_averages) ----------------------------------------
@@ -274,10 +289,14 @@ class Page:
     kernels: pd.DataFrame
     kernel_note: str
     figure: FigureSpec  # gr.Plot serialises it with .to_json()
-    files: dict[str, Path] = field(default_factory=dict)  # json, gz, txt
+    files: dict[str, Path] = field(default_factory=dict)  # json, gz, txt (memory, run: or None)
     roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # µs per step by role
     roofline_figure: FigureSpec | None = None  # each kernel on the device's roofline
     roofline: pd.DataFrame = field(default_factory=pd.DataFrame)  # per kernel: FLOP, bytes…
+    # issue 23: the memory timeline over one step, its breakdown, and what they show
+    memory_note: str = ""
+    memory_figure: Any = None
+    memory_table: pd.DataFrame | None = None
 
 
 def page(result: Any) -> Page:
@@ -288,13 +307,27 @@ def page(result: Any) -> Page:
     roofline = run_roofline(result)
     why = {"roles": as_records(roles), "roofline": as_records(roofline)}
     return Page(
-        strip=summary_html(summary) + launch_html(launch),
-        summary={**summary_json(summary), "launch": launch_json(launch), **_finite(why)},
+        strip=summary_html(summary) + launch_html(launch) + timing_html(summary),
+        summary={
+            **summary_json(summary),
+            "launch": launch_json(launch),
+            **finite(why),
+            "memory_timeline": timeline_json(result.memory_timeline),
+        },
         operators=operator_view(result.operators, summary.device),
         kernels=phase_kernels(result),
         kernel_note=kernel_note(summary),
         figure=run_figure(result, run_title(summary)),
-        files={"json": result.trace_json, "gz": result.trace_gz, "txt": result.table_txt},
+        files={
+            "json": result.trace_json,
+            "gz": result.trace_gz,
+            "txt": result.table_txt,
+            "memory": result.memory_snapshot,
+            "run": result.run_json,
+        },
+        memory_note=memory_note(summary),
+        memory_figure=memory_figure(result.memory_timeline, "Memory in use over one step"),
+        memory_table=memory_table(summary),
         roles=role_view(roles),
         roofline_figure=roofline_spec(
             roofline, summary.device_name, summary.config["dtype"], own_run=True

@@ -46,9 +46,9 @@ TRACE_CONCURRENCY = 2  # parses at a time; a big upload cannot hold the GPU queu
 # The post's shape on a GPU; on a CPU a small shape that profiles in well under a second.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "cuda": dict(variant="naive", seq_len=1024, dtype="bfloat16", batch=8, heads=16,
-                 head_dim=64, causal=True),
+                 head_dim=64, causal=True, steps=3),
     "cpu": dict(variant="naive", seq_len=256, dtype="float32", batch=1, heads=4,
-                head_dim=64, causal=True),
+                head_dim=64, causal=True, steps=3),
 }  # fmt: skip
 # The inference-shape presets (issue 21): name → the fields they set (the others as they are).
 # The CPU's are the same kinds of shapes made small enough for its budget.

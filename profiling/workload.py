@@ -25,14 +25,25 @@ from attention import VARIANTS, Problem, Variant
 from attention.masks import visible_pairs
 from profiling.summary import BACKWARD_FLOPS, attention_flops
 from profiling.user_values import ConfigError, coerced, field_rules, show
-from profiling.vocabulary import BACKWARD, DEVICES, DTYPE_NAMES, FORWARD, LIMITS, MODES, STEP
+from profiling.vocabulary import (
+    BACKWARD,
+    DEVICES,
+    DTYPE_NAMES,
+    FORWARD,
+    LIMITS,
+    MODES,
+    STEP,
+    TIMINGS,
+)
 
 DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name) for name in DTYPE_NAMES
 }  # DEVICES, MODES, LIMITS: profiling.vocabulary
 # text field → the values it takes; `variant` takes the registry's ids, read when checked (a
 # variant registered later is known at once)
-CHOICES: dict[str, tuple[str, ...]] = {"dtype": tuple(DTYPES), "device": DEVICES, "mode": MODES}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "dtype": tuple(DTYPES), "device": DEVICES, "mode": MODES, "timing": TIMINGS,
+}  # fmt: skip
 
 HEAD_DIM_MULTIPLE = 8  # every fused backend needs head_dim % 8 == 0
 MAX_ELEMENTS = 2**31 - 1  # per input tensor; int32 indexing in several kernels
@@ -46,12 +57,14 @@ PAGE_RANGES: dict[str, dict[str, tuple[int, int, int]]] = {
         "batch": (1, 64, 1),
         "heads": (1, 128, 1),
         "head_dim": (16, 256, 8),
+        "steps": (1, 30, 1),
     },
     "cpu": {
         "seq_len": (64, 4096, 64),
         "batch": (1, 8, 1),
         "heads": (1, 16, 1),
         "head_dim": (16, 128, 8),
+        "steps": (1, 10, 1),
     },
 }
 CPU_MAX_FLOPS = 2e10  # per forward, on CPU only: a CPU Space must stay responsive
@@ -85,6 +98,7 @@ class Workload:
     kv_heads: int | None = None
     q_len: int | None = None
     window: int | None = None
+    timing: str = "eager"  # issue 23: eager | cuda-graph | cold-l2 (TIMINGS)
 
     @classmethod
     def from_user(cls, **raw: Any) -> Workload:
@@ -226,6 +240,7 @@ def shape_tag(shape: Mapping[str, Any], device: str) -> str:
         for name, short in (("kv_heads", "kv"), ("q_len", "q"), ("window", "w"))
         if shape.get(name) is not None
     )
+    extra += "" if shape.get("timing", "eager") == "eager" else f"_{shape['timing']}"
     return (
         f"{shape['batch']}_{shape['heads']}{length}_{shape['head_dim']}_{shape['dtype']}_{mask}"
         f"_{device}_{shape['steps']}steps" + ("" if mode == "forward" else f"_{mode}") + extra
@@ -324,6 +339,13 @@ def check_page_ranges(shape: Mapping[str, Any], device: str) -> None:
             raise ConfigError(
                 f"{name} must be between {low} and {high} on this machine, got {value}"
             )
+    check_timing(shape.get("timing", "eager"), device)
+
+
+def check_timing(timing: str, device: str) -> None:
+    """A CUDA graph and an L2 flush need a GPU (the runner asks too, for the CLI)."""
+    if timing != "eager" and device_key(device) == "cpu":
+        raise ConfigError(f"timing '{timing}' needs a CUDA GPU; on a CPU use 'eager'")
 
 
 def check_cpu_budget(workload: Workload, device: str) -> None:

@@ -19,9 +19,11 @@ NAIVE, FLASH, CUDNN = (
 )
 H200 = {"naive": NAIVE, "flash": FLASH, "cudnn": CUDNN}
 # The page's shape parameters in the handlers' order, as the API documents them (mode: issue
-# 20; kv_heads, q_len, window: issue 21): last, so earlier calls keep their meaning
+# 20; kv_heads, q_len, window: issue 21; timing, steps: issue 23): last, so earlier calls keep
+# their meaning
 SHAPE_PARAMETERS = [
     "dtype", "batch", "heads", "head_dim", "causal", "mode", "kv_heads", "q_len", "window",
+    "timing", "steps",
 ]  # fmt: skip
 PROFILE_PARAMETERS = ["variant", "seq_len", *SHAPE_PARAMETERS]
 

@@ -42,10 +42,19 @@ def test_the_gantt_reaches_gr_plot_as_plotly_json(outputs):
 
 
 def test_valid_cpu_run_returns_every_output(outputs):
-    strip, summary, operators, kernels, note, figure, json_btn, gz_btn, txt_btn, *why = outputs
-    assert len(outputs) == 12  # the role table, the roofline chart and its table last
+    strip, summary, operators, kernels, note, figure, memory, json_btn, gz_btn, txt_btn, *why = (
+        outputs
+    )
+    # the nine outputs, the memory block's page-only state after the Gantt, the role table, the
+    # roofline chart and its table last
+    assert len(outputs) == 13
     roles, roofline_figure, roofline = why
     assert roles.empty and roofline.empty and roofline_figure.data == []  # a CPU run: no kernels
+    assert "Timing, clocks and memory" in strip and "CPU µs / forward, median (IQR)" in strip
+    assert summary["timing"] == "eager" and summary["gpu_clocks"]["available"] is False
+    assert summary["memory_timeline"] is None  # a CPU run: the allocator's history needs a GPU
+    assert "needs a GPU" in memory["note"] and memory["memory"] is None
+    assert memory["run"].endswith(".run.json") and Path(memory["run"]).exists()
     assert 'class="ap-strip"' in strip and "CPU µs / forward" in strip
     assert summary["variant"] == "naive" and summary["forwards"] == 3
     assert list(operators.columns) == views_profile.operator_headers(app.DEVICE)

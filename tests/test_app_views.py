@@ -69,7 +69,7 @@ def compared():
 
 
 def test_compare_returns_table_note_figures_zip_and_the_runs(compared):
-    (glance, note, bars, gantts, zip_path, roles, roofline, traces), _ = compared
+    (glance, note, bars, gantts, timing, zip_path, roles, roofline, traces), _ = compared
     assert list(roles.columns)[:1] == ["variant"]  # on a CPU no variant has GPU kernels
     assert roofline.layout["xaxis"]["type"] == "log"
     assert list(glance.columns) == views_compare.glance_columns(app.DEVICE)
@@ -93,6 +93,12 @@ def test_compare_returns_table_note_figures_zip_and_the_runs(compared):
     assert {"glance.csv", "peaks.csv"} <= names
     assert any(n.startswith("naive/") and n.endswith(".json.gz") for n in names)
     assert set(traces) == {"naive", "sdpa-math"} and all(Path(p).exists() for p in traces.values())
+    # issue 23: each run's figures in the zip, and the timing table of the variants that ran
+    assert any(n.startswith("naive/") and n.endswith(".run.json") for n in names)
+    timing_table, peaks = timing
+    assert list(timing_table["variant"]) == ["naive", "sdpa-math"]
+    assert (timing_table["CPU µs/step median"] > 0).all()
+    assert (timing_table["timing"] == "eager").all() and isinstance(peaks, go.Figure)
 
 
 @CPU_ONLY

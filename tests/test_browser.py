@@ -291,6 +291,30 @@ def test_unticking_the_causal_mask_updates_the_naive_lesson(browser, url):
         page.context.close()
 
 
+def test_picking_sdpa_shows_torchs_own_checks_at_the_shape_on_screen(browser, url, tmp_path):
+    """Issue 22: under an SDPA variant the picker says what torch's checks answer at the shape
+    on screen (on a CPU: that the CUDA backends need a GPU, and SDPA's pick); under the naive
+    variant nothing; a change of shape asks again."""
+    page = open_page(browser, url)
+    expect = sync_api.expect
+    try:
+        page.click("#variant input")
+        page.get_by_role("option", name=VARIANTS["sdpa-auto"].label, exact=True).click()
+        checks = page.locator("#sdpa-checks")
+        expect(checks).to_contain_text("torch's own checks at this shape")
+        expect(checks).to_contain_text("math accepts everything")
+        expect(checks).to_contain_text("Picks: flash")
+        expect(checks).not_to_contain_text("causal_lower_right")
+        page.screenshot(path=str(screenshot_path("screenshot-sdpa-checks-cpu.png", tmp_path)))
+        page.locator("#causal input").uncheck()  # still SDPA's question, asked again
+        expect(checks).to_contain_text("Picks: flash")
+        page.click("#variant input")
+        page.get_by_role("option", name=VARIANTS["naive"].label, exact=True).click()
+        expect(checks).not_to_contain_text("torch's own checks")
+    finally:
+        page.context.close()
+
+
 def test_compare_from_the_page(page, tmp_path):
     """Pick variants in the Compare tab, run it, read the table, the bars and the download."""
     expect = sync_api.expect

@@ -149,7 +149,7 @@ def test_help_states_the_limits_and_defaults():
     p = cli("--help")
     text = " ".join(p.stdout.split())
     for said in ("16–131072 (default 1024)", "1–64 (default 8)", "1–128 (default 16)",
-                 "16–256, a multiple of 8 (default 64)", "1–10 (default 3)"):  # fmt: skip
+                 "16–256, a multiple of 8 (default 64)", "1–50 (default 3)"):  # fmt: skip
         assert said in text, said
 
 

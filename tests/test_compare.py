@@ -291,3 +291,14 @@ def test_a_broken_variant_is_failed_with_its_error_not_unavailable(monkeypatch, 
     note = compare_note(result)
     assert "`broken-build` (failed): broken-build failed on cpu: ImportError" in note
     assert "`sdpa-cudnn` (unavailable)" in note
+
+
+def test_compares_note_gives_each_sdpa_variants_own_checks_and_pick(tmp_path):
+    """Issue 22 on Compare: an SDPA variant that ran says what torch's checks answered for its
+    inputs and which backend it picks; a variant that picks nothing at call time says nothing."""
+    from profiling.views_compare import compare_note
+
+    result = compare(["naive", "sdpa-auto"], out_dir=tmp_path, device="cpu", **SMALL)
+    note = compare_note(result)
+    assert "`sdpa-auto`: SDPA picks flash · flash refuses (a CUDA backend" in note
+    assert "math accepts everything" in note and "`naive`: SDPA" not in note

@@ -59,6 +59,9 @@ TITLES = set(errors.TITLES.values())
 IMG = "<img src=x onerror=alert(1)>"
 SCRIPT = "<script>window.__xss=1</script>"
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
+# Profile's trace .json, .json.gz and operator .txt among its outputs (after the Gantt and the
+# memory block's page-only state; the role and roofline outputs follow)
+PROFILE_FILES = slice(7, 10)
 
 
 def no_progress(*args: Any, **kwargs: Any) -> None:
@@ -422,7 +425,7 @@ def test_analyze_refuses_generated_bad_uploads_clearly(uploads, data):
         clear_message(error.message, trace)
         return
     # a bad upload can still be a (tiny) trace: `[]` or JSON with events is analysed
-    assert len(outputs) == 5 and "Summary" in outputs[0], trace
+    assert len(outputs) == 8 and "Summary" in outputs[0], trace
 
 
 NESTED = b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 50_000 + b"]" * 50_000 + b"}]}"
@@ -568,7 +571,8 @@ def test_slider_ranges_are_enforced_in_the_backend():
 
 
 def test_a_valid_small_request_still_succeeds_afterwards():
-    strip, summary, *_, gz = profile_tab.profile(**TINY, progress=no_progress)
+    outputs = profile_tab.profile(**TINY, progress=no_progress)
+    strip, summary, gz = outputs[0], outputs[1], outputs[PROFILE_FILES.stop - 2]
     assert {k: summary["config"][k] for k in TINY} == TINY
     assert "CPU µs / forward" in strip and Path(gz).exists()
 
@@ -581,10 +585,12 @@ def test_every_returned_file_lives_in_a_fresh_app_temp_folder():
     """Profile's three files, Compare's and Sweep's zips and Compare's traces (the Diff state):
     each in a mkdtemp folder of the app directly in the temp dir, under a name made of the
     validated shape only."""
-    *_, json_path, gz_path, txt_path = profile_tab.profile(
+    json_path, gz_path, txt_path = profile_tab.profile(
         **{**TINY, "variant": "naive-inplace"}, progress=no_progress
+    )[PROFILE_FILES]
+    *_, cmp_zip, _roles, _roofline, traces = compare_tab.compare(
+        ["naive"], OFFERED[0], **SHAPE, progress=no_progress
     )
-    *_, cmp_zip, traces = compare_tab.compare(["naive"], OFFERED[0], **SHAPE, progress=no_progress)
     *_, sw_zip = sweep_tab.sweep(["naive"], [OFFERED[0]], **SHAPE, progress=no_progress)
     returned = [Path(p) for p in (json_path, gz_path, txt_path, cmp_zip, sw_zip)]
     for path in returned:
@@ -646,9 +652,9 @@ def test_500_runs_leave_a_bounded_footprint():
     began = time.perf_counter()
     for i in range(500):
         seq_len = RANGES["seq_len"][0] * (1 + i % 2)
-        *_, json_path, _, _ = profile_tab.profile(
-            **{**TINY, "seq_len": seq_len}, progress=no_progress
-        )
+        json_path = profile_tab.profile(**{**TINY, "seq_len": seq_len}, progress=no_progress)[
+            PROFILE_FILES.start
+        ]
         folder = Path(json_path).parent
         made.append(folder)
         if i < 2:
@@ -705,7 +711,7 @@ def xss_trace(folder: Path) -> Path:
 
 def test_names_from_an_uploaded_trace_are_text_everywhere(tmp_path):
     path = xss_trace(tmp_path)
-    summary, launch, operators, kernels, figure = analyze_tab.analyze(str(path))
+    summary, launch, operators, kernels, figure, *_ = analyze_tab.analyze(str(path))
     # the tables (Dataframes render "str" cells as text) hold the literal names
     assert {IMG, SCRIPT} <= set(operators["Operator"])
     assert {IMG, SCRIPT} <= set(kernels["Kernel"]) and {IMG, SCRIPT} <= set(kernels["Full name"])
@@ -725,7 +731,9 @@ def test_names_from_an_uploaded_trace_are_text_everywhere(tmp_path):
     assert bar_count(figure) > 0
     # the Diff headline is plain text for API callers, like the tables' cells; the page shows
     # it as Markdown, names escaped there
-    headline, kernel_delta, operator_delta = diff_tab.diff(str(NAIVE), str(path), "clean", "marked")
+    headline, kernel_delta, operator_delta, *_ = diff_tab.diff(
+        str(NAIVE), str(path), "clean", "marked"
+    )
     markdown, *_ = diff_tab.show_result(headline, kernel_delta)
     assert "<img" not in markdown and "<script" not in markdown
     assert IMG in set(kernel_delta["kernel"]) or IMG in set(operator_delta["operator"])

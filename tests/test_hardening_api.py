@@ -72,7 +72,8 @@ PARAMS = {
 }
 # The parameters added since (issues 20, 21), with their defaults: gradio_client fills them in
 # when a call leaves them out, a raw HTTP call must send every value (Gradio counts them).
-LATER = {"mode": "forward", "kv_heads": None, "q_len": None, "window": None}
+LATER = {"mode": "forward", "kv_heads": None, "q_len": None, "window": None, "timing": "eager",
+         "steps": 3}  # fmt: skip
 
 
 def values(kwargs: dict, api: str) -> list:

@@ -52,6 +52,11 @@ TORCH_FREE = [
     "profiling.cli_flags",
     "profiling.cli_views",
     "profiling.__main__",  # `python -m profiling analyze | diff` start without torch
+    # issue 23: the spread, the NVML sampler, the memory timeline and their text
+    "profiling.spread",
+    "profiling.gpu_clocks",
+    "profiling.memory_timeline",
+    "profiling.timing_text",
 ]
 
 # A finder placed first on sys.meta_path makes any `import torch` (or torch.x) raise, as on a

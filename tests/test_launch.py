@@ -255,6 +255,12 @@ def _reference_per_launch(tr):
     inside = [
         bool(((steps["start_us"] <= t) & (steps["end_us"] >= t)).any()) for t in launch["start_us"]
     ]
+    # a cold-l2 run's flush is launched in its attn_l2_flush spans: no work of the run's
+    flush = s[(s["kind"] == "cpu") & (s["name"] == "attn_l2_flush")]
+    inside = [
+        keep and not ((flush["start_us"] <= t) & (flush["end_us"] >= t)).any()
+        for keep, t in zip(inside, launch["start_us"], strict=True)
+    ]
     work, launch = work[inside], launch[inside]
     g_start, l_start = work["start_us"].to_numpy(), launch["start_us"].to_numpy()
     table = pd.DataFrame(

@@ -159,3 +159,48 @@ def test_a_pinned_variant_still_hears_each_backends_own_verdict(monkeypatch):
         sdpa_reasons.backend_checks(q, q, q, None, True, False)
         assert not torch.backends.cuda.mem_efficient_sdp_enabled()  # the pin is back after
     assert enabled["efficient"] is True
+
+
+def test_the_picker_shows_torchs_checks_at_the_shape_on_screen(monkeypatch):
+    """Issue 22: the variant picker says, before any run, what torch's checks answer for the
+    shape on screen: torch's own words (here a refusal planted in its check), its pick; nothing
+    for a variant that picks no backend, or for a shape Profile would refuse."""
+    from profiling.page import profile_tab
+
+    shape = (256, "float32", 1, 4, 64, True)
+
+    def refuses(params, debug=False):
+        warnings.warn(
+            "Flash attention requires q,k,v to have the same last dimension", stacklevel=2
+        )
+        return False
+
+    monkeypatch.setattr(torch.backends.cuda, "can_use_flash_attention", refuses)
+    said = profile_tab.sdpa_checks("sdpa-auto", *shape)
+    assert "flash refuses (Flash attention requires q,k,v to have the same last dimension)" in said
+    assert said.endswith("**Picks:** flash.")
+    assert profile_tab.sdpa_checks("naive", *shape) == ""
+    assert profile_tab.sdpa_checks("sdpa-auto", 256, "float32", 1, 4, 63, True) == ""  # D % 8
+    assert "sdpa-cudnn is unavailable here: SDPA cuDNN needs a CUDA GPU" in (
+        profile_tab.sdpa_checks("sdpa-cudnn", *shape)
+    )
+    decode = profile_tab.sdpa_checks("sdpa-auto", *shape, "forward", 2, 4, None)
+    assert "causal_lower_right asks flash, then efficient" in decode
+
+
+def test_the_pickers_inputs_are_empty_tensors_of_the_workloads_shapes():
+    from profiling.sdpa_account import empty_inputs
+
+    workload = small("sdpa-flash", q_len=4, kv_heads=1, mode="train")
+    q, k, v = empty_inputs(workload, "cpu")
+    assert q.shape == (1, 2, 4, 16) and k.shape == v.shape == (1, 1, 64, 16)
+    assert q.requires_grad and q.dtype == torch.float32
+
+
+def test_the_pickers_fields_are_the_shape_controls_in_their_order():
+    import gradio as gr
+
+    from profiling.page import controls, profile_tab
+
+    with gr.Blocks():
+        assert tuple(controls.shape_controls("t")) == profile_tab.SHAPE_FIELDS

@@ -117,3 +117,14 @@ def test_a_cpu_run_says_its_roles_and_roofline_are_empty(tmp_path: Path):
     assert list(page.roles.columns)[:2] == ["Role", "µs / step"]
     assert page.roofline_figure is not None
     assert trace.load(result.trace_gz).has_gpu is False
+
+
+def test_the_cli_diff_aligns_two_traces_by_role(capsys):
+    from profiling.__main__ import main
+
+    naive, flash = (str(FIXTURES / f"{name}.json.gz") for name in
+                    ("naive_8_16_1024_64_bf16", "sdpa_flash_8_16_1024_64_bf16"))  # fmt: skip
+    assert main(["diff", naive, flash, "--label-a", "naive", "--label-b", "flash"]) == 0
+    out = capsys.readouterr().out
+    assert "== by role in attention ==" in out
+    assert "naive spends 358.5 µs per forward on mask; flash does it inside its fused kernel" in out

@@ -13,13 +13,14 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling import job_request, jobs, views_compare, views_shared
+from profiling import job_request, jobs, views_compare, views_shared, views_timing
 from profiling.compare import CompareResult
 from profiling.compare import compare_workloads as run_compare
 from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
 from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
+    QUIET,
     clear_on_failure,
     device_job,
     download_button,
@@ -55,6 +56,8 @@ def compare(
     kv_heads: float | None = None,
     q_len: float | None = None,
     window: float | None = None,
+    timing: str = "eager",
+    steps: float = 3,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile several variants at one shape, one after another, as the post's table.
@@ -73,20 +76,28 @@ def compare(
         kv_heads: K/V heads, dividing heads (None: one per query head).
         q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
         window: sliding window, the last keys each query sees (None: none; needs causal).
+        timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
+        steps: measured steps per variant (default 3): median and IQR over them.
 
     Returns:
         the "at a glance" table, a note naming the datasheet peak used, GPU-vs-CPU bar chart,
-        stacked mini-Gantts, a zip of every trace and table, the variants × roles table (µs
+        stacked mini-Gantts, a zip of every trace and table (and each
+        run's figures .json and memory snapshot), the variants × roles table (µs
         per step) and every variant's attention kernels on one roofline (plotly).
     """
     shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
-    shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window)
+    shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
     validate = partial(job_request.compare_request, variants, seq_len, **shape, device=DEVICE)
-    view = views_compare.compare_page
-    shown = run_device_job("compare", validate, compare_on_gpu, view, progress)
+    shown, timing = run_device_job("compare", validate, compare_on_gpu, _view, progress)
     zip_path = str(shown.zip_path) if shown.zip_path else None
-    return (shown.glance, shown.note, shown.bars, shown.gantts, zip_path, shown.roles,
+    # issue 23's timing table and memory peaks travel in a gr.State (not an API output)
+    return (shown.glance, shown.note, shown.bars, shown.gantts, timing, zip_path, shown.roles,
             shown.roofline, shown.traces)  # fmt: skip
+
+
+def _view(result: CompareResult, device: str) -> tuple[Any, Any]:
+    """The Compare page, and issue 23's timing table and memory peaks beside it."""
+    return views_compare.compare_page(result, device), views_timing.compare_timing(result.runs)
 
 
 def _results() -> list[Any]:
@@ -117,6 +128,17 @@ def _results() -> list[Any]:
     return [glance, note, bars, gantts, zip_file, roles, roofline]
 
 
+def _timing_results() -> list[Any]:
+    """Issue 23: the timing table and the memory peaks (a page-only follow-up fills them)."""
+    timing = table("Timing, clocks and memory per variant", "cmp-timing", max_height=420)
+    peaks = gr.Plot(label="Memory at each variant's peak, by what it is", elem_id="cmp-peaks")
+    return [timing, peaks]
+
+
+def show_timing(shown: tuple[Any, Any] | None) -> tuple[Any, Any]:
+    return shown if shown else (None, None)
+
+
 def build() -> tuple[Any, gr.State]:
     """The Compare tab and /compare. Returns the Compare event and the session's runs
     (variant → trace, server side), which the Diff tab offers."""
@@ -139,15 +161,18 @@ def build() -> tuple[Any, gr.State]:
                 shape = shape_controls("cmp-")
         button = gr.Button("Compare", variant="primary", elem_id="compare-button")
         outputs = _results()
-        runs = gr.State({})
+        timing = _timing_results()
+        runs, timing_state = gr.State({}), gr.State(None)
     compared = button.click(
         device_job(compare),
         inputs=[variants, *shape.values()],
-        outputs=[*outputs, runs],
+        outputs=[*outputs[:4], timing_state, *outputs[4:], runs],
         api_name="compare",
         **DEVICE_JOB,
     )
-    clear_on_failure(compared, outputs, said={outputs[1]: views_shared.failed_note("Compare")})
+    said = {outputs[1]: views_shared.failed_note("Compare")}
+    clear_on_failure(compared, [*outputs, *timing], said=said)
     enable_downloads(compared, outputs[4:5])  # the zip
+    compared.success(show_timing, timing_state, timing, **QUIET)
     relabel_on_dtype(variants, shape["dtype"])
     return compared, runs

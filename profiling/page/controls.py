@@ -21,10 +21,15 @@ DTYPES = ["bfloat16", "float16", "float32"]
 # the handlers' order (mode last: API calls made before it existed keep their meaning)
 SHAPE_ORDER = [
     "seq_len", "dtype", "batch", "heads", "head_dim", "causal", "mode", "kv_heads", "q_len",
-    "window",
+    "window", "timing", "steps",
 ]  # fmt: skip
 PRESETS = views_shared.PRESETS[device_key(DEVICE)]
 PRESET_FIELDS = ["seq_len", "batch", "heads", "head_dim", "kv_heads", "q_len", "window"]
+TIMINGS = [
+    ("eager", "eager"),
+    ("CUDA graph (no CPU launch cost)", "cuda-graph"),
+    ("cold L2 (flushed before each step)", "cold-l2"),
+]
 MODES = [
     ("forward", "forward"),
     ("backward (measured alone)", "backward"),
@@ -73,6 +78,7 @@ def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
         controls["head_dim"] = slider("head_dim", "Head dim D", "a multiple of 8", prefix=prefix)
     preset, inference = inference_controls(prefix)
     controls.update(inference)
+    controls.update(timing_controls(prefix))
     targets = [name for name in PRESET_FIELDS if name in controls]
     from profiling.page.listeners import QUIET  # listeners reads this module's DEVICE
 
@@ -110,6 +116,21 @@ def inference_controls(prefix: str) -> tuple[gr.Dropdown, dict[str, Any]]:
                 )
             }  # fmt: skip
     return preset, controls
+
+
+def timing_controls(prefix: str) -> dict[str, Any]:
+    """How the steps are timed and how many are measured (issue 23); a CPU has eager only."""
+    title = "Timing: CUDA graph, cold L2, measured steps"
+    with gr.Accordion(title, open=False), gr.Row():
+        timing = gr.Radio(
+            TIMINGS if DEVICE == "cuda" else TIMINGS[:1],
+            value="eager",
+            label="Timing",
+            info="CUDA graph and cold L2 need a GPU" if DEVICE != "cuda" else None,
+            elem_id=prefix + "timing",
+        )
+        steps = slider("steps", "Measured steps", "median and IQR over them", prefix=prefix)
+    return {"timing": timing, "steps": steps}
 
 
 def table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:

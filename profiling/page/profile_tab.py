@@ -6,12 +6,13 @@ of a run) → plain results → profiling.views_profile → components.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import gradio as gr
 import spaces
 
-from profiling import job_request, views_profile, views_shared
+from profiling import job_request, sdpa_account, views_profile, views_shared
 from profiling.page.controls import DEVICE, START, kernel_table, shape_controls, table
 from profiling.page.errors import translated
 from profiling.page.listeners import (
@@ -26,7 +27,12 @@ from profiling.page.listeners import (
 )
 from profiling.page.style import STRIP_CSS
 from profiling.runner import ProfileResult, run
-from profiling.workload import Workload, page_workload
+from profiling.workload import ConfigError, Workload, page_workload
+
+log = logging.getLogger(__name__)
+# ZeroGPU lends the GPU to a run only: SDPA's checks, which need the GPU's tensors, wait for one
+ZERO_GPU = bool(getattr(getattr(spaces, "config", None), "Config", None) and
+                getattr(spaces.config.Config, "zero_gpu", False))  # fmt: skip
 
 RUN_DIRS = views_shared.RunDirs()
 
@@ -54,6 +60,8 @@ def profile(
     kv_heads: float | None = None,
     q_len: float | None = None,
     window: float | None = None,
+    timing: str = "eager",
+    steps: float = 3,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile one attention variant with torch.profiler and return what ran.
@@ -66,11 +74,12 @@ def profile(
         heads: number of heads H.
         head_dim: head dimension D (a multiple of 8).
         causal: causal mask (true) or full attention (false).
-        mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
-            backward of one step).
+        mode: "forward" (default), "backward" (alone) or "train" (forward + backward).
         kv_heads: K/V heads, dividing heads (None: one per query head).
         q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
         window: sliding window, the last keys each query sees (None: none; needs causal).
+        timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
+        steps: measured steps (default 3): median and IQR over them.
 
     Returns:
         summary strip (HTML), summary (JSON), operator table, kernel table, kernel-table note,
@@ -79,9 +88,10 @@ def profile(
         roofline table (FLOP, bytes and their source, TFLOP/s, TB/s, FLOP/byte, bound).
     """
     with translated("profile's checks"):
-        raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads)
-        raw |= dict(head_dim=head_dim, causal=causal, mode=mode)
-        workload = page_workload(DEVICE, **raw, kv_heads=kv_heads, q_len=q_len, window=window)
+        raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
+                   head_dim=head_dim, causal=causal, mode=mode, kv_heads=kv_heads, q_len=q_len,
+                   window=window, timing=timing, steps=steps)  # fmt: skip
+        workload = page_workload(DEVICE, **raw)
     show_waiting(progress)
     with translated(f"profile for {workload}"):
         result = profile_on_gpu(workload, progress)
@@ -94,6 +104,7 @@ def profile(
         shown.kernels,
         shown.kernel_note,
         shown.figure,
+        _memory_state(shown),  # a gr.State: not among the API's outputs
         str(shown.files["json"]),
         str(shown.files["gz"]),
         str(shown.files["txt"]),
@@ -101,6 +112,60 @@ def profile(
         shown.roofline_figure,
         shown.roofline,
     )
+
+
+SHAPE_FIELDS = (
+    "seq_len",
+    "dtype",
+    "batch",
+    "heads",
+    "head_dim",
+    "causal",
+    "mode",
+    "kv_heads",
+    "q_len",
+    "window",
+    "timing",
+    "steps",
+)  # profile()'s, after the variant: the shape controls' order
+
+
+def sdpa_checks(variant: str, *shape: Any) -> str:
+    """Under an SDPA variant: torch's own checks of each backend at the shape on screen
+    (`shape`: the controls' values, in SHAPE_FIELDS order), and its pick; empty for other
+    variants, or a shape the Profile button would refuse."""
+    raw = dict(zip(SHAPE_FIELDS, shape, strict=False))
+    try:
+        workload = page_workload(DEVICE, variant=variant, **raw)
+    except ConfigError:
+        return ""  # the Profile button says why
+    if ZERO_GPU:
+        return views_profile.ZERO_GPU_CHECKS if workload.spec.ran_from_trace else ""
+    try:
+        account = sdpa_account.picker_account(workload)
+    except Exception as exc:  # advisory: a failed question must not break the page
+        log.warning("SDPA's checks for %s failed", workload, exc_info=True)
+        return f"torch's checks could not be asked: {type(exc).__name__}"
+    return views_profile.sdpa_checks_markdown(account, DEVICE)
+
+
+def _memory_state(shown: views_profile.Page) -> dict[str, Any]:
+    """What the page-only follow-up shows (a gr.State: the API's outputs stay the nine above;
+    API callers read the memory figures and clocks in the summary JSON)."""
+    files = {name: str(shown.files[name]) if shown.files.get(name) else None
+             for name in ("memory", "run")}  # fmt: skip
+    return {"note": shown.memory_note, "figure": shown.memory_figure,
+            "table": shown.memory_table, **files}  # fmt: skip
+
+
+def show_memory(state: dict[str, Any] | None) -> tuple[Any, ...]:
+    """The memory timeline, its breakdown and the two downloads from a run's state."""
+    state = state or {}
+    files = [
+        gr.DownloadButton(value=state.get(name), interactive=bool(state.get(name)))
+        for name in ("memory", "run")
+    ]
+    return (state.get("note", ""), state.get("figure"), state.get("table"), *files)
 
 
 def show_lesson(variant: str, dtype: str, causal: bool = True, mode: str = "forward") -> str:
@@ -134,6 +199,12 @@ def _variant_column() -> tuple[gr.Dropdown, gr.Markdown]:
         min_height=90,
     )
     return variant, lesson
+
+
+def _checks(variant: gr.Dropdown, shape: dict[str, Any]) -> gr.Markdown:
+    """Under the lesson: an SDPA variant's own checks at the shape on screen."""
+    first = sdpa_checks(variant.value, *(control.value for control in shape.values()))
+    return gr.Markdown(first, elem_id="sdpa-checks")
 
 
 def _results() -> list[Any]:
@@ -172,25 +243,48 @@ def _results() -> list[Any]:
             roles, roofline_plot, roofline]  # fmt: skip
 
 
+def _memory_results() -> list[Any]:
+    """The memory timeline, its breakdown and the files (issue 23), in show_memory's order."""
+    note = gr.Markdown("", elem_id="memory-note")
+    plot = gr.Plot(
+        label="Memory over one step", elem_id="memory-timeline", visible=DEVICE == "cuda"
+    )
+    breakdown = table("Memory at the peak, by what it is", "memory-table",
+                      visible=DEVICE == "cuda")  # fmt: skip
+    with gr.Row():
+        snapshot = download_button("Memory snapshot .pickle (memory_viz)", "download-memory")
+        run_json = download_button("Run figures .json (spread, clocks)", "download-run")
+    return [note, plot, breakdown, snapshot, run_json]
+
+
 def build() -> None:
     """The Profile tab and its listeners: /profile, and the lesson that follows the picks."""
     with gr.Tab("Profile", id="profile"):
         with gr.Row(equal_height=False):
             with gr.Column(scale=2, min_width=320):
                 variant, lesson = _variant_column()
+                checks_column = gr.Column()
             with gr.Column(scale=3, min_width=320):
                 shape = shape_controls("")
+        with checks_column:  # under the lesson, made once the shape controls exist
+            checks = _checks(variant, shape)
         run_button = gr.Button("Profile", variant="primary", elem_id="profile-button")
         outputs = _results()
+        memory = _memory_results()
+        memory_state = gr.State(None)
     profiled = run_button.click(
         device_job(profile),
         inputs=[variant, *shape.values()],
-        outputs=outputs,
+        outputs=[*outputs[:6], memory_state, *outputs[6:]],
         api_name="profile",
         **DEVICE_JOB,
     )
-    clear_on_failure(profiled, outputs, said={outputs[0]: views_profile.failed_html()})
+    said = {outputs[0]: views_profile.failed_html()}
+    clear_on_failure(profiled, [*outputs, *memory], said=said)
     enable_downloads(profiled, outputs[6:9])  # the three files
+    for control in (variant, *shape.values()):
+        control.change(sdpa_checks, [variant, *shape.values()], checks, **QUIET)
+    profiled.success(show_memory, memory_state, memory, **QUIET)
     lesson_inputs = [variant, shape["dtype"], shape["causal"], shape["mode"]]
     for control in (variant, shape["causal"]):
         control.change(show_lesson, lesson_inputs, lesson, **QUIET)

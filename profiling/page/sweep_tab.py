@@ -57,6 +57,8 @@ def sweep(
     kv_heads: float | None = None,
     q_len: float | None = None,
     window: float | None = None,
+    timing: str = "eager",
+    steps: float = 3,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile variants over sequence lengths; refused, unavailable and OOM points are marked.
@@ -74,13 +76,15 @@ def sweep(
         kv_heads: K/V heads, dividing heads (None: one per query head).
         q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
         window: sliding window, the last keys each query sees (None: none; needs causal).
+        timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
+        steps: measured steps per point (default 3).
 
     Returns:
         log–log chart of time per forward vs S, log–log chart of memory vs S, the table of
         points (with status and reason), a zip with one trace per point.
     """
     shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
-    shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window)
+    shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
     validate = partial(job_request.sweep_request, variants, seq_lens, **shape, device=DEVICE)
     view = views_sweep.sweep_page
     shown = run_device_job("sweep", validate, sweep_on_gpu, view, progress)

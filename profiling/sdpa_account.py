@@ -1,0 +1,57 @@
+"""SDPA's own checks for a workload before it runs: what the variant picker says of an SDPA
+variant at the shape on screen (the run then says it again, for the inputs it made).
+
+It builds the variant and asks its explainer (attention/sdpa_reasons.py) with empty tensors of
+the workload's shapes, under the variant's pin: torch's checks read shapes, strides and dtypes,
+not values. A variant whose build refuses the shape says so; nothing here is profiled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from attention import VariantUnavailable
+from profiling import training
+from profiling.memory_estimate import check_memory
+from profiling.workload import Workload, resolve_device
+
+
+def picker_account(workload: Workload) -> dict[str, Any] | None:
+    """torch's verdict per fused backend and its pick for this workload's inputs, or None for
+    a variant that is not SDPA; {"refused": why} where the variant's own rule refuses it."""
+    workload = workload.validated()
+    device = resolve_device(workload.device)
+    spec = workload.spec
+    if spec.ran_from_trace is None:  # a variant that does not pick its kernel at call time
+        return None
+    why = spec.unavailable(device, workload.torch_dtype)
+    if why:
+        return {"refused": f"{spec.id} is unavailable here: {why}"}
+    try:
+        built = spec.build(workload.problem(device))
+    except VariantUnavailable as exc:
+        return {"refused": str(exc)}
+    if built.explain is None:
+        return None
+    check_memory(workload, device)
+    with spec.context():
+        return built.explain(*empty_inputs(workload, device))
+
+
+def empty_inputs(workload: Workload, device: str) -> list[torch.Tensor]:
+    """q, k, v of the workload's shapes in SDPA's (B, heads, T, D) layout, uninitialised (the
+    checks read no values), requiring gradients when the run would."""
+    sizes = {"q": (workload.heads, workload.queries), "k": (workload.key_heads, workload.seq_len),
+             "v": (workload.key_heads, workload.seq_len)}  # fmt: skip
+    return [
+        torch.empty(
+            (workload.batch, heads, length, workload.head_dim),
+            device=device,
+            dtype=workload.torch_dtype,
+            requires_grad=workload.needs_grad,
+        )
+        for name, (heads, length) in sizes.items()
+        if name in training.INPUTS
+    ]
