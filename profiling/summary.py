@@ -344,7 +344,9 @@ def _per_step(
         return None
     steps = np.asarray(work_steps, dtype=float)
     known = steps >= 0
-    numbers = np.unique(steps[known])
+    numbers, which = np.unique(steps[known], return_inverse=True)
     if len(numbers) != windows:
         return None
-    return tuple(float(work_us[known & (steps == n)].sum()) for n in numbers)
+    # one pass (a mask per step was steps × spans: 34 s for a 10⁷-event trace's 28,000 steps)
+    sums = np.bincount(which.reshape(-1), weights=work_us[known], minlength=len(numbers))
+    return tuple(float(us) for us in sums)
