@@ -8,6 +8,7 @@ not values. A variant whose build refuses the shape says so; nothing here is pro
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
@@ -15,7 +16,24 @@ import torch
 from attention import VariantUnavailable
 from profiling import training
 from profiling.memory_estimate import check_memory
-from profiling.workload import Workload, resolve_device
+from profiling.workload import ConfigError, Workload, page_workload, resolve_device
+
+log = logging.getLogger(__name__)
+
+
+def page_account(device: str, variant: str, shape: dict[str, Any]) -> dict[str, Any] | None:
+    """The picker's question for the page's values: None for a shape the Profile button would
+    refuse (it says why) or a variant that is not SDPA; {"failed": …} if asking torch failed
+    (advisory: the page must not break on it)."""
+    try:
+        workload = page_workload(device, variant=variant, **shape)
+    except ConfigError:
+        return None
+    try:
+        return picker_account(workload)
+    except Exception as exc:
+        log.warning("SDPA's checks for %s failed", workload, exc_info=True)
+        return {"failed": type(exc).__name__}
 
 
 def picker_account(workload: Workload) -> dict[str, Any] | None:

@@ -26,8 +26,12 @@ except ImportError as exc:
 from benchmarks.hta_crosscheck import check
 from tests.conftest import FIXTURES
 
-TRACES = sorted(FIXTURES.glob("*.json.gz"))
-DRIVER_LAUNCHES = {"cuLaunchKernel", "cuLaunchKernelEx"}
+# every fixture but the cold-l2 run's: its launch block leaves the L2 flush between steps out
+# on purpose (issue 23), where HTA counts that kernel as busy time and as a launch
+TRACES = sorted(p for p in FIXTURES.glob("*.json.gz") if "cold-l2" not in p.name)
+# launches HTA does not pair with kernels (it reads cudaLaunchKernel-family runtime calls only):
+# driver launches, and a CUDA graph's replay (one cudaGraphLaunch for all its kernels)
+DRIVER_LAUNCHES = {"cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch"}
 
 
 @pytest.fixture(autouse=True)

@@ -253,8 +253,9 @@ def _reference_per_launch(tr):
     # a ProfilerStep holds every thread's launches (a train step's backward runs on autograd's
     # thread: the h200_train fixtures launch from two)
     inside = [
-        bool(((steps["start_us"] <= t) & (steps["end_us"] >= t)).any()) for t in launch["start_us"]
-    ]
+        bool(((steps["start_us"] <= t) & (steps["end_us"] >= t)).any()) or steps.empty
+        for t in launch["start_us"]
+    ]  # a trace with no ProfilerStep (a user's, profiled without a schedule): all its work
     # a cold-l2 run's flush is launched in its attn_l2_flush spans: no work of the run's
     flush = s[(s["kind"] == "cpu") & (s["name"] == "attn_l2_flush")]
     inside = [

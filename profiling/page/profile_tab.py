@@ -6,12 +6,12 @@ of a run) → plain results → profiling.views_profile → components.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import gradio as gr
 import spaces
 
+from attention import VARIANTS
 from profiling import job_request, sdpa_account, views_profile, views_shared
 from profiling.page.controls import DEVICE, START, kernel_table, shape_controls, table
 from profiling.page.errors import translated
@@ -27,9 +27,8 @@ from profiling.page.listeners import (
 )
 from profiling.page.style import STRIP_CSS
 from profiling.runner import ProfileResult, run
-from profiling.workload import ConfigError, Workload, page_workload
+from profiling.workload import Workload, page_workload
 
-log = logging.getLogger(__name__)
 # ZeroGPU lends the GPU to a run only: SDPA's checks, which need the GPU's tensors, wait for one
 ZERO_GPU = bool(getattr(getattr(spaces, "config", None), "Config", None) and
                 getattr(spaces.config.Config, "zero_gpu", False))  # fmt: skip
@@ -134,18 +133,12 @@ def sdpa_checks(variant: str, *shape: Any) -> str:
     """Under an SDPA variant: torch's own checks of each backend at the shape on screen
     (`shape`: the controls' values, in SHAPE_FIELDS order), and its pick; empty for other
     variants, or a shape the Profile button would refuse."""
-    raw = dict(zip(SHAPE_FIELDS, shape, strict=False))
-    try:
-        workload = page_workload(DEVICE, variant=variant, **raw)
-    except ConfigError:
-        return ""  # the Profile button says why
     if ZERO_GPU:
-        return views_profile.ZERO_GPU_CHECKS if workload.spec.ran_from_trace else ""
-    try:
-        account = sdpa_account.picker_account(workload)
-    except Exception as exc:  # advisory: a failed question must not break the page
-        log.warning("SDPA's checks for %s failed", workload, exc_info=True)
-        return f"torch's checks could not be asked: {type(exc).__name__}"
+        picked = VARIANTS.get(variant)
+        return views_profile.ZERO_GPU_CHECKS if picked and picked.ran_from_trace else ""
+    account = sdpa_account.page_account(
+        DEVICE, variant, dict(zip(SHAPE_FIELDS, shape, strict=False))
+    )
     return views_profile.sdpa_checks_markdown(account, DEVICE)
 
 
