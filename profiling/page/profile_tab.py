@@ -96,6 +96,12 @@ def profile(
         result = profile_on_gpu(workload, progress)
         RUN_DIRS.add(result.trace_json.parent)  # kept in the count even if its page fails
         shown = views_profile.page(result)
+    return _outputs(shown)
+
+
+def _outputs(shown: views_profile.Page) -> tuple[Any, ...]:
+    """A run's page in the order of profile()'s outputs (the memory state between the Gantt
+    and the files is page-only: a gr.State is not among the API's outputs)."""
     return (
         shown.strip,
         shown.summary,
@@ -103,7 +109,7 @@ def profile(
         shown.kernels,
         shown.kernel_note,
         shown.figure,
-        _memory_state(shown),  # a gr.State: not among the API's outputs
+        _memory_state(shown),
         str(shown.files["json"]),
         str(shown.files["gz"]),
         str(shown.files["txt"]),
