@@ -189,20 +189,14 @@ def _inputs(workload: Workload, device: str, layout: str) -> dict[str, torch.Ten
     the output) with q_len queries and every head, k and v with the keys and their K/V heads
     (and, for a run with a backward, the output's gradient, and q, k, v requiring theirs)."""
     generator = torch.Generator(device=device).manual_seed(SEED)
-    batch, dim = workload.batch, workload.head_dim
-    sizes = {
-        "q": (workload.heads, workload.queries),
-        "k": (workload.key_heads, workload.seq_len),
-        "v": (workload.key_heads, workload.seq_len),
-        "grad_out": (workload.heads, workload.queries),
-    }
     names = ("q", "k", "v", "grad_out") if workload.needs_grad else ("q", "k", "v")
     tensors = {}
     for name in names:
-        heads, length = sizes[name]
-        shape = (batch, heads, length, dim) if layout == "bhsd" else (batch, length, heads, dim)
         tensors[name] = torch.randn(
-            shape, generator=generator, device=device, dtype=workload.torch_dtype
+            workload.tensor_shape(name, layout),
+            generator=generator,
+            device=device,
+            dtype=workload.torch_dtype,
         )
     if workload.needs_grad:
         for name in training.INPUTS:

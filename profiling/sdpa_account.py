@@ -61,15 +61,12 @@ def picker_account(workload: Workload) -> dict[str, Any] | None:
 def empty_inputs(workload: Workload, device: str) -> list[torch.Tensor]:
     """q, k, v of the workload's shapes in SDPA's (B, heads, T, D) layout, uninitialised (the
     checks read no values), requiring gradients when the run would."""
-    sizes = {"q": (workload.heads, workload.queries), "k": (workload.key_heads, workload.seq_len),
-             "v": (workload.key_heads, workload.seq_len)}  # fmt: skip
     return [
         torch.empty(
-            (workload.batch, heads, length, workload.head_dim),
+            workload.tensor_shape(name),
             device=device,
             dtype=workload.torch_dtype,
             requires_grad=workload.needs_grad,
         )
-        for name, (heads, length) in sizes.items()
-        if name in training.INPUTS
+        for name in training.INPUTS
     ]

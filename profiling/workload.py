@@ -142,6 +142,15 @@ class Workload:
     def key_heads(self) -> int:
         return self.kv_heads or self.heads
 
+    def tensor_shape(self, name: str, layout: str = "bhsd") -> tuple[int, int, int, int]:
+        """q (and the output's gradient) with the queries and every head; k and v with the
+        keys and their K/V heads; in the variant's layout (bhsd or bshd)."""
+        heads, length = (self.heads, self.queries) if name in ("q", "grad_out") else (
+            self.key_heads, self.seq_len)  # fmt: skip
+        if layout == "bhsd":
+            return (self.batch, heads, length, self.head_dim)
+        return (self.batch, length, heads, self.head_dim)
+
     @property
     def io_bytes(self) -> int:
         """Bytes a forward must move at least: q and the output once each, K and V once."""
