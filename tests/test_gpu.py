@@ -133,16 +133,22 @@ TRITON_SOURCE = hub.LOCAL_BUILD / "build" / "torch-universal" / "flash_fwd.py"
 TRITON_KERNEL = "_flash_fwd_kernel"  # the @triton.jit function in TRITON_SOURCE
 
 
+def source_notes(summary) -> list[str]:
+    """The notes on where a kernel came from; a measurement's own notes (a throttled clock,
+    a wide spread: issue 23) may come beside them on a busy or power-capped GPU."""
+    return [note for note in summary.notes if note.startswith("Hub ")]
+
+
 def assert_hub_source(vid: str, s, kernels) -> None:
     """Which source ran, and why: the H200 cannot reach the Hub, so the Hub variants run the
     bundled Triton build with the Hub's failure as their note (attention/hub.py)."""
     assert not os.environ.get("LOCAL_KERNELS"), "this test expects no LOCAL_KERNELS override"
     assert f"def {TRITON_KERNEL}(" in TRITON_SOURCE.read_text()
     if vid == "kernels-local-triton":
-        assert s.ran == hub.LOCAL_BUILD_LABEL and s.notes == []
+        assert s.ran == hub.LOCAL_BUILD_LABEL and source_notes(s) == []
     elif hub.hub_reachable():  # another machine, online: the Hub's own build ran
         repo, version = HUB_VERSION[vid]
-        assert s.ran == f"Hub {repo} v{version}" and s.notes == []
+        assert s.ran == f"Hub {repo} v{version}" and source_notes(s) == []
         return
     else:
         repo, version = HUB_VERSION[vid]
@@ -153,7 +159,7 @@ def assert_hub_source(vid: str, s, kernels) -> None:
             else "the Hugging Face Hub is unreachable from this machine"
         )
         assert s.ran == hub.LOCAL_BUILD_LABEL  # "local Triton build (attention/flash_triton)"
-        assert s.notes == [f"Hub {repo} v{version}: {why}"]
+        assert source_notes(s) == [f"Hub {repo} v{version}: {why}"]
     assert s.dominant_kernel == TRITON_KERNEL
     assert set(kernels["name"]) == {TRITON_KERNEL}
 
