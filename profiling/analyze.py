@@ -27,8 +27,8 @@ from profiling.roofline_runs import phases_roofline, table_op_args
 from profiling.run_trace import table_spans
 from profiling.summary import ForwardStats, forward_spans, gpu_work, launched_within, per_forward
 from profiling.trace import Trace, load
-from profiling.trace_events import EventArgs, TraceError, step_number
-from profiling.trace_query import operator_rows, own_calls, per_value
+from profiling.trace_events import EventArgs, TraceError, span_args, step_number
+from profiling.trace_query import by_identity, operator_rows, own_calls, per_value
 
 MAX_UPLOAD_BYTES = 100 * 1024**2  # the file as uploaded (gzip or not)
 MAX_EXPANDED_BYTES = 1024**3  # the JSON once decompressed
@@ -140,10 +140,13 @@ def recorded_dtype(trace: Trace) -> str:
     recorded shapes use most; bfloat16 when it recorded none."""
     counts = {"bfloat16": 0, "float16": 0, "float32": 0}
     names = {"c10::BFloat16": "bfloat16", "c10::Half": "float16", "float": "float32"}
-    args = trace.spans["args"].to_numpy()
-    found = [a.input_type for a in args if type(a) is EventArgs]  # ~10⁶ spans: no dicts made
-    found += [a.get("Input type") for a in args if type(a) is dict and a]
-    for text, times in Counter(map(_ENCODE, found)).items():  # a few distinct lists
+    codes, distinct = by_identity(trace.spans["args"].to_numpy())  # shared per shape
+    times_each = np.bincount(codes, minlength=len(distinct))
+    found: Counter[bytes] = Counter()
+    for args, times in zip(distinct, times_each.tolist(), strict=True):
+        kinds = args.input_type if type(args) is EventArgs else span_args(args).get("Input type")
+        found[_ENCODE(kinds)] += times
+    for text, times in found.items():  # a few distinct lists
         kinds = msgspec.json.decode(text)
         for kind in kinds if isinstance(kinds, list) else ():
             if isinstance(kind, str) and kind in names:

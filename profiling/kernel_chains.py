@@ -30,6 +30,7 @@ from profiling.kernel_roles import (
     name_role,
 )
 from profiling.trace_events import EventArgs, span_args, step_number
+from profiling.trace_query import by_identity
 
 _MATMUL_OP = _OP_RULES[4][0]
 _encode = msgspec.json.Encoder().encode
@@ -135,12 +136,10 @@ def _shape_codes(args: Any, levels: np.ndarray) -> np.ndarray:
     if args is None or not levels.size:
         return codes
     ops = np.unique(levels[levels >= 0])
+    same, distinct = by_identity(args[ops])  # the reader shares one object per shape
     seen: dict[bytes, int] = {b"null": 0}
-    op_codes = np.fromiter(
-        (seen.setdefault(_shape_key(args[i]), len(seen)) for i in ops.tolist()),
-        dtype=np.int64,
-        count=len(ops),
-    )
+    object_codes = [seen.setdefault(_shape_key(value), len(seen)) for value in distinct]
+    op_codes = np.array(object_codes, dtype=np.int64)[same]
     inside = levels >= 0
     codes[inside] = op_codes[np.searchsorted(ops, levels[inside])]
     return codes

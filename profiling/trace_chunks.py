@@ -4,7 +4,9 @@ A piece (`[ev, ev, ...]`, ~8 MiB, from profiling.trace_stream) is decoded by msg
 slotted structs of profiling.trace_events, and its complete events become numpy columns at
 once: times as floats, names and cats as codes into the piece's own small list of values
 (profiling.trace_read merges them), ids as int64. Only GPU work keeps its args (kernel table,
-hover); the structs are dropped with the piece, so memory holds columns, not events.
+hover), and CPU ops recorded with shapes keep those shapes alone, one object per distinct shape
+(a trace's millions of shaped ops share a few dozen): the structs are dropped with the piece,
+so memory holds columns, not events.
 
 Runs in the reader's process and in its helper process (profiling.trace_read), so it imports
 neither pandas nor torch on the common path (a spawned helper starts in ~0.2 s).
@@ -35,6 +37,8 @@ from profiling.trace_events import (
 )
 
 _ANY = msgspec.json.Decoder()
+_ENCODE = msgspec.json.Encoder().encode
+SHAPE_KEYS = ("Input Dims", "Input type", "Concrete Inputs")
 _PACKED_ARGS = msgspec.msgpack.Decoder(list[EventArgs])
 _PACKED_ANY = msgspec.msgpack.Decoder(list[Any])
 _PH, _CAT, _NAME, _PID, _TID, _TS, _DUR, _ARGS = (
@@ -42,6 +46,7 @@ _PH, _CAT, _NAME, _PID, _TID, _TS, _DUR, _ARGS = (
 )
 _CORRELATION, _EXTERNAL = attrgetter("correlation"), attrgetter("external_id")
 _INPUT_DIMS = attrgetter("input_dims")
+_SHAPE = attrgetter("input_dims", "input_type", "concrete_inputs")
 
 
 @dataclass
@@ -65,22 +70,34 @@ class ChunkColumns:
     external: np.ndarray
     gpu_rows: np.ndarray  # rows of GPU work, whose args are kept
     gpu_args: Any  # their args (EventArgs or dicts); packed as msgpack bytes between processes
+    shaped_rows: np.ndarray  # rows of CPU ops with recorded shapes
+    shape_codes: np.ndarray  # per shaped row, into shape_values
+    shape_values: Any  # distinct shapes: EventArgs (or dicts) with only the shape fields
+    shape_keys: list[bytes]  # their content as JSON (profiling.trace_columns merges by it)
     packed: bool = False
 
     def pack(self) -> ChunkColumns:
-        """Ready to cross a process boundary: args as one msgpack blob (pickling structs one
-        by one costs ~10× more)."""
-        typed = set(map(type, self.gpu_args)) <= {EventArgs}
-        self.gpu_args = (typed, msgspec.msgpack.encode(self.gpu_args))
+        """Ready to cross a process boundary: args as msgpack blobs (pickling structs one by
+        one costs ~10× more)."""
+        self.gpu_args, self.shape_values = _packed(self.gpu_args), _packed(self.shape_values)
         self.packed = True
         return self
 
     def unpack(self) -> ChunkColumns:
         if self.packed:
-            typed, blob = self.gpu_args
-            self.gpu_args = (_PACKED_ARGS if typed else _PACKED_ANY).decode(blob)
+            self.gpu_args = _unpacked(self.gpu_args)
+            self.shape_values = _unpacked(self.shape_values)
             self.packed = False
         return self
+
+
+def _packed(args: list[Any]) -> tuple[bool, bytes]:
+    return set(map(type, args)) <= {EventArgs}, msgspec.msgpack.encode(args)
+
+
+def _unpacked(packed: tuple[bool, bytes]) -> list[Any]:
+    typed, blob = packed
+    return (_PACKED_ARGS if typed else _PACKED_ANY).decode(blob)
 
 
 def decode_piece(piece: bytes, pack: bool = False) -> ChunkColumns:
@@ -119,13 +136,8 @@ def _columns(events: list[Any]) -> ChunkColumns:
     gpu = np.array([c in GPU_CATS for c in lowered], dtype=bool)[cat_codes]
     launch = np.array([c in LAUNCH_CATS for c in lowered], dtype=bool)[cat_codes]
     correlation, external, gpu_args = _ids(complete, gpu, gpu | launch)
-    kept = gpu.copy()  # and CPU ops with recorded shapes (the trace model keeps them if asked)
-    shaped = _shaped(complete, ~(gpu | launch))
-    if len(shaped):
-        kept[shaped] = True
-        order = np.argsort(np.r_[np.flatnonzero(gpu), shaped], kind="stable")
-        both = gpu_args + [complete[i].args for i in shaped.tolist()]
-        gpu_args = [both[i] for i in order.tolist()]
+    shaped = _shaped(complete, ~(gpu | launch))  # the trace model keeps them if asked
+    shape_codes, shape_values, shape_keys = _shapes([complete[i].args for i in shaped.tolist()])
     return ChunkColumns(
         n_events=len(events),
         n_flows=ph.count("s"),
@@ -142,9 +154,33 @@ def _columns(events: list[Any]) -> ChunkColumns:
         tid=_id_column(complete, _TID),
         correlation=correlation,
         external=external,
-        gpu_rows=np.flatnonzero(kept),
+        gpu_rows=np.flatnonzero(gpu),
         gpu_args=gpu_args,
+        shaped_rows=shaped,
+        shape_codes=shape_codes,
+        shape_values=shape_values,
+        shape_keys=shape_keys,
     )
+
+
+def _shapes(found: list[Any]) -> tuple[np.ndarray, list[Any], list[bytes]]:
+    """Shaped ops' args → a code per op into their distinct shapes (only the fields the roles
+    and roofline read: "Input Dims", "Input type", "Concrete Inputs"), and each one's key."""
+    if set(map(type, found)) <= {EventArgs}:
+        shapes = list(map(_SHAPE, found))
+    else:
+        shapes = [tuple(span_args(args).get(key) for key in SHAPE_KEYS) for args in found]
+    codes, keys = _intern(list(map(_ENCODE, shapes)))
+    first = np.full(len(keys), -1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]  # each shape's first op
+    values = [_shape_args(found[i], shapes[i]) for i in first.tolist()]
+    return codes.astype(np.int64), values, keys
+
+
+def _shape_args(args: Any, shape: tuple[Any, ...]) -> Any:
+    if type(args) is EventArgs:
+        return EventArgs(input_dims=shape[0], input_type=shape[1], concrete_inputs=shape[2])
+    return {key: value for key, value in zip(SHAPE_KEYS, shape, strict=True) if value is not None}
 
 
 def _intern(values: list[Any]) -> tuple[np.ndarray, list[Any]]:

@@ -59,6 +59,17 @@ class EventColumns:
     args: np.ndarray  # objects: GPU work's args (read with span_args), a shared {} elsewhere
     skipped: int  # complete events without a usable ts/dur (counted, not hidden)
 
+    def drop_rows(self) -> None:
+        """Let the per-row columns go once the spans table's arrays hold them (the value
+        arrays stay: the table's categoricals are built from them)."""
+        for name in ROW_COLUMNS:
+            setattr(self, name, _NO_ROWS)
+
+
+ROW_COLUMNS = ("ts", "dur", "cat_codes", "name_codes", "pid_codes", "tid_codes", "correlation",
+               "external", "args")  # fmt: skip
+_NO_ROWS = np.empty(0)
+
 
 def merge_chunks(chunks: list[ChunkColumns]) -> EventColumns:
     """The pieces' columns as one table: their codes renumbered into one list of values each."""
@@ -68,11 +79,13 @@ def merge_chunks(chunks: list[ChunkColumns]) -> EventColumns:
     tid_codes, tid_values = _factorize_ids(_joined(chunks, "tid"))
     args = np.empty(sum(len(c.ts) for c in chunks), dtype=object)
     args.fill({})  # one shared empty dict for the rest
+    shapes: dict[bytes, Any] = {}  # one object per distinct shape in the whole trace
     offset = 0
     for chunk in chunks:
-        found = np.empty(len(chunk.gpu_args), dtype=object)
-        found[:] = chunk.gpu_args
-        args[chunk.gpu_rows + offset] = found
+        args[chunk.gpu_rows + offset] = _objects(chunk.gpu_args)
+        pairs = zip(chunk.shape_keys, chunk.shape_values, strict=True)
+        shared = [shapes.setdefault(key, value) for key, value in pairs]
+        args[chunk.shaped_rows + offset] = _objects(shared)[chunk.shape_codes]
         offset += len(chunk.ts)
     return EventColumns(
         ts=_joined(chunks, "ts"),
@@ -90,6 +103,12 @@ def merge_chunks(chunks: list[ChunkColumns]) -> EventColumns:
         args=args,
         skipped=sum(c.skipped for c in chunks),
     )
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    column = np.empty(len(values), dtype=object)
+    column[:] = values
+    return column
 
 
 def _joined(chunks: list[ChunkColumns], name: str) -> np.ndarray:

@@ -56,6 +56,15 @@ def per_value(column: pd.Series, fn: Callable[[Any], Any], missing: Any) -> np.n
     return np.array([fn(v) for v in column.to_numpy()] + [missing], dtype=object)[:-1]
 
 
+def by_identity(objects: np.ndarray) -> tuple[np.ndarray, list[Any]]:
+    """A code per entry of an object array for the object it holds (equal codes: the same
+    object) and the distinct objects: the reader shares one args object per distinct shape, so
+    a question about millions of ops' args is answered once per object (docs/performance.md)."""
+    ids = np.fromiter(map(id, objects), dtype=np.int64, count=len(objects))
+    _, first, codes = np.unique(ids, return_index=True, return_inverse=True)
+    return codes.reshape(-1), [objects[i] for i in first.tolist()]
+
+
 def is_in(column: pd.Series, *values: Any) -> np.ndarray:
     """Rows whose value is one of `values`, compared on a categorical's codes: a filter on a
     spans table costs one integer pass, not a string compare per row (or pandas' overhead)."""
