@@ -28,7 +28,7 @@ from profiling.run_trace import table_spans
 from profiling.summary import ForwardStats, forward_spans, gpu_work, launched_within, per_forward
 from profiling.trace import Trace, load
 from profiling.trace_events import EventArgs, TraceError, span_args, step_number
-from profiling.trace_query import by_identity, operator_rows, own_calls, per_value
+from profiling.trace_query import by_identity, is_in, operator_rows, own_calls, per_value
 
 MAX_UPLOAD_BYTES = 100 * 1024**2  # the file as uploaded (gzip or not)
 MAX_EXPANDED_BYTES = 1024**3  # the JSON once decompressed
@@ -140,7 +140,8 @@ def recorded_dtype(trace: Trace) -> str:
     recorded shapes use most; bfloat16 when it recorded none."""
     counts = {"bfloat16": 0, "float16": 0, "float32": 0}
     names = {"c10::BFloat16": "bfloat16", "c10::Half": "float16", "float": "float32"}
-    codes, distinct = by_identity(trace.spans["args"].to_numpy())  # shared per shape
+    cpu = ~is_in(trace.spans["kind"], "gpu")  # recorded shapes are CPU ops'
+    codes, distinct = by_identity(trace.spans["args"].to_numpy()[cpu])  # shared per shape
     times_each = np.bincount(codes, minlength=len(distinct))
     found: Counter[bytes] = Counter()
     for args, times in zip(distinct, times_each.tolist(), strict=True):

@@ -158,8 +158,11 @@ def _bytes_codes(args: Any, rows: np.ndarray) -> np.ndarray:
     """A code per kernel for its own `bytes` arg (a memcpy's size), 0 without one."""
     if args is None:
         return np.zeros(len(rows), dtype=np.int64)
+    values = [_own_bytes(value) for value in args[rows]]
+    if set(map(type, values)) <= {int, type(None)}:  # torch's case: hashed, not encoded
+        codes, _ = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
+        return np.where(codes >= 0, codes + 1, 0).astype(np.int64)
     seen: dict[bytes, int] = {b"null": 0}
-    values = (_own_bytes(args[i]) for i in rows.tolist())
     return np.fromiter(
         (seen.setdefault(_encode(v), len(seen)) for v in values), dtype=np.int64, count=len(rows)
     )

@@ -36,6 +36,7 @@ from profiling.trace_events import (
 )
 from profiling.trace_nesting import (
     depth_and_overlap,
+    display_order,
     launch_links,
     parents,
     renest_crossings,
@@ -109,7 +110,7 @@ def _build(read: ReadEvents) -> Trace:
     steps = arrays.is_step
     t0 = float(arrays.start[steps].min()) if steps.any() else float(arrays.start.min())
     arrays.start -= t0
-    order = np.lexsort((-arrays.dur, arrays.start, arrays.lane))
+    order = display_order(arrays.lane, arrays.start, arrays.dur)
     args = args[order]
     spans = _spans_frame(arrays.sorted_by(order), args, columns, lanes)
     return Trace(

