@@ -165,3 +165,21 @@ def test_training_steps_are_called_steps_and_cpu_only_is_said_once(tmp_path):
     path.write_text(json.dumps({"traceEvents": [X("aten::mm", 10, 20)]}))
     title = views_analyze.analyze_page(str(path)).figure.layout["xaxis"]["title"]["text"]
     assert title == "µs from the trace's first span (no ProfilerStep)"
+
+
+@pytest.mark.parametrize(
+    ("types", "expected"),
+    [(["float", "float"], "float32"), (["c10::Half"], "float16"), ([], "bfloat16")],
+)
+def test_the_roofline_dtype_is_the_one_the_recorded_shapes_use_most(types, expected):
+    """Read from the CPU ops' recorded "Input type" (shared per shape by the reader), counted
+    per op: 3 ops of `types` outvote 2 of bf16; a trace without shapes keeps bfloat16."""
+    shaped = [("aten::mm", types)] * 3 + [("aten::bmm", ["c10::BFloat16"])] * 2 if types else []
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 10.0 * i, "dur": 5.0,
+         "args": {"Input Dims": [[4, 4]] * len(kinds), "Input type": kinds}}
+        for i, (name, kinds) in enumerate(shaped)
+    ] + [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 60.0, "dur": 1.0,
+          "args": {"Input type": ["c10::BFloat16"] * 9}}]  # fmt: skip
+    data = json.dumps({"record_shapes": "1", "traceEvents": events}).encode()
+    assert analyze(data).dtype == expected
