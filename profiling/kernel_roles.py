@@ -253,23 +253,32 @@ def role_table(spans: KernelSpans, per: int = 1) -> pd.DataFrame:
     known role is its own row, under its name."""
     if not len(spans.names):
         return pd.DataFrame(columns=list(ROLE_COLUMNS))
-    names, codes = np.unique(np.asarray(spans.names, dtype=object), return_inverse=True)
-    short = np.array([short_name(name) for name in names], dtype=object)[codes.reshape(-1)]
-    role = np.asarray(spans.roles, dtype=object)
-    key = np.where(role == "", short + " (no known role)", role)
-    frame = pd.DataFrame({"key": key, "us": np.asarray(spans.durations, dtype=float),
-                          "short": short})  # fmt: skip
-    groups = frame.groupby("key", sort=False)
-    us, calls = groups["us"].sum(), groups.size()
-    kernels = frame.drop_duplicates(["key", "short"]).groupby("key", sort=False)["short"]
-    total = float(frame["us"].sum()) or 1.0
+    # one key per distinct (name, role) pair, in order of first appearance (hashing ints)
+    name_codes, names = pd.factorize(np.asarray(spans.names, dtype=object))
+    role_codes, roles = pd.factorize(np.asarray(spans.roles, dtype=object))
+    pair_codes, pairs = pd.factorize(role_codes.astype(np.int64) * len(names) + name_codes)
+    keys: dict[str, list[str]] = {}  # key → its kernels' short names, in order
+    key_of_pair = np.empty(len(pairs), dtype=np.int64)
+    for index, pair in enumerate(pairs.tolist()):
+        short = short_name(names[pair % len(names)])
+        role = roles[pair // len(names)]
+        key = role if role != "" else f"{short} (no known role)"
+        shorts = keys.setdefault(key, [])
+        if short not in shorts:
+            shorts.append(short)
+        key_of_pair[index] = list(keys).index(key)
+    key_codes = key_of_pair[pair_codes]
+    durations = np.asarray(spans.durations, dtype=float)
+    us = np.bincount(key_codes, weights=durations, minlength=len(keys))
+    calls = np.bincount(key_codes, minlength=len(keys))
+    total = float(durations.sum()) or 1.0
     table = pd.DataFrame(
         {
-            "role": us.index.to_numpy(dtype=object),
-            "us": us.to_numpy() / per,
-            "pct_gpu": 100 * us.to_numpy() / total,
-            "calls": calls.reindex(us.index).to_numpy() / per,
-            "kernels": kernels.agg(", ".join).reindex(us.index).to_numpy(dtype=object),
+            "role": np.array(list(keys), dtype=object),
+            "us": us / per,
+            "pct_gpu": 100 * us / total,
+            "calls": calls / per,
+            "kernels": np.array([", ".join(shorts) for shorts in keys.values()], dtype=object),
         }
     )
     order = np.argsort(-table["us"].to_numpy(), kind="stable")
