@@ -8,6 +8,9 @@ per-kernel tables. Numpy over row positions, each frame built once (see profilin
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -53,9 +56,8 @@ def launch_columns(
     l_start = spans["start_us"].to_numpy(float)[link]
     l_dur = spans["dur_us"].to_numpy(float)[link]
     g_start = work["start_us"].to_numpy(float)[linked]
-    name = values_at(work["name"], linked)
     columns = {
-        "kernel": np.array([short_name(n) for n in name], dtype=object),
+        "kernel": _per_value(work["name"], linked, short_name),
         "category": values_at(work["category"], linked),
         "launch_api": values_at(spans["name"], link),
         "correlation": work["correlation"].to_numpy()[linked],
@@ -66,16 +68,28 @@ def launch_columns(
         "gpu_us": work["dur_us"].to_numpy(float)[linked],
         "launch_delay_us": np.clip(g_start - (l_start + l_dur), 0.0, None),
         "launch_to_start_us": g_start - l_start,
-        "name": np.array([str(n) for n in name], dtype=object),
+        "name": _per_value(work["name"], linked, str),
     }
     order = np.argsort(l_start, kind="stable")
     return {c: values[order] for c, values in columns.items()}
 
 
+def _per_value(column: pd.Series, rows: np.ndarray, fn: Callable[[Any], str]) -> np.ndarray:
+    """`fn` of the column's value at each of `rows`, called once per distinct name."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        per_category = [fn(name) for name in column.cat.categories] + [np.nan]  # code -1
+        return np.array(per_category, dtype=object)[column.array.codes[rows]]
+    return np.array([fn(name) for name in values_at(column, rows)], dtype=object)
+
+
 def launch_frame(launches: dict[str, np.ndarray] | None) -> pd.DataFrame:
+    """The per-launch table; its text columns categorical (a trace's 10⁵ launches share a few
+    hundred names: pandas would otherwise copy each row's string into an Arrow array)."""
     if launches is None:
         return pd.DataFrame(columns=LAUNCH_COLUMNS)
-    return pd.DataFrame(launches)
+    return pd.DataFrame(
+        {c: pd.Categorical(v) if v.dtype == object else v for c, v in launches.items()}
+    )
 
 
 def per_kernel_frame(launches: dict[str, np.ndarray] | None) -> pd.DataFrame:
