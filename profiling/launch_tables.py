@@ -16,6 +16,7 @@ import pandas as pd
 
 from profiling.kernels import short_name
 from profiling.trace import Trace
+from profiling.trace_columns import from_codes
 from profiling.trace_query import values_at
 
 LAUNCH_COLUMNS = [
@@ -46,7 +47,7 @@ def per_kernel_table(per_launch: pd.DataFrame) -> pd.DataFrame:
 
 def launch_columns(
     spans: pd.DataFrame, work: pd.DataFrame, rows: np.ndarray
-) -> dict[str, np.ndarray] | None:
+) -> dict[str, Any] | None:
     """launch_table's columns for `rows` of `work` (their launches are rows of `spans`), in
     launch order; None when none of them has a linked launch."""
     link = work["link"].to_numpy()[rows]
@@ -57,9 +58,9 @@ def launch_columns(
     l_dur = spans["dur_us"].to_numpy(float)[link]
     g_start = work["start_us"].to_numpy(float)[linked]
     columns = {
-        "kernel": _per_value(work["name"], linked, short_name),
-        "category": values_at(work["category"], linked),
-        "launch_api": values_at(spans["name"], link),
+        "kernel": _text(work["name"], linked, short_name),
+        "category": _text(work["category"], linked),
+        "launch_api": _text(spans["name"], link),
         "correlation": work["correlation"].to_numpy()[linked],
         "step": work["step"].to_numpy()[linked],
         "launch_start_us": l_start,
@@ -68,28 +69,28 @@ def launch_columns(
         "gpu_us": work["dur_us"].to_numpy(float)[linked],
         "launch_delay_us": np.clip(g_start - (l_start + l_dur), 0.0, None),
         "launch_to_start_us": g_start - l_start,
-        "name": _per_value(work["name"], linked, str),
+        "name": _text(work["name"], linked),
     }
     order = np.argsort(l_start, kind="stable")
     return {c: values[order] for c, values in columns.items()}
 
 
-def _per_value(column: pd.Series, rows: np.ndarray, fn: Callable[[Any], str]) -> np.ndarray:
-    """`fn` of the column's value at each of `rows`, called once per distinct name."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        per_category = [fn(name) for name in column.cat.categories] + [np.nan]  # code -1
-        return np.array(per_category, dtype=object)[column.array.codes[rows]]
-    return np.array([fn(name) for name in values_at(column, rows)], dtype=object)
+def _text(column: pd.Series, rows: np.ndarray, fn: Callable[[Any], str] = str) -> Any:
+    """`fn` of the column's value at each of `rows` as a categorical, `fn` called once per
+    distinct value: a trace's 10⁵ launches share a few hundred names, and an object column of
+    them would cost pandas a hash (or an Arrow copy) of every row's string."""
+    if not isinstance(column.dtype, pd.CategoricalDtype):
+        return pd.Categorical(np.array([fn(v) for v in values_at(column, rows)], dtype=object))
+    mapped, values = pd.factorize(np.array([fn(v) for v in column.cat.categories], dtype=object))
+    codes = column.array.codes[rows]
+    return from_codes(np.where(codes >= 0, mapped[codes], -1), values)
 
 
-def launch_frame(launches: dict[str, np.ndarray] | None) -> pd.DataFrame:
-    """The per-launch table; its text columns categorical (a trace's 10⁵ launches share a few
-    hundred names: pandas would otherwise copy each row's string into an Arrow array)."""
+def launch_frame(launches: dict[str, Any] | None) -> pd.DataFrame:
+    """The per-launch table (its text columns categorical, see _text)."""
     if launches is None:
         return pd.DataFrame(columns=LAUNCH_COLUMNS)
-    return pd.DataFrame(
-        {c: pd.Categorical(v) if v.dtype == object else v for c, v in launches.items()}
-    )
+    return pd.DataFrame(launches)
 
 
 def per_kernel_frame(launches: dict[str, np.ndarray] | None) -> pd.DataFrame:
@@ -98,6 +99,7 @@ def per_kernel_frame(launches: dict[str, np.ndarray] | None) -> pd.DataFrame:
     if launches is None:
         return pd.DataFrame(columns=PER_KERNEL_COLUMNS)
     group, names = pd.factorize(launches["name"])
+    names = np.asarray(names, dtype=object)
     count = np.bincount(group, minlength=len(names))
     order = np.argsort(group, kind="stable")  # rows name by name, in launch order
     starts = np.cumsum(count) - count
@@ -110,8 +112,8 @@ def per_kernel_frame(launches: dict[str, np.ndarray] | None) -> pd.DataFrame:
              for c in MEAN_COLUMNS]  # fmt: skip
     high = [np.maximum.reduceat(launches[c][order], starts) for c in MEAN_COLUMNS[:3]]
     table = {
-        "kernel": launches["kernel"][first],
-        "category": launches["category"][first],
+        "kernel": np.asarray(launches["kernel"][first], dtype=object),
+        "category": np.asarray(launches["category"][first], dtype=object),
         "launch_api": [", ".join(a) for a in apis],
         "count": count,
         "cpu_launch_mean_us": means[0],
