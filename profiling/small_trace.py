@@ -144,7 +144,7 @@ def _build(events: list[Any]) -> SmallTrace | None:
             or "\0" in event.cat
         ):
             return None  # the model reads numeric strings as ints and drops trailing NULs
-        if getattr(event.args, "input_dims", None) is not None:
+        if event.args.has_shapes():
             return None  # recorded shapes (never a run's own): the model keeps them for roles
         complete.append(event)
     if not complete:

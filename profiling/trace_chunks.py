@@ -32,6 +32,7 @@ from profiling.trace_events import (
     TraceError,
     _lenient,
     _tidy,
+    raw_field,
     span_args,
     valid_id,
 )
@@ -39,14 +40,13 @@ from profiling.trace_events import (
 _ANY = msgspec.json.Decoder()
 _ENCODE = msgspec.json.Encoder().encode
 SHAPE_KEYS = ("Input Dims", "Input type", "Concrete Inputs")
-_PACKED_ARGS = msgspec.msgpack.Decoder(list[EventArgs])
-_PACKED_ANY = msgspec.msgpack.Decoder(list[Any])
+_PACKED_ARGS = msgspec.json.Decoder(list[EventArgs])  # JSON: their Raw fields are JSON
+_PACKED_ANY = msgspec.json.Decoder(list[Any])
 _PH, _CAT, _NAME, _PID, _TID, _TS, _DUR, _ARGS = (
     attrgetter(name) for name in ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args")
 )
 _CORRELATION, _EXTERNAL = attrgetter("correlation"), attrgetter("external_id")
-_INPUT_DIMS = attrgetter("input_dims")
-_SHAPE = attrgetter("input_dims", "input_type", "concrete_inputs")
+_RAWS = tuple(attrgetter(name) for name in ("dims_raw", "types_raw", "concrete_raw"))
 
 
 @dataclass
@@ -73,12 +73,12 @@ class ChunkColumns:
     shaped_rows: np.ndarray  # rows of CPU ops with recorded shapes
     shape_codes: np.ndarray  # per shaped row, into shape_values
     shape_values: Any  # distinct shapes: EventArgs (or dicts) with only the shape fields
-    shape_keys: list[bytes]  # their content as JSON (profiling.trace_columns merges by it)
+    shape_keys: list[Any]  # their content as JSON (profiling.trace_columns merges by it)
     packed: bool = False
 
     def pack(self) -> ChunkColumns:
-        """Ready to cross a process boundary: args as msgpack blobs (pickling structs one by
-        one costs ~10× more)."""
+        """Ready to cross a process boundary: args as JSON blobs (pickling structs one by one
+        costs ~10× more)."""
         self.gpu_args, self.shape_values = _packed(self.gpu_args), _packed(self.shape_values)
         self.packed = True
         return self
@@ -92,12 +92,20 @@ class ChunkColumns:
 
 
 def _packed(args: list[Any]) -> tuple[bool, bytes]:
-    return set(map(type, args)) <= {EventArgs}, msgspec.msgpack.encode(args)
+    return set(map(type, args)) <= {EventArgs}, msgspec.json.encode(args)
 
 
 def _unpacked(packed: tuple[bool, bytes]) -> list[Any]:
     typed, blob = packed
-    return (_PACKED_ARGS if typed else _PACKED_ANY).decode(blob)
+    return detached((_PACKED_ARGS if typed else _PACKED_ANY).decode(blob))
+
+
+def detached(args: list[Any]) -> list[Any]:
+    """Kept args holding no view of the bytes they were decoded from (see EventArgs)."""
+    typed = [a for a in args if type(a) is EventArgs]
+    if not any(any(map(len, map(raw, typed))) for raw in _RAWS):
+        return args
+    return [a.detached() if type(a) is EventArgs else a for a in args]
 
 
 def decode_piece(piece: bytes, pack: bool = False) -> ChunkColumns:
@@ -163,23 +171,29 @@ def _columns(events: list[Any]) -> ChunkColumns:
     )
 
 
-def _shapes(found: list[Any]) -> tuple[np.ndarray, list[Any], list[bytes]]:
+def _shapes(found: list[Any]) -> tuple[np.ndarray, list[Any], list[Any]]:
     """Shaped ops' args → a code per op into their distinct shapes (only the fields the roles
-    and roofline read: "Input Dims", "Input type", "Concrete Inputs"), and each one's key."""
+    and roofline read: "Input Dims", "Input type", "Concrete Inputs"), and each one's key: the
+    shapes' JSON bytes as written (torch writes equal shapes alike), never decoded per op."""
     if set(map(type, found)) <= {EventArgs}:
-        shapes = list(map(_SHAPE, found))
-    else:
-        shapes = [tuple(span_args(args).get(key) for key in SHAPE_KEYS) for args in found]
-    codes, keys = _intern(list(map(_ENCODE, shapes)))
-    first = np.full(len(keys), -1, dtype=np.int64)
+        keys: list[Any] = list(zip(*(map(bytes, map(raw, found)) for raw in _RAWS), strict=True))
+        codes, distinct = _intern(keys)
+        values = [_shape_args(*key) for key in distinct]
+        return codes.astype(np.int64), values, distinct
+    shapes = [tuple(span_args(args).get(key) for key in SHAPE_KEYS) for args in found]
+    codes, distinct = _intern(list(map(_ENCODE, shapes)))
+    first = np.full(len(distinct), -1, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]  # each shape's first op
-    values = [_shape_args(found[i], shapes[i]) for i in first.tolist()]
-    return codes.astype(np.int64), values, keys
+    values = [_shape_dict(shapes[i]) for i in first.tolist()]
+    return codes.astype(np.int64), values, distinct
 
 
-def _shape_args(args: Any, shape: tuple[Any, ...]) -> Any:
-    if type(args) is EventArgs:
-        return EventArgs(input_dims=shape[0], input_type=shape[1], concrete_inputs=shape[2])
+def _shape_args(dims: bytes, types: bytes, concrete: bytes) -> EventArgs:
+    raw = raw_field
+    return EventArgs(dims_raw=raw(dims), types_raw=raw(types), concrete_raw=raw(concrete))
+
+
+def _shape_dict(shape: tuple[Any, ...]) -> dict[str, Any]:
     return {key: value for key, value in zip(SHAPE_KEYS, shape, strict=True) if value is not None}
 
 
@@ -235,7 +249,7 @@ def _ids(
         found = [span_args(a) for a in found]
         correlation[wanted] = _int_column([a.get("correlation") for a in found])
         external[wanted] = _int_column([a.get("External id") for a in found])
-    return correlation, external, list(compress(found, gpu[wanted]))
+    return correlation, external, detached(list(compress(found, gpu[wanted])))
 
 
 def _shaped(complete: list[Any], cpu: np.ndarray) -> np.ndarray:
@@ -243,10 +257,10 @@ def _shaped(complete: list[Any], cpu: np.ndarray) -> np.ndarray:
     rows = np.flatnonzero(cpu)
     found = list(map(_ARGS, compress(complete, cpu)))
     if set(map(type, found)) <= {EventArgs}:
-        dims = map(_INPUT_DIMS, found)
+        recorded = np.fromiter(map(EventArgs.has_shapes, found), dtype=bool, count=len(found))
     else:
         dims = (span_args(a).get("Input Dims") for a in found)
-    recorded = np.fromiter(map(is_not, dims, repeat(None)), dtype=bool, count=len(found))
+        recorded = np.fromiter(map(is_not, dims, repeat(None)), dtype=bool, count=len(found))
     return rows[recorded]
 
 

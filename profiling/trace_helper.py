@@ -30,6 +30,7 @@ from profiling.trace_chunks import ChunkColumns, decode_piece
 from profiling.trace_events import TraceError
 
 _LENGTH = struct.Struct("<Q")
+COMMAND = [sys.executable, "-m", "profiling.trace_helper"]
 
 
 def _read_exactly(fd: int, size: int) -> bytearray | None:
@@ -80,6 +81,8 @@ def _answer(piece: bytes) -> tuple[str, Any]:
         return "deep", ""
     except TraceError as exc:
         return "trace", str(exc)
+    except Exception as exc:  # a bug here: said as one, not a hang or a dead helper
+        return "error", f"{type(exc).__name__}: {exc}"
 
 
 def main() -> None:
@@ -109,7 +112,7 @@ class Helper:
             "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
         }
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "profiling.trace_helper"],
+            COMMAND,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             bufsize=0,
@@ -117,6 +120,7 @@ class Helper:
         )
         self._outgoing: queue.Queue[bytes | None] = queue.Queue()
         self._waiting: queue.Queue[Future[ChunkColumns]] = queue.Queue()
+        self._dead = threading.Event()
         self._threads = [
             threading.Thread(target=self._send, name="trace-helper-send", daemon=True),
             threading.Thread(target=self._receive, name="trace-helper-receive", daemon=True),
@@ -128,6 +132,8 @@ class Helper:
         future: Future[ChunkColumns] = Future()
         self._waiting.put(future)
         self._outgoing.put(piece)
+        if self._dead.is_set():  # it died before this piece: nobody would answer
+            self._fail_waiting()
         return future
 
     def _send(self) -> None:
@@ -153,8 +159,16 @@ class Helper:
                 future.set_result(value.unpack())
             else:
                 future.set_exception(PieceDecoded(kind, value))
-        while not self._waiting.empty():  # the helper ended early (killed, out of memory)
-            self._waiting.get().set_exception(RuntimeError("the trace helper process died"))
+        self._dead.set()  # the helper ended (killed, out of memory, or closed)
+        self._fail_waiting()
+
+    def _fail_waiting(self) -> None:
+        while True:
+            try:
+                future = self._waiting.get_nowait()
+            except queue.Empty:
+                return
+            future.set_exception(RuntimeError("the trace helper process died"))
 
     def close(self) -> None:
         """Stop the helper and wait for it (pieces still queued are dropped)."""

@@ -113,6 +113,8 @@ def _result(done: ChunkColumns | Future[ChunkColumns], exact: bool) -> ChunkColu
     except PieceDecoded as exc:
         if exc.kind == "trace":
             raise TraceError(str(exc)) from None
+        if exc.kind == "error":
+            raise RuntimeError(f"the trace helper failed on a piece: {exc}") from None
         raise _not_json(RecursionError() if exc.kind == "deep" else exc, exact) from None
 
 

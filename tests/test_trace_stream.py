@@ -12,6 +12,7 @@ import gzip
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import msgspec
@@ -21,7 +22,7 @@ import pytest
 
 from benchmarks.gen_trace_stream import write
 from profiling import trace as trace_model
-from profiling import trace_read, trace_stream
+from profiling import trace_helper, trace_read, trace_stream
 from profiling.trace_chunks import SHAPE_KEYS
 from profiling.trace_events import TraceError, TraceTooBig, span_args
 from tests import legacy_reader
@@ -201,3 +202,12 @@ def test_cpu_ops_share_one_args_object_per_distinct_shape(small_pieces):
     assert len(shaped) > 2 * len(distinct)
     assert len({id(a) for a in shaped}) == len(distinct)
     assert all(set(span_args(a)) <= set(SHAPE_KEYS) for a in shaped)
+
+
+def test_a_helper_that_dies_fails_the_read_instead_of_hanging(generated, small_pieces, monkeypatch):
+    """Killed or out of memory mid-trace: every piece it held, and every piece sent after,
+    fails with a clear error (a piece submitted after it died once waited forever)."""
+    monkeypatch.setattr(trace_helper, "COMMAND", [sys.executable, "-c", "import os; os.read(0, 9)"])
+    reading = ThreadPoolExecutor(1).submit(trace_read.read_events, generated, 2**30)
+    with pytest.raises(RuntimeError, match="helper process died"):
+        reading.result(timeout=60)
