@@ -274,13 +274,13 @@ def kernel_frame(
     }
     order = np.argsort(-total, kind="stable")  # longest total first, ties in first-seen order
     rows = order.tolist()
-    ordered = ((key, columns[key]) for key in KERNEL_COLUMNS)  # the columns' one order
-    return pd.DataFrame(
-        {
-            key: column[order] if isinstance(column, np.ndarray) else [column[i] for i in rows]
-            for key, column in ordered
-        }
+    return pd.DataFrame(  # in KERNEL_COLUMNS' order, the columns' one order
+        {key: _ordered(columns[key], order, rows) for key in KERNEL_COLUMNS}
     )
+
+
+def _ordered(column: Any, order: np.ndarray, rows: list[int]) -> Any:
+    return column[order] if isinstance(column, np.ndarray) else [column[i] for i in rows]
 
 
 OCCUPANCY_UNKNOWN = (
