@@ -12,6 +12,7 @@ and it is numpy too. Same answers as kernel_roles.roles over table_chains (tests
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -33,6 +34,7 @@ from profiling.trace_events import EventArgs, span_args, step_number
 from profiling.trace_query import by_identity
 
 _MATMUL_OP = _OP_RULES[4][0]
+_BYTES = attrgetter("bytes")
 _encode = msgspec.json.Encoder().encode
 _DEPTH_LIMIT = 100_000  # nesting levels walked at most (a parent table is a forest)
 
@@ -81,7 +83,7 @@ class TableKernels:
         # the roofline's key: the role's signature and the kernel's own `bytes`
         self.key, _ = _factorised([self.signature, _bytes_codes(self._args, rows)], len(rows))
         shared = [_chain(self.levels[i], self._codes, self._names, self._args) for i in first]
-        self.names = [str(v) for v in self._names[self._codes[rows]]]
+        self.names = _texts(self._names)[self._codes[rows]].tolist()
         self.roles = self._roles(first, shared)
 
     def _roles(self, first: np.ndarray, shared: list[Chain]) -> np.ndarray:
@@ -95,6 +97,10 @@ class TableKernels:
 
     def chains(self) -> TableChains:
         return TableChains(self.levels, self._codes, self._names, self._args)
+
+
+def _texts(names: np.ndarray) -> np.ndarray:
+    return np.array([str(name) for name in names], dtype=object)
 
 
 def _one_step_name(names: np.ndarray) -> np.ndarray:
@@ -135,13 +141,14 @@ def _shape_codes(args: Any, levels: np.ndarray) -> np.ndarray:
     codes = np.zeros(levels.shape, dtype=np.int64)
     if args is None or not levels.size:
         return codes
-    ops = np.unique(levels[levels >= 0])
+    inside = levels >= 0
+    ops = np.flatnonzero(np.bincount(levels[inside], minlength=len(args)))  # sorted, no sort
     same, distinct = by_identity(args[ops])  # the reader shares one object per shape
     seen: dict[bytes, int] = {b"null": 0}
     object_codes = [seen.setdefault(_shape_key(value), len(seen)) for value in distinct]
-    op_codes = np.array(object_codes, dtype=np.int64)[same]
-    inside = levels >= 0
-    codes[inside] = op_codes[np.searchsorted(ops, levels[inside])]
+    code_of_row = np.zeros(len(args), dtype=np.int64)
+    code_of_row[ops] = np.array(object_codes, dtype=np.int64)[same]
+    codes[inside] = code_of_row[levels[inside]]
     return codes
 
 
@@ -158,7 +165,11 @@ def _bytes_codes(args: Any, rows: np.ndarray) -> np.ndarray:
     """A code per kernel for its own `bytes` arg (a memcpy's size), 0 without one."""
     if args is None:
         return np.zeros(len(rows), dtype=np.int64)
-    values = [_own_bytes(value) for value in args[rows]]
+    found = args[rows]
+    if set(map(type, found)) <= {EventArgs}:  # a trace's args: one C-level pass
+        values = list(map(_BYTES, found))
+    else:
+        values = [_own_bytes(value) for value in found]
     if set(map(type, values)) <= {int, type(None)}:  # torch's case: hashed, not encoded
         codes, _ = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
         return np.where(codes >= 0, codes + 1, 0).astype(np.int64)

@@ -123,33 +123,68 @@ def roofline_rows(
     none); the rates are over the calls' total time."""
     if not len(kernels) == len(durations_us) == len(roles) == len(phases) == len(works):
         raise ValueError("kernels, durations_us, roles, phases and works: one entry per call")
-    groups: dict[tuple[str, str, str], list[int]] = {}
-    for index, key in enumerate(zip(kernels, roles, phases, strict=True)):
-        groups.setdefault(key, []).append(index)
+    # groups of (name, role, phase) in order of first call; within each, its calls' distinct
+    # Works (kernels with one key share one) with how many calls each: 10⁵ calls, a few groups
+    group, first_call = _codes(kernels, roles, phases)
+    work_codes, distinct_works = _identity_codes(works)
+    pair, pairs = pd.factorize(group * len(distinct_works) + work_codes)
+    times = np.bincount(pair, minlength=len(pairs))
+    per_group: list[list[tuple[Work, int]]] = [[] for _ in first_call]
+    for code, count in zip(pairs.tolist(), times.tolist(), strict=True):
+        per_group[code // len(distinct_works)].append(
+            (distinct_works[code % len(distinct_works)], count)
+        )
+    calls = np.bincount(group, minlength=len(first_call))
+    total = np.bincount(
+        group, weights=np.asarray(durations_us, dtype=float), minlength=len(first_call)
+    )
     bandwidth = peak_bandwidth(device_name)
     rows = [
-        _row(name, role, phase, [durations_us[i] for i in calls], [works[i] for i in calls],
-             kernel_roof(name, device_name, dtype), bandwidth)
-        for (name, role, phase), calls in groups.items()
+        _row(kernels[i], roles[i], phases[i], int(calls[g]), float(total[g]), per_group[g],
+             kernel_roof(kernels[i], device_name, dtype), bandwidth)
+        for g, i in enumerate(first_call.tolist())
     ]  # fmt: skip
     frame = pd.DataFrame(rows, columns=list(ROOFLINE_COLUMNS))
     order = np.argsort(-frame["total_us"].to_numpy(dtype=float), kind="stable")
     return frame.iloc[order].reset_index(drop=True)
 
 
+def _codes(*columns: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """A code per call for its combination of `columns`, in order of first call, and the
+    first call of each code."""
+    combined = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        codes, values = pd.factorize(np.asarray(column, dtype=object))
+        combined = combined * max(len(values), 1) + codes
+    group, _ = pd.factorize(combined)
+    first = np.full(int(group.max()) + 1 if len(group) else 0, -1, dtype=np.int64)
+    first[group[::-1]] = np.arange(len(group))[::-1]
+    return group.astype(np.int64), first
+
+
+def _identity_codes(works: Sequence[Work]) -> tuple[np.ndarray, list[Work]]:
+    """A code per call for the Work object it holds (shared by calls of one key)."""
+    codes, ids = pd.factorize(np.fromiter(map(id, works), dtype=np.int64, count=len(works)))
+    first = np.full(len(ids), -1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    return codes.astype(np.int64), [works[i] for i in first.tolist()]
+
+
 def _row(
     name: str,
     role: str,
     phase: str,
-    durations: list[float],
-    works: list[Work],
+    calls: int,
+    total_us: float,
+    works: list[tuple[Work, int]],
     roof: tuple[str, float | None],
     bandwidth: float | None,
 ) -> dict[str, Any]:
-    calls, total_us = len(durations), float(sum(durations))
-    placed = all(work.placed for work in works)
-    flops = sum(work.flops or 0.0 for work in works) if placed else None
-    moved = sum(work.bytes or 0.0 for work in works) if placed else None
+    """One row from its calls' count and total µs and their distinct Works, each with the
+    number of calls that did it."""
+    placed = all(work.placed for work, _ in works)
+    flops = sum((work.flops or 0.0) * times for work, times in works) if placed else None
+    moved = sum((work.bytes or 0.0) * times for work, times in works) if placed else None
     seconds = total_us * 1e-6
     rate = seconds > 0 and placed
     return {
@@ -160,7 +195,7 @@ def _row(
         "mean_us": total_us / calls,
         "flop_per_call": flops / calls if flops is not None else None,
         "bytes_per_call": moved / calls if moved is not None else None,
-        "source": "; ".join(dict.fromkeys(work.source for work in works)),
+        "source": "; ".join(dict.fromkeys(work.source for work, _ in works)),
         "tflops": flops / seconds / 1e12 if rate and flops is not None else None,
         "tbps": moved / seconds / 1e12 if rate and moved is not None else None,
         "intensity": flops / moved if placed and moved else None,

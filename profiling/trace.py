@@ -165,7 +165,7 @@ def _span_arrays(
     launch = np.isin(columns.cats, list(LAUNCH_CATS))[cat]
     # ProfilerStep number per distinct name (-1: not a step), matched once per name
     number = np.array([step_number(n) for n in columns.names], dtype=np.int64)[name]
-    annotation = columns.cats[cat] == "gpu_user_annotation"
+    annotation = (columns.cats == "gpu_user_annotation")[cat]
     lane, lanes = lane_codes(
         gpu, columns.pid_codes, columns.tid_codes, annotation, columns.pids, columns.tids,
         names_meta,

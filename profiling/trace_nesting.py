@@ -172,7 +172,8 @@ def display_order(lane: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.nd
     of its time (0.06 s against 0.26 s for 7·10⁵ spans): two stable sorts on mostly-sorted
     keys, then the few runs of equal (lane, start) ordered by duration alone."""
     order = np.argsort(start, kind="stable")
-    order = order[np.argsort(lane[order], kind="stable")]
+    small = lane.astype(np.int16) if len(lane) and lane.max() < 2**15 else lane  # radix sort
+    order = order[np.argsort(small[order], kind="stable")]
     ordered_start, ordered_lane = start[order], lane[order]
     tie = (ordered_start[1:] == ordered_start[:-1]) & (ordered_lane[1:] == ordered_lane[:-1])
     if tie.any():
