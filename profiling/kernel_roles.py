@@ -258,16 +258,17 @@ def role_table(spans: KernelSpans, per: int = 1) -> pd.DataFrame:
     role_codes, roles = pd.factorize(np.asarray(spans.roles, dtype=object))
     pair_codes, pairs = pd.factorize(role_codes.astype(np.int64) * len(names) + name_codes)
     keys: dict[str, list[str]] = {}  # key → its kernels' short names, in order
-    key_of_pair = np.empty(len(pairs), dtype=np.int64)
-    for index, pair in enumerate(pairs.tolist()):
+    position: dict[str, int] = {}  # key → its row, in the same order
+    key_of_pair = []
+    for pair in pairs.tolist():
         short = short_name(names[pair % len(names)])
         role = roles[pair // len(names)]
         key = role if role != "" else f"{short} (no known role)"
         shorts = keys.setdefault(key, [])
         if short not in shorts:
             shorts.append(short)
-        key_of_pair[index] = list(keys).index(key)
-    key_codes = key_of_pair[pair_codes]
+        key_of_pair.append(position.setdefault(key, len(position)))
+    key_codes = np.array(key_of_pair, dtype=np.int64)[pair_codes]
     durations = np.asarray(spans.durations, dtype=float)
     us = np.bincount(key_codes, weights=durations, minlength=len(keys))
     calls = np.bincount(key_codes, minlength=len(keys))

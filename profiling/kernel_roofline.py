@@ -34,6 +34,7 @@ from profiling.kernel_work import (
 )
 from profiling.kernels import classify, short_name
 from profiling.peaks import peak_bandwidth, peak_tflops, roof_label
+from profiling.trace_query import by_identity, first_rows
 
 __all__ = [
     "AttentionShape",
@@ -126,7 +127,7 @@ def roofline_rows(
     # groups of (name, role, phase) in order of first call; within each, its calls' distinct
     # Works (kernels with one key share one) with how many calls each: 10⁵ calls, a few groups
     group, first_call = _codes(kernels, roles, phases)
-    work_codes, distinct_works = _identity_codes(works)
+    work_codes, distinct_works = by_identity(works)  # calls of one key share one Work
     pair, pairs = pd.factorize(group * len(distinct_works) + work_codes)
     times = np.bincount(pair, minlength=len(pairs))
     per_group: list[list[tuple[Work, int]]] = [[] for _ in first_call]
@@ -156,18 +157,8 @@ def _codes(*columns: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     for column in columns:
         codes, values = pd.factorize(np.asarray(column, dtype=object))
         combined = combined * max(len(values), 1) + codes
-    group, _ = pd.factorize(combined)
-    first = np.full(int(group.max()) + 1 if len(group) else 0, -1, dtype=np.int64)
-    first[group[::-1]] = np.arange(len(group))[::-1]
-    return group.astype(np.int64), first
-
-
-def _identity_codes(works: Sequence[Work]) -> tuple[np.ndarray, list[Work]]:
-    """A code per call for the Work object it holds (shared by calls of one key)."""
-    codes, ids = pd.factorize(np.fromiter(map(id, works), dtype=np.int64, count=len(works)))
-    first = np.full(len(ids), -1, dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(codes))[::-1]
-    return codes.astype(np.int64), [works[i] for i in first.tolist()]
+    group, distinct = pd.factorize(combined)
+    return group.astype(np.int64), first_rows(group, len(distinct))
 
 
 def _row(

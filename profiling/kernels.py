@@ -23,7 +23,7 @@ import pandas as pd
 
 from profiling.columns import KERNEL_COLUMNS
 from profiling.trace_events import span_args
-from profiling.trace_query import is_in
+from profiling.trace_query import first_rows, is_in
 
 CATEGORIES = (
     "fused attention", "gemm", "softmax", "reduction", "elementwise", "triton", "memcpy",
@@ -244,8 +244,7 @@ def kernel_frame(
     high = np.full(distinct, -np.inf)
     np.minimum.at(low, codes, dur)
     np.maximum.at(high, codes, dur)
-    first = np.full(distinct, -1, dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(codes))[::-1]  # first occurrence of each name
+    first = first_rows(codes, distinct)  # first occurrence of each name
     found = [span_args(args[i]) for i in first.tolist()]
     grand = total.sum()
 

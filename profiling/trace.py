@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiling.trace_columns import EventColumns, categorical, from_codes, lane_codes
+from profiling.trace_columns import NO_ROWS, EventColumns, categorical, from_codes, lane_codes
 from profiling.trace_events import (
     CATEGORY,
     DEFAULT_MAX_BYTES,
@@ -149,11 +149,8 @@ class _SpanArrays:
         ordered = {}
         for name in [f.name for f in fields(self)]:
             ordered[name] = getattr(self, name)[order]
-            setattr(self, name, _GONE)
+            setattr(self, name, NO_ROWS)
         return _SpanArrays(**ordered)
-
-
-_GONE = np.empty(0)
 
 
 def _span_arrays(

@@ -69,7 +69,7 @@ class ChunkColumns:
     correlation: np.ndarray  # -1: none (read for GPU work and launches only)
     external: np.ndarray
     gpu_rows: np.ndarray  # rows of GPU work, whose args are kept
-    gpu_args: Any  # their args (EventArgs or dicts); packed as msgpack bytes between processes
+    gpu_args: Any  # their args (EventArgs or dicts); packed as JSON bytes between processes
     shaped_rows: np.ndarray  # rows of CPU ops with recorded shapes
     shape_codes: np.ndarray  # per shaped row, into shape_values
     shape_values: Any  # distinct shapes: EventArgs (or dicts) with only the shape fields
@@ -180,20 +180,19 @@ def _shapes(found: list[Any]) -> tuple[np.ndarray, list[Any], list[Any]]:
         codes, distinct = _intern(keys)
         values = [_shape_args(*key) for key in distinct]
         return codes.astype(np.int64), values, distinct
-    shapes = [tuple(span_args(args).get(key) for key in SHAPE_KEYS) for args in found]
+    shapes = [[span_args(args).get(key) for key in SHAPE_KEYS] for args in found]
     codes, distinct = _intern(list(map(_ENCODE, shapes)))
-    first = np.full(len(distinct), -1, dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(codes))[::-1]  # each shape's first op
-    values = [_shape_dict(shapes[i]) for i in first.tolist()]
+    values = [_shape_dict(_ANY.decode(key)) for key in distinct]  # a few, read back once
     return codes.astype(np.int64), values, distinct
 
 
 def _shape_args(dims: bytes, types: bytes, concrete: bytes) -> EventArgs:
-    raw = raw_field
-    return EventArgs(dims_raw=raw(dims), types_raw=raw(types), concrete_raw=raw(concrete))
+    return EventArgs(
+        dims_raw=raw_field(dims), types_raw=raw_field(types), concrete_raw=raw_field(concrete)
+    )
 
 
-def _shape_dict(shape: tuple[Any, ...]) -> dict[str, Any]:
+def _shape_dict(shape: list[Any]) -> dict[str, Any]:
     return {key: value for key, value in zip(SHAPE_KEYS, shape, strict=True) if value is not None}
 
 

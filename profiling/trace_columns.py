@@ -63,12 +63,12 @@ class EventColumns:
         """Let the per-row columns go once the spans table's arrays hold them (the value
         arrays stay: the table's categoricals are built from them)."""
         for name in ROW_COLUMNS:
-            setattr(self, name, _NO_ROWS)
+            setattr(self, name, NO_ROWS)
 
 
 ROW_COLUMNS = ("ts", "dur", "cat_codes", "name_codes", "pid_codes", "tid_codes", "correlation",
                "external", "args")  # fmt: skip
-_NO_ROWS = np.empty(0)
+NO_ROWS = np.empty(0)  # what a dropped column holds
 
 
 def merge_chunks(chunks: list[ChunkColumns]) -> EventColumns:

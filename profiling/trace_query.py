@@ -7,7 +7,7 @@ integer pass and the rule for "a step" or "an operator" is written once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,14 +56,20 @@ def per_value(column: pd.Series, fn: Callable[[Any], Any], missing: Any) -> np.n
     return np.array([fn(v) for v in column.to_numpy()] + [missing], dtype=object)[:-1]
 
 
-def by_identity(objects: np.ndarray) -> tuple[np.ndarray, list[Any]]:
-    """A code per entry of an object array for the object it holds (equal codes: the same
-    object) and the distinct objects: the reader shares one args object per distinct shape, so
-    a question about millions of ops' args is answered once per object (docs/performance.md)."""
+def first_rows(codes: np.ndarray, count: int) -> np.ndarray:
+    """The first row of each of `count` codes (0 … count-1, each present), without a sort."""
+    first = np.full(count, -1, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    return first
+
+
+def by_identity(objects: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
+    """A code per entry for the object it holds (equal codes: the same object) and the
+    distinct objects: the reader shares one args object per distinct shape, so a question
+    about millions of ops' args is answered once per object (docs/performance.md)."""
     ids = np.fromiter(map(id, objects), dtype=np.int64, count=len(objects))
     codes, distinct = pd.factorize(ids)  # hashing: no sort of millions of ids
-    first = np.full(len(distinct), -1, dtype=np.int64)
-    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    first = first_rows(codes, len(distinct))
     return codes.astype(np.int64, copy=False), [objects[i] for i in first.tolist()]
 
 
