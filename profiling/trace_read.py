@@ -12,23 +12,27 @@ pieces and the columns, never the whole JSON nor a Python object per event.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from profiling import trace_scan
 from profiling.trace_chunks import ChunkColumns, check_events, decode_piece
 from profiling.trace_columns import EventColumns, merge_chunks
 from profiling.trace_events import TraceError, lane_metadata
 from profiling.trace_helper import Helper, PieceDecoded
+from profiling.trace_scan_columns import scanned_columns
 from profiling.trace_stream import BadCut, Framing, inflated, pieces
 
 HELPER_AFTER = 1  # pieces decoded here before helper processes start (a trace past 8 MiB)
 HELPERS = 2  # one per core of the 2-core target machine; this process only inflates and merges
-IN_FLIGHT = 2  # pieces waiting per helper at most: bounded memory, and no helper idles
+IN_FLIGHT = 2  # pieces waiting per helper or thread at most: bounded memory, and none idles
+THREADS = 2  # pieces scanned at once where the C scanner runs (it releases the GIL)
 
 
 @dataclass
@@ -64,22 +68,16 @@ def _read(
 ) -> ReadEvents:
     framing = Framing()
     done: list[ChunkColumns | Future[ChunkColumns]] = []
-    helpers: list[Helper] = []
+    decoders = _Decoders(exact, helper)
     stream = pieces(inflated(source, max_bytes, progress), framing, exact)
     try:
         for number, piece in enumerate(stream):
-            if helper and not helpers and number >= HELPER_AFTER:
-                helpers = [Helper() for _ in range(HELPERS)]
-            if helpers:
-                _wait_below(done, IN_FLIGHT * len(helpers))
-                done.append(helpers[number % len(helpers)].submit(piece))
-            else:
-                done.append(_decoded(piece, exact))
+            _wait_below(done, decoders.in_flight())
+            done.append(decoders.submit(number, piece))
         chunks = [_result(d, exact) for d in done]
     finally:
         stream.close()  # stops the inflate thread when a piece failed
-        for each in helpers:
-            each.close()
+        decoders.close()
     check_events(chunks)
     lane_events = [e for c in chunks for e in c.lane_events]
     return ReadEvents(
@@ -89,6 +87,49 @@ def _read(
         n_events=sum(c.n_events for c in chunks),
         n_flows=sum(c.n_flows for c in chunks),
     )
+
+
+class _Decoders:
+    """Who turns pieces into columns. With the C scanner (profiling.trace_scan): THREADS
+    threads, each scanning a piece; a piece the scanner declines goes to msgspec in a helper
+    process. Without it: msgspec, here for the first piece, then in HELPERS processes."""
+
+    def __init__(self, exact: bool, helper: bool) -> None:
+        self.exact, self.helper = exact, helper
+        self.helpers: list[Helper] = []
+        self.lock = threading.Lock()
+        self.threads = ThreadPoolExecutor(THREADS) if trace_scan.scanner() else None
+
+    def in_flight(self) -> int:
+        return THREADS + 1 if self.threads else IN_FLIGHT * max(len(self.helpers), 1)
+
+    def submit(self, number: int, piece: bytes) -> ChunkColumns | Future[ChunkColumns]:
+        if self.threads is not None:
+            return self.threads.submit(self._scanned, number, piece)
+        if self.helper and number >= HELPER_AFTER:
+            return self._helpers()[number % HELPERS].submit(piece)
+        return _decoded(piece, self.exact)
+
+    def _scanned(self, number: int, piece: bytes) -> ChunkColumns:
+        chunk = scanned_columns(piece)
+        if chunk is not None:
+            return chunk
+        if self.helper:
+            return self._helpers()[number % HELPERS].submit(piece).result()
+        return decode_piece(piece)
+
+    def _helpers(self) -> list[Helper]:
+        with self.lock:  # started once, by whichever thread needs them first
+            if not self.helpers:
+                self.helpers = [Helper() for _ in range(HELPERS)]
+            return self.helpers
+
+    def close(self) -> None:
+        if self.threads is not None:
+            self.threads.shutdown(wait=True, cancel_futures=True)
+        with self.lock:
+            for each in self.helpers:
+                each.close()
 
 
 def _wait_below(done: list[ChunkColumns | Future[ChunkColumns]], most: int) -> None:
@@ -110,6 +151,8 @@ def _result(done: ChunkColumns | Future[ChunkColumns], exact: bool) -> ChunkColu
         return done
     try:
         return done.result()
+    except (msgspec.DecodeError, RecursionError) as exc:  # msgspec's, on a scanning thread
+        raise _not_json(exc, exact) from None
     except PieceDecoded as exc:
         if exc.kind == "trace":
             raise TraceError(str(exc)) from None

@@ -22,7 +22,7 @@ import pytest
 
 from benchmarks.gen_trace_stream import write
 from profiling import trace as trace_model
-from profiling import trace_helper, trace_read, trace_stream
+from profiling import trace_helper, trace_read, trace_scan, trace_scan_columns, trace_stream
 from profiling.trace_chunks import SHAPE_KEYS
 from profiling.trace_events import TraceError, TraceTooBig, span_args
 from tests import legacy_reader
@@ -54,13 +54,19 @@ def kept_args(spans: pd.DataFrame) -> list[dict]:
     ]
 
 
-@pytest.fixture
-def small_pieces(monkeypatch):
-    """Pieces of 4 KiB and the helper processes from the second piece on: every cut, merge and
-    process boundary a gigabyte trace meets, on a trace of a few thousand events."""
+@pytest.fixture(params=["scanned", "msgspec"])
+def small_pieces(request, monkeypatch):
+    """Pieces of 4 KiB, read by the C scanner on threads or (without it) by msgspec in the
+    helper processes from the second piece on: every cut, merge, thread and process boundary
+    a gigabyte trace meets, on a trace of a few thousand events."""
     monkeypatch.setattr(trace_stream, "PIECE", 4096)
     monkeypatch.setattr(trace_stream, "BLOCK", 4096)
     monkeypatch.setattr(trace_read, "HELPER_AFTER", 1)
+    if request.param == "msgspec":
+        monkeypatch.setattr(trace_scan, "scanner", lambda: None)
+    elif trace_scan.scanner() is None:
+        pytest.skip(f"no C scanner here: {trace_scan.REASON}")
+    return request.param
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name.split("_8_")[0])
@@ -171,14 +177,20 @@ def _peak_growth_kib(path: Path, load: str) -> int:
 
 
 def test_memory_is_bounded_by_columns_not_by_the_json(tmp_path):
-    """A 2·10⁵-event trace (33 MB of JSON), each reader in a fresh process: the whole-file
-    reader held the JSON and a struct per event (~180 MB of growth), the streaming one a few
-    pieces and the columns (~110 MB, most of it the tables and fixed costs that do not grow
-    with the file; docs/performance.md has the 10⁶ and 10⁷ figures)."""
-    path = write(200_000, tmp_path / "big.json", seed=1)
-    streamed = _peak_growth_kib(path, "trace.load")
-    whole = _peak_growth_kib(path, "legacy_reader.load")
-    assert 0 < streamed < 0.75 * whole, (streamed, whole)
+    """Each reader in a fresh process, on 10⁵ and 5·10⁵ events (17 and 86 MB of JSON): what
+    the extra 4·10⁵ events add to the peak. The whole-file reader held their JSON and a struct
+    each (~880 bytes per event); the streaming one holds a few pieces, however long the file,
+    and the columns (~190 bytes per event). A reader that kept every piece's JSON (170 bytes
+    per event) measured 0.38 of the whole-file reader's growth and fails here. Growth, not the
+    peak: a small trace's peak is mostly fixed costs (pieces in flight, each scanning thread's
+    tables), measured at 10⁶ and 10⁷ in docs/performance.md."""
+    small = write(100_000, tmp_path / "small.json", seed=1)
+    big = write(500_000, tmp_path / "big.json", seed=1)
+    streamed = _peak_growth_kib(big, "trace.load") - _peak_growth_kib(small, "trace.load")
+    whole = _peak_growth_kib(big, "legacy_reader.load") - _peak_growth_kib(
+        small, "legacy_reader.load"
+    )
+    assert 0 < streamed < 0.3 * whole, (streamed, whole)
 
 
 def test_pieces_are_whole_events(generated, monkeypatch):
@@ -206,7 +218,9 @@ def test_cpu_ops_share_one_args_object_per_distinct_shape(small_pieces):
 
 def test_a_helper_that_dies_fails_the_read_instead_of_hanging(generated, small_pieces, monkeypatch):
     """Killed or out of memory mid-trace: every piece it held, and every piece sent after,
-    fails with a clear error (a piece submitted after it died once waited forever)."""
+    fails with a clear error (a piece submitted after it died once waited forever). With the
+    scanner, the helpers read only the pieces it declines: here, all of them."""
+    monkeypatch.setattr(trace_scan_columns.scan, "scan", lambda piece: None)
     monkeypatch.setattr(trace_helper, "COMMAND", [sys.executable, "-c", "import os; os.read(0, 9)"])
     reading = ThreadPoolExecutor(1).submit(trace_read.read_events, generated, 2**30)
     with pytest.raises(RuntimeError, match="helper process died"):
