@@ -9,9 +9,10 @@ peak RSS): json.loads, orjson.loads, msgspec's untyped decode, msgspec into the 
 trace reader uses, and pysimdjson where installed. Each prints seconds, MB/s of JSON and peak
 RSS; the best of 3 for the time. Then straight into columns, over the reader's own ~8 MiB
 pieces of the array (profiling.trace_stream): ours (msgspec structs → numpy columns,
-`trace_chunks.decode_piece`), polars' `read_json` with a schema of the fields the views read,
-and pyarrow's `read_json` after each piece is rewritten as one event per line (its reader
-takes no JSON array); the last two only where installed (they are not requirements).
+`trace_chunks.decode_piece`), the C scanner on one thread (`trace_scan_columns`), polars'
+`read_json` with a schema of the fields the views read, and pyarrow's `read_json` after each
+piece is rewritten as one event per line (its reader takes no JSON array); the last two only
+where installed (they are not requirements).
 """
 
 from __future__ import annotations
@@ -83,6 +84,15 @@ def _into_columns(kind: str, path: str) -> float:
         from profiling.trace_chunks import decode_piece
 
         return _best(lambda: [decode_piece(part) for part in parts], 1)
+    if kind == "scanner":
+        from profiling.trace_scan import scanner
+        from profiling.trace_scan_columns import scanned_columns
+
+        scanner()  # built (or loaded) before the clock starts
+        chunks = [scanned_columns(part) for part in parts]
+        if any(chunk is None for chunk in chunks):
+            raise SystemExit("the scanner declined a piece")
+        return _best(lambda: [scanned_columns(part) for part in parts], 1)
     if kind == "polars":
         import polars
 
@@ -135,7 +145,7 @@ def main() -> None:
     print("| step | how | s | MB/s | peak RSS MB |\n|---|---|---|---|---|")
     plan = [("inflate", k) for k in ("zlib", "isal")]
     plan += [("decode", k) for k in ("json", "orjson", "msgspec-any", "msgspec-typed", "simdjson")]
-    plan += [("decode", f"pieces-{k}") for k in ("ours", "polars", "pyarrow")]
+    plan += [("decode", f"pieces-{k}") for k in ("ours", "scanner", "polars", "pyarrow")]
     for step, kind in plan:
         done = subprocess.run(
             [sys.executable, __file__, "--one", step, kind, path], capture_output=True, text=True

@@ -1,13 +1,14 @@
 """Reading any trace, of any size the machine's memory allows: the streaming reader.
 
 The file is inflated on a thread and cut into pieces of whole events (profiling.trace_stream);
-each piece becomes columns (profiling.trace_chunks), decoded here for a small trace or, past
-its first piece, in two helper processes, one per core (this process then only inflates, cuts
-and merges: decoding here beside the inflate thread ran ~1.5× slower per piece, and a helper
-on each core read 10⁶ events ~20% faster than one helper plus this process, docs/performance.md);
-the pieces' columns are merged into one EventColumns (profiling.trace_columns) for
-profiling.trace to build the spans table from. Memory holds the inflated bytes of a few
-pieces and the columns, never the whole JSON nor a Python object per event.
+each piece becomes columns. Where the C scanner builds (profiling.trace_scan: the machine's cc,
+on first use) two threads scan pieces straight into columns (profiling.trace_scan_columns),
+~3× less CPU per event than msgspec's structs, and a piece it declines goes to msgspec in a
+helper process. Without it, msgspec decodes (profiling.trace_chunks) here for the first piece,
+then in two helper processes, one per core (decoding beside the inflate thread ran ~1.5×
+slower per piece, docs/performance.md). The pieces' columns are merged into one EventColumns
+(profiling.trace_columns) for profiling.trace to build the spans table from. Memory holds the
+inflated bytes of a few pieces and the columns, never the whole JSON nor an object per event.
 """
 
 from __future__ import annotations
