@@ -57,7 +57,17 @@ static const uint8_t PLAIN[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
 
-static int is_hex(uint8_t c) { return is_digit(c) || ((c | 32) >= 'a' && (c | 32) <= 'f'); }
+/* The four hex digits at d[p:p+4] as a number, or -1 (stopping at the first that is not). */
+static int hex4(const uint8_t *d, int64_t p) {
+    int code = 0;
+    for (int k = 0; k < 4; k++) {
+        uint8_t c = d[p + k], lower = c | 32;
+        if (is_digit(c)) code = code * 16 + (c - '0');
+        else if (lower >= 'a' && lower <= 'f') code = code * 16 + (lower - 'a' + 10);
+        else return -1;
+    }
+    return code;
+}
 
 /* d[p] is '"': the position after the closing quote, or -1 (a control or non-ASCII byte, a
  * bad escape, no end). *escaped says whether it held an escape. */
@@ -73,8 +83,16 @@ static int64_t string_end(const uint8_t *d, int64_t n, int64_t p, int *escaped) 
             *escaped = 1;
             c = d[++p];
             if (c == 'u') {
-                for (int k = 0; k < 4; k++)
-                    if (!is_hex(d[++p])) return -1;
+                int code = hex4(d, p + 1);
+                p += 4;
+                if (code >= 0xDC00 && code <= 0xDFFF) return -1; /* a low surrogate alone */
+                if (code >= 0xD800 && code <= 0xDBFF) {           /* must pair with a low one */
+                    if (d[p + 1] != '\\' || d[p + 2] != 'u') return -1;
+                    int low = hex4(d, p + 3);
+                    if (low < 0xDC00 || low > 0xDFFF) return -1;
+                    p += 6;
+                }
+                if (code < 0) return -1;
             } else if (!strchr("\"\\/bfnrt", c) || c == 0) {
                 return -1;
             }
@@ -98,7 +116,7 @@ static Number number(const uint8_t *d, int64_t p) {
     Number out = {-1, NOT_INT, 0, 0.0, 0};
     int negative = d[p] == '-';
     uint64_t mantissa = 0;
-    int digits = 0, exponent = 0, plain = 1;
+    int digits = 0, exponent = 0, plain = 1, scale = 0; /* scale: 10's power of its size */
     int64_t start = p;
     if (negative) p++;
     if (!is_digit(d[p])) return out;
@@ -107,6 +125,7 @@ static Number number(const uint8_t *d, int64_t p) {
     } else {
         for (; is_digit(d[p]); p++, digits++)
             if (digits < 19) mantissa = mantissa * 10 + (d[p] - '0');
+        scale = digits;
     }
     if (d[p] == '.') {
         plain = 0;
@@ -128,7 +147,9 @@ static Number number(const uint8_t *d, int64_t p) {
         for (; is_digit(d[p]); p++)
             if (power < 10000) power = power * 10 + (d[p] - '0');
         exponent += sign * power;
+        scale += sign * power;
     }
+    if (scale > 300) return out; /* past a double (msgspec refuses it where it reads it) */
     out.end = p;
     out.kind = plain ? (digits <= 18 ? INT : LONG_INT) : NOT_INT;
     out.integer = negative ? -(int64_t)mantissa : (int64_t)mantissa;

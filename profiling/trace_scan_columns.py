@@ -33,8 +33,6 @@ def scanned_columns(piece: bytes) -> ChunkColumns | None:
     ints, floats = found.ints, found.floats
     ph = ints[scan.PH]
     complete = np.flatnonzero(ph == scan.PH_X)
-    if (ints[scan.HAS_ID][complete] != _BOTH_IDS).any():
-        return None  # a pid or tid that is text or missing: msgspec's object columns
     cats = _interned(found, complete, scan.CAT_START, scan.CAT_HASH)
     if cats is None:
         return None
@@ -44,6 +42,8 @@ def scanned_columns(piece: bytes) -> ChunkColumns | None:
     usable = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & ~profiler_bar
     skipped = int((~usable).sum()) - int(profiler_bar.sum())
     rows = complete[usable]
+    if (ints[scan.HAS_ID][rows] != _BOTH_IDS).any():
+        return None  # a kept row's pid or tid is text or missing: msgspec's object columns
     names = _interned(found, rows, scan.NAME_START, scan.NAME_HASH)
     if names is None:
         return None
