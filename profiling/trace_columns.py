@@ -33,11 +33,15 @@ def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _factorize_ids(values: np.ndarray) -> tuple[np.ndarray, Any]:
-    """pid/tid codes: integers factorised as a numpy int array (fast), else as objects."""
+    """pid/tid codes into the sorted distinct ids (np.unique's answer without its sort of every
+    row), else, for ids that are not all ints, as objects."""
     if values.dtype == object:
         return _factorize(values)
-    uniques, codes = np.unique(values, return_inverse=True)
-    return codes.astype(np.int64).reshape(-1), uniques.astype(object)
+    codes, uniques = pd.factorize(values)  # hashing, then a sort of the few distinct ids
+    order = np.argsort(uniques, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[codes], uniques[order].astype(object)
 
 
 @dataclass

@@ -7,17 +7,15 @@
  * is never valid where the parser looks, so every loop stops at it without a bounds check.
  */
 #include <math.h>
-#include <stdint.h>
-#include <string.h>
+
+#include "trace_scan_json.h"
 
 enum { PH, START, END, CAT_START, CAT_END, NAME_START, NAME_END, PID, TID, ARGS_START,
        ARGS_END, CORRELATION, EXTERNAL, DIMS_START, DIMS_END, TYPES_START, TYPES_END,
        CONCRETE_START, CONCRETE_END, HAS_ID, N_INTS };
 enum { PH_MISSING, PH_X, PH_M, PH_S, PH_OTHER };
 enum { CAT_HASH, NAME_HASH, SHAPE_HASH };
-enum { NOT_INT, INT, LONG_INT };
 enum { PID_SEEN = 1, TID_SEEN = 2, PID_TEXT = 4, TID_TEXT = 8 };
-#define MAX_DEPTH 64
 #define FNV_BASIS 14695981039346656037ULL
 #define FNV_PRIME 1099511628211ULL
 
@@ -34,216 +32,41 @@ typedef struct {
 #define HASH_AT(t, which) ((t)->hashes[(int64_t)(which) * (t)->capacity + (t)->row])
 #define FLOAT_AT(t, which) ((t)->floats[(int64_t)(which) * (t)->capacity + (t)->row])
 
-static const double POWERS[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                  1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                  1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-static int64_t ws(const uint8_t *d, int64_t p) {
-    while (d[p] == ' ' || d[p] == '\n' || d[p] == '\r' || d[p] == '\t') p++;
-    return p;
+static int same(const uint8_t *d, int64_t start, const char *key, int length) {
+    for (int k = 1; k < length; k++)
+        if (d[start + k] != (uint8_t)key[k]) return 0;
+    return 1;
 }
 
-static int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+#define KEY(length, first) ((length) * 256 + (first)) /* a key's length and first byte */
 
-/* Bytes a string holds as they are: printable ASCII but the quote and the backslash. */
-static const uint8_t PLAIN[256] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-};
-
-/* The four hex digits at d[p:p+4] as a number, or -1 (stopping at the first that is not). */
-static int hex4(const uint8_t *d, int64_t p) {
-    int code = 0;
-    for (int k = 0; k < 4; k++) {
-        uint8_t c = d[p + k], lower = c | 32;
-        if (is_digit(c)) code = code * 16 + (c - '0');
-        else if (lower >= 'a' && lower <= 'f') code = code * 16 + (lower - 'a' + 10);
-        else return -1;
-    }
-    return code;
-}
-
-/* d[p] is '"': the position after the closing quote, or -1 (a control or non-ASCII byte, a
- * bad escape, no end). *escaped says whether it held an escape. */
-static int64_t string_end(const uint8_t *d, int64_t n, int64_t p, int *escaped) {
-    *escaped = 0;
-    for (p++;; p++) {
-        while (p + 4 <= n && (PLAIN[d[p]] & PLAIN[d[p + 1]] & PLAIN[d[p + 2]] & PLAIN[d[p + 3]]))
-            p += 4;
-        while (PLAIN[d[p]]) p++;
-        uint8_t c = d[p];
-        if (c == '"') return p + 1;
-        if (c == '\\') {
-            *escaped = 1;
-            c = d[++p];
-            if (c == 'u') {
-                int code = hex4(d, p + 1);
-                p += 4;
-                if (code >= 0xDC00 && code <= 0xDFFF) return -1; /* a low surrogate alone */
-                if (code >= 0xD800 && code <= 0xDBFF) {           /* must pair with a low one */
-                    if (d[p + 1] != '\\' || d[p + 2] != 'u') return -1;
-                    int low = hex4(d, p + 3);
-                    if (low < 0xDC00 || low > 0xDFFF) return -1;
-                    p += 6;
-                }
-                if (code < 0) return -1;
-            } else if (!strchr("\"\\/bfnrt", c) || c == 0) {
-                return -1;
-            }
-        } else if (c < 32 || c >= 128) {
-            return -1;
-        }
+/* The event key d[start:end]: 0 ph, 1 cat, 2 name, 3 pid, 4 tid, 5 ts, 6 dur, 7 args; -1 any
+ * other. Its length and first byte pick the one candidate. */
+static int event_key(const uint8_t *d, int64_t start, int64_t end) {
+    switch (KEY(end - start, d[start])) {
+    case KEY(2, 'p'): return same(d, start, "ph", 2) ? 0 : -1;
+    case KEY(3, 'c'): return same(d, start, "cat", 3) ? 1 : -1;
+    case KEY(4, 'n'): return same(d, start, "name", 4) ? 2 : -1;
+    case KEY(3, 'p'): return same(d, start, "pid", 3) ? 3 : -1;
+    case KEY(3, 't'): return same(d, start, "tid", 3) ? 4 : -1;
+    case KEY(2, 't'): return same(d, start, "ts", 2) ? 5 : -1;
+    case KEY(3, 'd'): return same(d, start, "dur", 3) ? 6 : -1;
+    case KEY(4, 'a'): return same(d, start, "args", 4) ? 7 : -1;
+    default: return -1;
     }
 }
 
-typedef struct {
-    int64_t end;     /* -1: not a number */
-    int kind;        /* NOT_INT, INT (<= 18 digits), LONG_INT */
-    int exact;       /* value is what a correctly rounding parser gives */
-    double value;
-    int64_t integer; /* when INT */
-} Number;
-
-/* A JSON number at p. Exact: a mantissa below 2^53 and a power of ten within 1e22, where one
- * IEEE multiply or divide rounds correctly (Clinger's fast path), as msgspec's parser does. */
-static Number number(const uint8_t *d, int64_t p) {
-    Number out = {-1, NOT_INT, 0, 0.0, 0};
-    int negative = d[p] == '-';
-    uint64_t mantissa = 0;
-    int digits = 0, exponent = 0, plain = 1, scale = 0; /* scale: 10's power of its size */
-    int64_t start = p;
-    if (negative) p++;
-    if (!is_digit(d[p])) return out;
-    if (d[p] == '0') {
-        p++;
-    } else {
-        for (; is_digit(d[p]); p++, digits++)
-            if (digits < 19) mantissa = mantissa * 10 + (d[p] - '0');
-        scale = digits;
+/* The args key d[start:end]: 0 correlation, 1 External id, 2 Input Dims, 3 Input type,
+ * 4 Concrete Inputs; -1 any other. */
+static int args_key(const uint8_t *d, int64_t start, int64_t end) {
+    switch (KEY(end - start, d[start])) {
+    case KEY(11, 'c'): return same(d, start, "correlation", 11) ? 0 : -1;
+    case KEY(11, 'E'): return same(d, start, "External id", 11) ? 1 : -1;
+    case KEY(10, 'I'):
+        return same(d, start, "Input Dims", 10) ? 2 : same(d, start, "Input type", 10) ? 3 : -1;
+    case KEY(15, 'C'): return same(d, start, "Concrete Inputs", 15) ? 4 : -1;
+    default: return -1;
     }
-    if (d[p] == '.') {
-        plain = 0;
-        if (!is_digit(d[++p])) return out;
-        for (; is_digit(d[p]); p++) {
-            if (digits < 19) {
-                mantissa = mantissa * 10 + (d[p] - '0');
-                exponent--;
-            }
-            if (mantissa > 0 || d[p] != '0') digits++;
-        }
-    }
-    if ((d[p] | 32) == 'e') {
-        int sign = 1, power = 0;
-        plain = 0;
-        p++;
-        if (d[p] == '+' || d[p] == '-') sign = d[p++] == '-' ? -1 : 1;
-        if (!is_digit(d[p])) return out;
-        for (; is_digit(d[p]); p++)
-            if (power < 10000) power = power * 10 + (d[p] - '0');
-        exponent += sign * power;
-        scale += sign * power;
-    }
-    if (scale > 300) return out; /* past a double (msgspec refuses it where it reads it) */
-    out.end = p;
-    out.kind = plain ? (digits <= 18 ? INT : LONG_INT) : NOT_INT;
-    out.integer = negative ? -(int64_t)mantissa : (int64_t)mantissa;
-    out.exact = digits < 19 && mantissa < (1ULL << 53) && exponent >= -22 && exponent <= 22 &&
-                p - start < 40 && !(negative && mantissa == 0); /* -0: msgspec's to sign */
-    if (out.exact) {
-        double v = (double)mantissa;
-        v = exponent >= 0 ? v * POWERS[exponent] : v / POWERS[-exponent];
-        out.value = negative ? -v : v;
-    }
-    return out;
-}
-
-static int64_t literal(const uint8_t *d, int64_t p) {
-    const char *word = d[p] == 't' ? "true" : d[p] == 'f' ? "false" : d[p] == 'n' ? "null" : 0;
-    if (!word) return -1;
-    for (size_t k = 0; word[k]; k++)
-        if (d[p + k] != (uint8_t)word[k]) return -1;
-    return p + (int64_t)strlen(word);
-}
-
-/* Any value but an object or an array. */
-static int64_t scalar(const uint8_t *d, int64_t n, int64_t p) {
-    int escaped;
-    if (d[p] == '"') return string_end(d, n, p, &escaped);
-    if (d[p] == '-' || is_digit(d[p])) return number(d, p).end;
-    return literal(d, p);
-}
-
-/* A key and its colon at p: the value's position, or -1. The key's span into *start, *end. */
-static int64_t key_colon(const uint8_t *d, int64_t n, int64_t p, int64_t *start, int64_t *end) {
-    int escaped;
-    if (d[p] != '"') return -1;
-    int64_t after = string_end(d, n, p, &escaped);
-    if (after < 0 || escaped) return -1; /* an escaped key could spell one of ours */
-    *start = p + 1;
-    *end = after - 1;
-    p = ws(d, after);
-    if (d[p] != ':') return -1;
-    return ws(d, p + 1);
-}
-
-/* Any JSON value at p, validated: the position after it, or -1 (also past MAX_DEPTH). */
-static int64_t skip(const uint8_t *d, int64_t n, int64_t p) {
-    uint8_t stack[MAX_DEPTH];
-    int depth = 0;
-    int64_t ks, ke;
-    for (;;) {
-        uint8_t c = d[p];
-        if (c == '{' || c == '[') {
-            int64_t inner = ws(d, p + 1);
-            if (d[inner] == (c == '{' ? '}' : ']')) {
-                p = inner + 1;
-            } else {
-                if (depth == MAX_DEPTH) return -1;
-                stack[depth++] = c;
-                p = c == '{' ? key_colon(d, n, inner, &ks, &ke) : inner;
-                if (p < 0) return -1;
-                continue;
-            }
-        } else if ((p = scalar(d, n, p)) < 0) {
-            return -1;
-        }
-        for (;;) { /* a value ended: close what it ends, or go on to the next one */
-            if (depth == 0) return p;
-            p = ws(d, p);
-            if (d[p] == ',') {
-                p = ws(d, p + 1);
-                if (stack[depth - 1] == '{' && (p = key_colon(d, n, p, &ks, &ke)) < 0) return -1;
-                break;
-            }
-            if (d[p] != (stack[depth - 1] == '{' ? '}' : ']')) return -1;
-            depth--;
-            p++;
-        }
-    }
-}
-
-/* The index of the key d[start:end] in `keys` (-1: none). The first byte and the length pick
- * the candidate: a full compare only where both match. */
-static int which(const uint8_t *d, int64_t start, int64_t end, const char *const *keys,
-                 const int64_t *lengths, int n) {
-    for (int k = 0; k < n; k++) {
-        if (lengths[k] != end - start || (uint8_t)keys[k][0] != d[start]) continue;
-        int64_t i = 1; /* keys are a few bytes: a loop beats a call to memcmp */
-        while (i < lengths[k] && (uint8_t)keys[k][i] == d[start + i]) i++;
-        if (i == lengths[k]) return k;
-    }
-    return -1;
-}
-
-static uint64_t fnv(const uint8_t *d, int64_t start, int64_t end, uint64_t value) {
-    for (int64_t k = start; k < end; k++) value = (value ^ d[k]) * FNV_PRIME;
-    return value;
 }
 
 /* A hash of d[start:end], eight bytes a step (names run to hundreds of bytes): equal bytes,
@@ -256,14 +79,9 @@ static uint64_t text_hash(const uint8_t *d, int64_t start, int64_t end) {
         value = (value ^ word) * 0x9E3779B97F4A7C15ULL;
         value ^= value >> 29;
     }
-    return fnv(d, k, end, value);
+    for (; k < end; k++) value = (value ^ d[k]) * FNV_PRIME;
+    return value;
 }
-
-static const char *const EVENT_KEYS[] = {"ph", "cat", "name", "pid", "tid", "ts", "dur", "args"};
-static const int64_t EVENT_LENGTHS[] = {2, 3, 4, 3, 3, 2, 3, 4};
-static const char *const ARGS_KEYS[] = {"correlation", "External id", "Input Dims", "Input type",
-                                        "Concrete Inputs"};
-static const int64_t ARGS_LENGTHS[] = {11, 11, 10, 10, 15};
 
 /* An id in args: its end; *value as valid_id reads it (-1 for anything but an int). -1 for an
  * int of 19 or more digits, which only Python reads exactly. */
@@ -276,48 +94,32 @@ static int64_t id_value(const uint8_t *d, int64_t n, int64_t p, int64_t *value) 
     return found.end;
 }
 
-/* The members of a non-empty args object from p: its end after '}', or -1. */
-static int64_t args_members(Tables *t, int64_t p) {
-    const uint8_t *d = t->data;
-    int seen = 0;
-    for (;;) {
-        int64_t ks, ke, end, id;
-        int64_t value = key_colon(d, t->n, p, &ks, &ke);
-        if (value < 0) return -1;
-        int key = which(d, ks, ke, ARGS_KEYS, ARGS_LENGTHS, 5);
-        if (key >= 0) {
-            if (seen & (1 << key)) return -1; /* a repeated key: msgspec keeps the last */
-            seen |= 1 << key;
-        }
-        if (key == 0 || key == 1) {
-            end = id_value(d, t->n, value, &id);
-            INT_AT(t, key == 0 ? CORRELATION : EXTERNAL) = id;
-        } else {
-            end = skip(d, t->n, value);
-            if (key >= 2) {
-                INT_AT(t, DIMS_START + 2 * (key - 2)) = value;
-                INT_AT(t, DIMS_END + 2 * (key - 2)) = end;
-            }
-        }
-        if (end < 0) return -1;
-        p = ws(d, end);
-        if (d[p] == '}') return p + 1;
-        if (d[p] != ',') return -1;
-        p = ws(d, p + 1);
+static int64_t members(Tables *t, int64_t p, int in_args);
+
+/* The value of args key `key` (-1: another key) at p: ids and shapes' spans into the row. */
+static int64_t arg_field(Tables *t, int key, int64_t p) {
+    int64_t end, id;
+    if (key == 0 || key == 1) {
+        end = id_value(t->data, t->n, p, &id);
+        INT_AT(t, key == 0 ? CORRELATION : EXTERNAL) = id;
+        return end;
     }
+    end = skip(t->data, t->n, p);
+    if (key >= 2) {
+        INT_AT(t, DIMS_START + 2 * (key - 2)) = p;
+        INT_AT(t, DIMS_END + 2 * (key - 2)) = end;
+    }
+    return end;
 }
 
 static int64_t args_object(Tables *t, int64_t p) {
-    const uint8_t *d = t->data;
-    int64_t inner = ws(d, p + 1), end;
     INT_AT(t, ARGS_START) = p;
-    end = d[inner] == '}' ? inner + 1 : args_members(t, inner);
-    INT_AT(t, ARGS_END) = end;
-    if (end < 0) return -1;
+    int64_t end = INT_AT(t, ARGS_END) = members(t, p, 1);
     uint64_t shape = FNV_BASIS;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 3 && end >= 0; k++) {
         int64_t start = INT_AT(t, DIMS_START + 2 * k);
-        if (start >= 0) shape = fnv(d, start, INT_AT(t, DIMS_END + 2 * k), shape ^ (k + 1));
+        if (start >= 0)
+            shape = (shape ^ text_hash(t->data, start, INT_AT(t, DIMS_END + 2 * k))) * FNV_PRIME + k;
     }
     HASH_AT(t, SHAPE_HASH) = shape;
     return end;
@@ -366,41 +168,38 @@ static int64_t field(Tables *t, int key, int64_t p) {
     return skip(d, t->n, p);
 }
 
-/* The event object at p into the row: the position after it, or -1. */
-static int64_t event(Tables *t, int64_t p) {
+/* The object whose '{' is at p, each member read by field() (an event) or arg_field() (its
+ * args): the position after its '}', or -1. A tracked key seen twice is msgspec's to read. */
+static int64_t members(Tables *t, int64_t p, int in_args) {
     const uint8_t *d = t->data;
     int seen = 0;
-    if (d[p] != '{') return -1;
+    p = ws(d, p + 1);
+    if (d[p] == '}') return p + 1;
+    for (;;) {
+        int64_t ks, ke, value = key_colon(d, t->n, p, &ks, &ke);
+        if (value < 0) return -1;
+        int key = in_args ? args_key(d, ks, ke) : event_key(d, ks, ke);
+        if (key >= 0 && (seen & (1 << key))) return -1;
+        if (key >= 0) seen |= 1 << key;
+        int64_t end = in_args ? arg_field(t, key, value) : field(t, key, value);
+        if (end < 0) return -1;
+        p = ws(d, end);
+        if (d[p] == '}') return p + 1;
+        if (d[p] != ',') return -1;
+        p = ws(d, p + 1);
+    }
+}
+
+/* The event object at p into the row: the position after it, or -1. */
+static int64_t event(Tables *t, int64_t p) {
+    if (t->data[p] != '{') return -1;
     for (int k = 0; k < N_INTS; k++) INT_AT(t, k) = -1;
     INT_AT(t, PH) = PH_MISSING;
     INT_AT(t, HAS_ID) = 0;
     INT_AT(t, START) = p;
     FLOAT_AT(t, 0) = FLOAT_AT(t, 1) = NAN;
     for (int k = 0; k < 3; k++) HASH_AT(t, k) = 0;
-    p = ws(d, p + 1);
-    if (d[p] == '}') {
-        INT_AT(t, END) = p + 1;
-        return p + 1;
-    }
-    for (;;) {
-        int64_t ks, ke;
-        int64_t value = key_colon(d, t->n, p, &ks, &ke);
-        if (value < 0) return -1;
-        int key = which(d, ks, ke, EVENT_KEYS, EVENT_LENGTHS, 8);
-        if (key >= 0) {
-            if (seen & (1 << key)) return -1; /* a repeated key: msgspec keeps the last */
-            seen |= 1 << key;
-        }
-        int64_t end = field(t, key, value);
-        if (end < 0) return -1;
-        p = ws(d, end);
-        if (d[p] == '}') {
-            INT_AT(t, END) = p + 1;
-            return p + 1;
-        }
-        if (d[p] != ',') return -1;
-        p = ws(d, p + 1);
-    }
+    return INT_AT(t, END) = members(t, p, 0);
 }
 
 /* The piece data[0:n] (data[n] == 0) into the tables: 0 and *count events; 1: msgspec's to

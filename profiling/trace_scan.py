@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-SOURCE = Path(__file__).with_name("trace_scan.c")
+SOURCE = Path(__file__).with_name("trace_scan.c")  # and the JSON grammar it includes:
+HEADER = SOURCE.with_name("trace_scan_json.h")
 FLAGS = ["-O2", "-std=c99", "-shared", "-fPIC"]
 (PH, START, END, CAT_START, CAT_END, NAME_START, NAME_END, PID, TID, ARGS_START, ARGS_END,
  CORRELATION, EXTERNAL, DIMS_START, DIMS_END, TYPES_START, TYPES_END, CONCRETE_START,
@@ -129,7 +130,7 @@ def _load() -> ctypes.CDLL | None:
     if os.environ.get("ATTNPROF_SCANNER", "").lower() in ("off", "0", "no"):
         REASON.append("turned off by ATTNPROF_SCANNER")
         return None
-    source = SOURCE.read_bytes()
+    source = SOURCE.read_bytes() + HEADER.read_bytes()  # a change to either builds anew
     digest = hashlib.sha256(source + " ".join(FLAGS).encode() + platform.machine().encode())
     name = f"trace_scan-{digest.hexdigest()[:16]}.so"
     folders = [SOURCE.parent / "__pycache__", Path.home() / ".cache" / "attention-profiler"]
