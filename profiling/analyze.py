@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,22 +88,21 @@ def analyze(
 
 
 def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
-    """The Analyse views of an already parsed trace."""
-    own_run = False  # an upload: kernels are read by their names alone, not as this app's run
-    stats = per_forward(trace, own_run=own_run)
-    launch = launch_stats(trace)
-    forwards = forward_spans(trace)
-    if not forwards.empty and not (work := launched_within(trace, forwards)).empty:
-        per = len(forwards)
-        scope = f"per forward: GPU work launched in the {len(forwards)} attn_fwd spans"
-    else:
-        work, per = gpu_work(trace), 1
-        scope = "all GPU work in the trace (no attn_fwd spans), totals not per forward"
-    spans = table_spans(trace.spans, work.index.to_numpy())
-    kernels = kernel_table(work, per=per, own_run=own_run, roles=list(spans.roles))
-    device = str(trace.device_properties[0].get("name", "")) if trace.device_properties else ""
-    dtype = recorded_dtype(trace)
-    roofline = phases_roofline({"trace": spans}, None, device, dtype, table_op_args(trace.spans))
+    """The Analyse views of an already parsed trace. The views that need nothing of each other
+    run on a second thread beside the kernel views (numpy and pandas release the GIL in their
+    loops: 1–2 s less at 10⁷ events, docs/performance.md §7.3); each only reads the trace."""
+    with ThreadPoolExecutor(1) as beside:
+        stats = beside.submit(per_forward, trace, own_run=False)
+        launch = beside.submit(launch_stats, trace)
+        operators = beside.submit(operator_table, trace)
+        dtype = beside.submit(recorded_dtype, trace)
+        scope, per, spans, kernels = _kernel_views(trace)
+        device = str(trace.device_properties[0].get("name", "")) if trace.device_properties else ""
+        roofline = phases_roofline(
+            {"trace": spans}, None, device, dtype.result(), table_op_args(trace.spans)
+        )
+        roles = role_table(spans if trace.has_gpu else KernelSpans(), per)
+        views = [future.result() for future in (stats, launch, operators, dtype)]
     notes = []
     if not trace.has_gpu:
         notes.append(CPU_ONLY)
@@ -113,15 +113,15 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
     result = AnalyzeResult(
         name=name,
         summary=[],
-        stats=stats,
-        launch=launch,
-        operators=operator_table(trace),
+        stats=views[0],
+        launch=views[1],
+        operators=views[2],
         kernels=kernels,
         kernel_scope=scope,
-        roles=role_table(spans if trace.has_gpu else KernelSpans(), per),
+        roles=roles,
         roofline=roofline if trace.has_gpu else roofline.iloc[0:0],
         device_name=device,
-        dtype=dtype,
+        dtype=views[3],
         spans=trace.spans,
         lanes=list(trace.lanes),
         device_properties=trace.device_properties,
@@ -133,6 +133,21 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
     )
     result.summary = summary_rows(result, trace)
     return result
+
+
+def _kernel_views(trace: Trace) -> tuple[str, int, KernelSpans, pd.DataFrame]:
+    """The GPU work the kernel table counts (per forward where the trace has attn_fwd spans),
+    its spans with roles, and the kernel table (an upload: kernels read by their names)."""
+    forwards = forward_spans(trace)
+    if not forwards.empty and not (work := launched_within(trace, forwards)).empty:
+        per = len(forwards)
+        scope = f"per forward: GPU work launched in the {len(forwards)} attn_fwd spans"
+    else:
+        work, per = gpu_work(trace), 1
+        scope = "all GPU work in the trace (no attn_fwd spans), totals not per forward"
+    spans = table_spans(trace.spans, work.index.to_numpy())
+    kernels = kernel_table(work, per=per, own_run=False, roles=list(spans.roles))
+    return scope, per, spans, kernels
 
 
 def recorded_dtype(trace: Trace) -> str:

@@ -136,11 +136,14 @@ def _span(piece: bytes, start: int, end: int) -> bytes:
 
 
 def _gpu_args(found: scan.Scanned, rows: np.ndarray) -> list[EventArgs]:
-    """GPU work's args as trace_chunks keeps them: one msgspec decode over their spans."""
+    """GPU work's args as trace_chunks keeps them: one msgspec decode over their spans, and
+    detached (copied out of the gathered buffer) only where the scan saw a shape field."""
     if not len(rows):
         return []
     starts, ends = found.ints[scan.ARGS_START][rows], found.ints[scan.ARGS_END][rows]
-    return detached(_ARGS.decode(scan.gathered(found.piece, starts, ends)))
+    args = _ARGS.decode(scan.gathered(found.piece, starts, ends))
+    raw = [found.ints[field][rows] for field in _SHAPE_FIELDS]  # the only Raw fields
+    return detached(args) if any((starts >= 0).any() for starts in raw) else args
 
 
 def _lane_events(found: scan.Scanned) -> list:
