@@ -261,19 +261,29 @@ def _window_of(s: pd.DataFrame, rows: np.ndarray, win: pd.DataFrame) -> np.ndarr
     """For each of `rows` (CPU spans), the position in `win` of the window it starts in (−1 for
     none), as starts_inside decides: a ProfilerStep, attn_bwd or attn_step holds every
     thread's spans, an attn_fwd span its own thread's. Of nested windows the innermost that
-    still holds the span wins (the latest to start): one pass per window, a run has few."""
+    still holds the span wins (the latest to start). The rows are sorted by start once (and by
+    thread and start); each window is two binary searches and the slice it holds: a 10⁶-event
+    trace has ~3,000 forwards, and a pass over every row per window took 12 s there."""
     start, end = s["start_us"].to_numpy(), s["end_us"].to_numpy()
     spots = s.index.get_indexer(win.index)
     thread = s.groupby(["pid", "tid"], observed=True, sort=False).ngroup().to_numpy()
     names = win["name"].astype(str)
     every = (names.str.startswith("ProfilerStep#") | names.isin(ALL_THREADS)).to_numpy()
-    times, found = start[rows], np.full(len(rows), -1)
+    times, threads, found = start[rows], thread[rows], np.full(len(rows), -1)
+    by_time = np.argsort(times, kind="stable")
+    by_thread = np.lexsort((times, threads))
+    sorted_times = {True: times[by_time], False: times[by_thread]}  # sliced, never copied
+    thread_starts = np.searchsorted(threads[by_thread], np.arange(thread.max(initial=0) + 2))
     for position in np.argsort(start[spots], kind="stable"):
-        spot = spots[position]
-        inside = (times >= start[spot]) & (times <= end[spot])
-        if not every[position]:
-            inside &= thread[rows] == thread[spot]
-        found[inside] = position
+        spot, all_threads = spots[position], bool(every[position])
+        order = by_time if all_threads else by_thread
+        first, last = (
+            (0, len(rows)) if all_threads else thread_starts[thread[spot] : thread[spot] + 2]
+        )
+        held = sorted_times[all_threads][first:last]
+        low = first + np.searchsorted(held, start[spot], side="left")
+        high = first + np.searchsorted(held, end[spot], side="right")
+        found[order[low:high]] = position
     return found
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from profiling import views_shared
 from profiling.trace import Trace, load
 from profiling.trace_events import TraceError
-from profiling.workload import ConfigError, show
+from profiling.user_values import ConfigError, show
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,16 @@ from profiling.launch import launch_rows
 from profiling.roofline_figure import roofline_spec
 from profiling.trace_events import TraceError
 from profiling.uploads import UNREADABLE, UPLOAD_FAILURES, upload_stat
-from profiling.views_profile import role_view, roofline_view
-from profiling.views_shared import DIGITS, escaped, kernel_view, launch_html, readable
-from profiling.workload import ConfigError
+from profiling.user_values import ConfigError
+from profiling.views_shared import (
+    DIGITS,
+    escaped,
+    kernel_view,
+    launch_html,
+    readable,
+    role_view,
+    roofline_view,
+)
 
 log = logging.getLogger(__name__)
 

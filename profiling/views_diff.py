@@ -21,8 +21,8 @@ from profiling.role_views import role_diff, role_diff_view, role_lines
 from profiling.trace import Trace
 from profiling.trace_events import TraceError
 from profiling.uploads import load_upload
+from profiling.user_values import ConfigError, show
 from profiling.views_shared import clip
-from profiling.workload import ConfigError, show
 
 MAX_LABEL = 32  # characters of a Diff label (shown in column headers)
 # One per column of diff.KERNEL_DIFF_COLUMNS and OPERATOR_DIFF_COLUMNS (spread and change last)

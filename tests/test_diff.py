@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from profiling import trace, views_diff
@@ -385,6 +386,47 @@ def test_each_span_is_given_the_window_starts_inside_puts_it_in():
         anywhere = starts_inside(spans, rows, spots)
         assert np.array_equal(found == -1, ~anywhere)
     assert (_window_of(spans, rows, windows(generated)[0]) == -1).sum() > 100  # some are out
+
+
+def _window_of_by_passes(s, rows, win):
+    """The spread's rule as it was first written, one pass over every row per window: the
+    oracle for the sorted searches that replaced it."""
+    from profiling.diff import ALL_THREADS
+
+    start, end = s["start_us"].to_numpy(), s["end_us"].to_numpy()
+    spots = s.index.get_indexer(win.index)
+    thread = s.groupby(["pid", "tid"], observed=True, sort=False).ngroup().to_numpy()
+    names = win["name"].astype(str)
+    every = (names.str.startswith("ProfilerStep#") | names.isin(ALL_THREADS)).to_numpy()
+    times, found = start[rows], np.full(len(rows), -1)
+    for position in np.argsort(start[spots], kind="stable"):
+        spot = spots[position]
+        inside = (times >= start[spot]) & (times <= end[spot])
+        if not every[position]:
+            inside &= thread[rows] == thread[spot]
+        found[inside] = position
+    return found
+
+
+def test_nested_windows_give_a_span_to_the_innermost_as_one_pass_per_window_did():
+    """Forwards inside steps, shuffled: a span in both belongs to the forward (the later
+    start), on its own thread only; the sorted searches agree with a pass per window."""
+    from benchmarks import gen_trace
+    from profiling.diff import _window_of, windows
+    from tests.conftest import from_document
+
+    document = gen_trace.generate(5_000)
+    for event in document["traceEvents"][::7]:
+        if event.get("cat") in ("cpu_op", "cuda_runtime"):
+            event["tid"] = 999
+    generated = from_document(document)
+    spans = generated.spans
+    rows = np.flatnonzero(spans["kind"].astype(str) == "cpu")
+    nested = pd.concat([windows(generated)[0], generated.steps()]).sample(frac=1, random_state=0)
+    found = _window_of(spans, rows, nested)
+    assert np.array_equal(found, _window_of_by_passes(spans, rows, nested))
+    steps = nested["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()
+    assert (~steps[found[found >= 0]]).sum() > 100 and steps[found[found >= 0]].sum() > 100
 
 
 def test_structural_weight_reads_each_rule():
