@@ -27,6 +27,7 @@ from profiling.trace_events import (
     _EVENTS,
     _LOOSE,
     GPU_CATS,
+    LANE_NAMES,
     LAUNCH_CATS,
     EventArgs,
     TraceError,
@@ -125,24 +126,16 @@ def decode_piece(piece: bytes, pack: bool = False) -> ChunkColumns:
 def _columns(events: list[Any]) -> ChunkColumns:
     ph = list(map(_PH, events))
     complete = list(compress(events, map("X".__eq__, ph)))
-    lane_events = [
-        e
-        for e in compress(events, map("M".__eq__, ph))
-        if e.name in ("process_labels", "thread_name")
-    ]
+    lane_events = [e for e in compress(events, map("M".__eq__, ph)) if e.name in LANE_NAMES]
     n_complete = len(complete)
     ts, dur = _floats(complete, _TS), _floats(complete, _DUR)
     cat_codes, cat_values = _intern(list(map(_CAT, complete)))
-    profiler_bar = np.array([c == "Trace" for c in cat_values], dtype=bool)[cat_codes]
-    usable = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & ~profiler_bar
-    skipped = int((~usable).sum()) - int(profiler_bar.sum())
+    usable, skipped = usable_rows(ts, dur, cat_codes, cat_values)
     if not usable.all():
         complete = list(compress(complete, usable))
         ts, dur, cat_codes = ts[usable], dur[usable], cat_codes[usable]
     name_codes, name_values = _intern(list(map(_NAME, complete)))
-    lowered = [str(c).lower() if c is not None else "" for c in cat_values]
-    gpu = np.array([c in GPU_CATS for c in lowered], dtype=bool)[cat_codes]
-    launch = np.array([c in LAUNCH_CATS for c in lowered], dtype=bool)[cat_codes]
+    gpu, launch = work_kinds(cat_codes, cat_values)
     correlation, external, gpu_args = _ids(complete, gpu, gpu | launch)
     shaped = _shaped(complete, ~(gpu | launch))  # the trace model keeps them if asked
     shape_codes, shape_values, shape_keys = _shapes([complete[i].args for i in shaped.tolist()])
@@ -171,6 +164,24 @@ def _columns(events: list[Any]) -> ChunkColumns:
     )
 
 
+def usable_rows(
+    ts: np.ndarray, dur: np.ndarray, cat_codes: np.ndarray, cat_values: list[Any]
+) -> tuple[np.ndarray, int]:
+    """Which complete events become rows (a numeric ts and dur ≥ 0, not the profiler's own
+    bar), and how many were skipped (the bar not counted): both readers' rule."""
+    profiler_bar = np.array([c == "Trace" for c in cat_values], dtype=bool)[cat_codes]
+    usable = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & ~profiler_bar
+    return usable, int((~usable).sum()) - int(profiler_bar.sum())
+
+
+def work_kinds(cat_codes: np.ndarray, cat_values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, whether it is GPU work and whether it is a launch, from its `cat`."""
+    lowered = [str(c).lower() if c is not None else "" for c in cat_values]
+    gpu = np.array([c in GPU_CATS for c in lowered], dtype=bool)[cat_codes]
+    launch = np.array([c in LAUNCH_CATS for c in lowered], dtype=bool)[cat_codes]
+    return gpu, launch
+
+
 def _shapes(found: list[Any]) -> tuple[np.ndarray, list[Any], list[Any]]:
     """Shaped ops' args → a code per op into their distinct shapes (only the fields the roles
     and roofline read: "Input Dims", "Input type", "Concrete Inputs"), and each one's key: the
@@ -178,7 +189,7 @@ def _shapes(found: list[Any]) -> tuple[np.ndarray, list[Any], list[Any]]:
     if set(map(type, found)) <= {EventArgs}:
         keys: list[Any] = list(zip(*(map(bytes, map(raw, found)) for raw in _RAWS), strict=True))
         codes, distinct = _intern(keys)
-        values = [_shape_args(*key) for key in distinct]
+        values = [shape_args(*key) for key in distinct]
         return codes.astype(np.int64), values, distinct
     shapes = [[span_args(args).get(key) for key in SHAPE_KEYS] for args in found]
     codes, distinct = _intern(list(map(_ENCODE, shapes)))
@@ -186,7 +197,7 @@ def _shapes(found: list[Any]) -> tuple[np.ndarray, list[Any], list[Any]]:
     return codes.astype(np.int64), values, distinct
 
 
-def _shape_args(dims: bytes, types: bytes, concrete: bytes) -> EventArgs:
+def shape_args(dims: bytes, types: bytes, concrete: bytes) -> EventArgs:
     return EventArgs(
         dims_raw=raw_field(dims), types_raw=raw_field(types), concrete_raw=raw_field(concrete)
     )

@@ -39,6 +39,7 @@ CATEGORY = {
     "user_annotation": "annotation",
     "python_function": "python",
 }
+LANE_NAMES = ("process_labels", "thread_name")  # the `ph: M` events that name the lanes
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _INT64 = 2**63  # ids and step numbers past int64 count as absent
 _ID_DIGITS = 18  # digits any int64 step number fits in (checked before int(): no huge parse)
@@ -308,7 +309,7 @@ def lane_metadata(events: list[Any]) -> dict[tuple[str, str], str]:
     """Readable names from `ph: M` events: (pid, "") → process label, (pid, tid) → thread name."""
     names: dict[tuple[str, str], str] = {}
     for e in events:
-        if e.name not in ("process_labels", "thread_name"):
+        if e.name not in LANE_NAMES:
             continue  # most are process_name / sort_index: no dict built for them
         a = span_args(e.args)
         pid, tid = str(e.pid if e.pid is not None else ""), str(e.tid if e.tid is not None else "")

@@ -32,7 +32,7 @@ from profiling.trace_stream import BadCut, Framing, inflated, pieces
 
 HELPER_AFTER = 1  # pieces decoded here before helper processes start (a trace past 8 MiB)
 HELPERS = 2  # one per core of the 2-core target machine; this process only inflates and merges
-IN_FLIGHT = 2  # pieces waiting per helper or thread at most: bounded memory, and none idles
+IN_FLIGHT = 2  # pieces waiting per helper at most (threads: one more piece than threads)
 THREADS = 2  # pieces scanned at once where the C scanner runs (it releases the GIL)
 
 

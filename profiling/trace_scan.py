@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,14 +46,16 @@ _POINTER = np.ctypeslib.ndpointer
 _I64 = ctypes.c_int64
 
 
+@dataclass
 class Scanned:
     """A piece's events as columns, one row per event: `ints[field]`, `floats[TS or DUR]`,
     `hashes[CAT_HASH…]`; spans index `piece`. Views of the scanning thread's tables, which its
     next piece overwrites: what is kept is copied out (profiling.trace_scan_columns)."""
 
-    def __init__(self, piece: bytes, ints: np.ndarray, floats: np.ndarray, hashes: np.ndarray):
-        self.piece = piece
-        self.ints, self.floats, self.hashes = ints, floats, hashes
+    piece: bytes
+    ints: np.ndarray
+    floats: np.ndarray
+    hashes: np.ndarray
 
 
 _ROOM = 2  # trace_scan.c's answer when a piece holds more events than rows

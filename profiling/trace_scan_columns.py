@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from profiling import trace_scan as scan
-from profiling.trace_chunks import ChunkColumns, detached
-from profiling.trace_events import _EVENTS, GPU_CATS, LAUNCH_CATS, EventArgs, raw_field
+from profiling.trace_chunks import ChunkColumns, detached, shape_args, usable_rows, work_kinds
+from profiling.trace_events import _EVENTS, LANE_NAMES, EventArgs
 from profiling.trace_query import first_rows
 
 _ARGS = msgspec.json.Decoder(list[EventArgs])
@@ -38,18 +38,14 @@ def scanned_columns(piece: bytes) -> ChunkColumns | None:
         return None
     cat_codes, cat_values = cats
     ts, dur = floats[scan.TS][complete], floats[scan.DUR][complete]
-    profiler_bar = np.array([c == "Trace" for c in cat_values], dtype=bool)[cat_codes]
-    usable = np.isfinite(ts) & np.isfinite(dur) & (dur >= 0) & ~profiler_bar
-    skipped = int((~usable).sum()) - int(profiler_bar.sum())
+    usable, skipped = usable_rows(ts, dur, cat_codes, cat_values)
     rows = complete[usable]
     if (ints[scan.HAS_ID][rows] != _BOTH_IDS).any():
         return None  # a kept row's pid or tid is text or missing: msgspec's object columns
     names = _interned(found, rows, scan.NAME_START, scan.NAME_HASH)
     if names is None:
         return None
-    lowered = [c.lower() for c in cat_values]
-    gpu = np.array([c in GPU_CATS for c in lowered], dtype=bool)[cat_codes[usable]]
-    launch = np.array([c in LAUNCH_CATS for c in lowered], dtype=bool)[cat_codes[usable]]
+    gpu, launch = work_kinds(cat_codes[usable], cat_values)
     shapes = _shapes(found, rows, ~(gpu | launch))
     if shapes is None:
         return None
@@ -85,8 +81,8 @@ def _interned(
     """Codes in order of first appearance into the distinct texts (a missing one is "", the
     typed decode's default); None when two different texts share a hash."""
     starts, ends = found.ints[start][rows], found.ints[start + 1][rows]
-    codes, _distinct = pd.factorize(found.hashes[hashed][rows])
-    first = first_rows(codes, len(_distinct))
+    codes, distinct = pd.factorize(found.hashes[hashed][rows])
+    first = first_rows(codes, len(distinct))
     if not scan.same_spans(found.piece, starts, ends, first[codes]):
         return None
     piece = found.piece
@@ -123,9 +119,7 @@ def _shapes(
         tuple(_span(piece, ints[field][row], ints[field + 1][row]) for field in _SHAPE_FIELDS)
         for row in rows[shaped[first]].tolist()
     ]
-    values = [EventArgs(dims_raw=raw_field(d), types_raw=raw_field(t), concrete_raw=raw_field(c))
-              for d, t, c in keys]  # fmt: skip
-    return shaped, codes.astype(np.int64), values, keys
+    return shaped, codes.astype(np.int64), [shape_args(*key) for key in keys], keys
 
 
 _SHAPE_FIELDS = (scan.DIMS_START, scan.TYPES_START, scan.CONCRETE_START)
@@ -143,7 +137,7 @@ def _gpu_args(found: scan.Scanned, rows: np.ndarray) -> list[EventArgs]:
     starts, ends = found.ints[scan.ARGS_START][rows], found.ints[scan.ARGS_END][rows]
     args = _ARGS.decode(scan.gathered(found.piece, starts, ends))
     raw = [found.ints[field][rows] for field in _SHAPE_FIELDS]  # the only Raw fields
-    return detached(args) if any((starts >= 0).any() for starts in raw) else args
+    return detached(args) if any((spans >= 0).any() for spans in raw) else args
 
 
 def _lane_events(found: scan.Scanned) -> list:
@@ -153,4 +147,4 @@ def _lane_events(found: scan.Scanned) -> list:
         return []
     starts, ends = found.ints[scan.START][rows], found.ints[scan.END][rows]
     events = _EVENTS.decode(scan.gathered(found.piece, starts, ends))
-    return [e for e in events if e.name in ("process_labels", "thread_name")]
+    return [e for e in events if e.name in LANE_NAMES]
