@@ -202,13 +202,16 @@ static int64_t event(Tables *t, int64_t p) {
     return INT_AT(t, END) = members(t, p, 0);
 }
 
-/* The piece data[0:n] (data[n] == 0) into the tables: 0 and *count events; 1: msgspec's to
- * read; 2: more events than `capacity` rows. */
+/* The piece data[0:n] (data[n] == 0) into the tables: 0, and counts[ROWS, EVENTS, FLOWS];
+ * 1: msgspec's to read; 2: more kept events than `capacity` rows. A row is kept only for a
+ * complete (X) or metadata (M) event, the only ones read from the tables; the others are
+ * counted, their row reused: a piece of `{},` costs no rows. A kept event is at least
+ * `{"ph":"X"}` and a comma: 11 bytes a row at most. */
 int scan_piece(const uint8_t *data, int64_t n, int64_t capacity, int64_t *ints, double *floats,
-               uint64_t *hashes, int64_t *count) {
+               uint64_t *hashes, int64_t *counts) {
     Tables t = {data, capacity, 0, ints, floats, hashes, n};
-    int64_t p = ws(data, 0);
-    *count = 0;
+    int64_t p = ws(data, 0), events = 0, flows = 0;
+    counts[0] = counts[1] = counts[2] = 0;
     if (data[n] != 0 || data[p] != '[') return 1;
     p = ws(data, p + 1);
     if (data[p] == ']') {
@@ -217,7 +220,10 @@ int scan_piece(const uint8_t *data, int64_t n, int64_t capacity, int64_t *ints, 
         for (;;) {
             if (t.row >= capacity) return 2; /* more events than room: asked again */
             if ((p = event(&t, p)) < 0) return 1;
-            t.row++;
+            int64_t ph = INT_AT(&t, PH);
+            events++;
+            flows += ph == PH_S;
+            t.row += ph == PH_X || ph == PH_M;
             p = ws(data, p);
             if (data[p] == ']') {
                 p++;
@@ -228,7 +234,9 @@ int scan_piece(const uint8_t *data, int64_t n, int64_t capacity, int64_t *ints, 
         }
     }
     if (ws(data, p) != n) return 1;
-    *count = t.row;
+    counts[0] = t.row;
+    counts[1] = events;
+    counts[2] = flows;
     return 0;
 }
 

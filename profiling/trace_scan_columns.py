@@ -51,8 +51,8 @@ def scanned_columns(piece: bytes) -> ChunkColumns | None:
         return None
     shaped, shape_codes, shape_values, shape_keys = shapes
     return ChunkColumns(
-        n_events=len(ph),
-        n_flows=int((ph == scan.PH_S).sum()),
+        n_events=found.n_events,
+        n_flows=found.n_flows,
         n_complete=len(complete),
         lane_events=_lane_events(found),
         skipped=skipped,

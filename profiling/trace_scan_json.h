@@ -108,7 +108,9 @@ static Number number(const uint8_t *d, int64_t p) {
     Number out = {-1, NOT_INT, 0, 0.0, 0};
     int negative = d[p] == '-';
     uint64_t mantissa = 0;
-    int digits = 0, exponent = 0, plain = 1, scale = 0; /* scale: 10's power of its size */
+    int plain = 1;
+    /* 64-bit counts: a number of 2^31 digits must not wrap one (it once made a pid of one) */
+    int64_t digits = 0, exponent = 0, scale = 0; /* scale: 10's power of its size */
     int64_t start = p;
     if (negative) p++;
     if (!is_digit(d[p])) return out;
@@ -144,7 +146,8 @@ static Number number(const uint8_t *d, int64_t p) {
     if (scale > 300) return out; /* past a double (msgspec refuses it where it reads it) */
     out.end = p;
     out.kind = plain ? (digits <= 18 ? INT : LONG_INT) : NOT_INT;
-    out.integer = negative ? -(int64_t)mantissa : (int64_t)mantissa;
+    if (out.kind == INT) /* below 10^18: its negation is an int64 (-2^63 is never one) */
+        out.integer = negative ? -(int64_t)mantissa : (int64_t)mantissa;
     out.exact = digits < 19 && mantissa < (1ULL << 53) && exponent >= -22 && exponent <= 22 &&
                 p - start < 40 && !(negative && mantissa == 0); /* -0: msgspec's to sign */
     if (out.exact) {
