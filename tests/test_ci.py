@@ -19,6 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CI_RUN = ROOT / ".ci" / "run"
 REQUIRE = "ATTNPROF_REQUIRE_BROWSER"
+SCANNER = "ATTNPROF_REQUIRE_SCANNER"
 
 
 def collect_browser_tests(required: bool, **env_changes: str) -> str:
@@ -74,17 +75,40 @@ def run_ci(folder: Path, **tools: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("apt_get", ["exit 100", "exit 0"])  # fails, or installs nothing
-def test_ci_fails_where_chromium_cannot_be_installed(tmp_path, apt_get):
+@pytest.mark.parametrize("missing", ["chromium", "clang"])
+def test_ci_fails_where_chromium_or_clang_cannot_be_installed(tmp_path, apt_get, missing):
     ran = tmp_path / "pip-ran"
-    rc, output = run_ci(tmp_path, **{"apt-get": apt_get, "pip": f"touch {ran}", "python": "exit 0"})
-    assert rc == 1 and "chromium could not be installed" in output, output
+    present = {tool: "exit 0" for tool in ("chromium", "clang") if tool != missing}
+    rc, output = run_ci(
+        tmp_path, **present, **{"apt-get": apt_get, "pip": f"touch {ran}", "python": "exit 0"}
+    )
+    assert rc == 1 and f"{missing} could not be installed" in output, output
     assert not ran.exists()  # it stops before the test command
 
 
-def test_ci_runs_the_tests_with_the_browser_required(tmp_path):
+def test_ci_runs_the_tests_with_the_browser_and_the_scanner_required(tmp_path):
     rc, output = run_ci(
-        tmp_path, chromium="exit 0", pip="exit 0",
-        python=f'echo "{REQUIRE}=${REQUIRE} CHROMIUM=$CHROMIUM args: $*"',
+        tmp_path, chromium="exit 0", clang="exit 0", pip="exit 0",
+        python=f'echo "{REQUIRE}=${REQUIRE} {SCANNER}=${SCANNER} CHROMIUM=$CHROMIUM args: $*"',
     )  # fmt: skip
     assert rc == 0, output
-    assert f"{REQUIRE}=1 CHROMIUM={tmp_path}/bin/chromium args: -m pytest -q" in output, output
+    assert f"{REQUIRE}=1 {SCANNER}=1 CHROMIUM={tmp_path}/bin/chromium args: -m pytest -q" in output
+
+
+@pytest.mark.parametrize("required", [True, False])
+def test_a_scanner_that_does_not_load_fails_only_where_it_is_required(required):
+    """ATTNPROF_SCANNER=off stands for a trace_scan.c that no longer compiles: both leave
+    scanner() None (docs/testing.md shows the broken file failing the suite the same way)."""
+    env = {key: value for key, value in os.environ.items() if key != SCANNER}
+    env.update(ATTNPROF_SCANNER="off", **({SCANNER: "1"} if required else {}))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--collect-only", "--noconftest",
+         "-p", "no:cacheprovider", "tests/test_trace_scan.py"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    if required:
+        assert done.returncode not in (0, 5), output
+        assert "ERROR tests/test_trace_scan.py" in output and f"{SCANNER}=1 requires" in output
+    else:
+        assert done.returncode == 5 and "SKIPPED" in output, output
