@@ -12,7 +12,7 @@ from attention.masks import visible, visible_pairs
 from profiling.availability import unavailable_reasons
 from profiling.memory_estimate import estimate_bytes
 from profiling.reference_check import relative_error
-from profiling.runner import run
+from profiling.runner import _inputs, run
 from profiling.workload import ConfigError, Workload
 
 CPU_VARIANTS = [v for v, why in unavailable_reasons("cpu", "float32").items() if why is None]
@@ -42,6 +42,38 @@ def small(variant: str, **shape) -> Workload:
 def test_every_cpu_variant_computes_the_shape_the_reference_computes(variant, shape_id, tmp_path):
     result = run(small(variant, **SHAPES[shape_id]), out_dir=tmp_path)
     assert result.summary.rel_err < 1e-5, (variant, shape_id, result.summary.rel_err)
+
+
+def from_the_definition(tensors: dict[str, torch.Tensor], window: int | None) -> torch.Tensor:
+    """Causal attention in float64 written out from its definition, sharing no code with the
+    variants or the reference check: query head h reads K/V head h // (heads / kv_heads), and
+    sees the keys brute_force says (bhsd)."""
+    q, k, v = (tensors[name].to(torch.float64) for name in ("q", "k", "v"))
+    heads, q_len, head_dim = q.shape[1:]
+    kv_heads, kv_len = k.shape[1:3]
+    seen = brute_force(q_len, kv_len, True, window)
+    out = torch.empty_like(q)
+    for head in range(heads):
+        kv = head // (heads // kv_heads)
+        scores = q[:, head] @ k[:, kv].transpose(-1, -2) / head_dim**0.5
+        weights = torch.exp(scores.masked_fill(~seen, float("-inf")) - scores.amax(-1, True))
+        out[:, head] = weights / weights.sum(-1, keepdim=True) @ v[:, kv]
+    return out
+
+
+@pytest.mark.parametrize("shape_id", list(SHAPES))
+@pytest.mark.parametrize("variant", [v for v in CPU_VARIANTS if not VARIANTS[v].slow_first_run])
+def test_every_cpu_variant_computes_the_shape_as_the_definition_does(variant, shape_id):
+    """The test above checks the variants against the float64 reference, which reads the same
+    attention/masks.py rule as they do: a wrong rule would pass it. This one does not."""
+    workload = small(variant, **SHAPES[shape_id])
+    tensors = _inputs(workload, "cpu", VARIANTS[variant].layout)
+    assert VARIANTS[variant].layout == "bhsd"
+    with torch.no_grad(), VARIANTS[variant].context():
+        out = VARIANTS[variant].build(workload.problem("cpu")).forward(*tensors.values())
+    expected = from_the_definition(tensors, SHAPES[shape_id].get("window"))
+    error = float((out.to(torch.float64) - expected).norm() / expected.norm())
+    assert error < 1e-5, (variant, shape_id, error)
 
 
 def brute_force(q_len: int, kv_len: int, causal: bool, window: int | None) -> torch.Tensor:
