@@ -157,6 +157,11 @@ def test_the_estimate_grows_for_training_by_the_backwards_matrices():
     forward, train = small("naive", "forward", **shape), small("naive", "train", **shape)
     matrix = 1 * 8 * 4096 * 4096 * 4
     assert estimate_bytes(train) - estimate_bytes(forward) >= matrix  # 4 matrices, not 3
+    # and not far above: 4 matrices (the backward's outlive the forward's 3), one more io of
+    # gradients, the mask and workspaces (~4.24 matrices here): not 3 + 4, nor 5
+    io = train.io_bytes
+    assert estimate_bytes(train) - estimate_bytes(forward) <= matrix + 2 * io
+    assert estimate_bytes(train) <= 4 * matrix + 2 * io + 4096 * 4096 + 128 * 1024**2
     flash = small("sdpa-flash", "train", **shape)
     assert estimate_bytes(train) >= 4 * matrix and estimate_bytes(flash) < 2 * matrix
     # the gradients' check holds four matrices of its chunk at once
