@@ -14,7 +14,7 @@ the caller says the trace is one this app made (`own_run=True`): an uploaded tra
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -177,6 +177,26 @@ def classify(name: str) -> str:
         if pattern.search(own):
             return category
     return "other"
+
+
+# PyTorch's own SDPA kernels, by the namespace or generator each backend's kernels carry: the
+# backend a CUDA graph's replay ran, where no aten op is left to say it (vocabulary.BACKEND_OPS)
+_SDPA_KERNELS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"pytorch_flash::"), "flash"),
+    (re.compile(r"PyTorchMemEffAttention"), "efficient"),
+    (re.compile(r"cudnn_generated_fort_native_sdpa"), "cudnn"),
+]
+
+
+def sdpa_backend_of_kernels(names: Iterable[Any]) -> str | None:
+    """The SDPA backends whose kernels are among `names`, in order of first appearance (None:
+    no SDPA kernel; the math backend launches only generic kernels and is never named here)."""
+    found: dict[str, None] = {}
+    for name in dict.fromkeys(names):
+        for pattern, backend in _SDPA_KERNELS:
+            if pattern.search(str(name)):
+                found[backend] = None
+    return " + ".join(found) or None
 
 
 def with_reading(name: str, reading: str) -> str:
