@@ -103,8 +103,9 @@ _ATTENTION_ABOVE = re.compile(r"attention|attn|_safe_softmax", re.I)
 RUN_SPANS = (FORWARD, BACKWARD, STEP)  # only this app's runs write these
 # roles a kernel's name alone makes attention's, wherever it runs
 _ATTENTION_NAMED = (FUSED_FORWARD, PREPROCESS, GRADIENTS, COMBINE)
-_OPERATOR = re.compile(r"::")  # torch's ops are namespaced (aten::, fbgemm::, autograd::…);
-# spans around them (attn_fwd, ProfilerStep#N, a user's record_function) are not
+# an operator's name is namespaced (aten::, fbgemm::, autograd::…); the spans around a CUDA
+# graph's replay (attn_fwd, ProfilerStep#N, a user's record_function) are not
+_OPERATOR = re.compile(r"::")
 # a kernel replayed with no operator above it, inside attention: its name alone (its functor)
 _REPLAYED_RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"softmax", re.I), SOFTMAX),

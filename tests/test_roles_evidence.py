@@ -107,3 +107,16 @@ def test_an_uploads_role_table_keeps_to_plain_roles():
     assert set(table["role"]) >= {"GEMM", "elementwise", "collective", "copy", "memset"}
     unknown = table[table["role"].str.endswith(kernel_roles.UNKNOWN)]
     assert len(unknown) == 3 and np.all(unknown["calls"] == 1)  # the fbgemm kernels, once a step
+
+
+def test_a_replayed_backward_gemm_is_gradient_work():
+    """A train run's backward graph is replayed under attn_bwd: no autograd op says so."""
+    gemm = "nvjet_sm90_tst_64x512_64x2_1x2_h_bz_coopB_NTT"
+    replayed = kernel_roles.Chain(
+        ("attn_bwd", "attn_step", "ProfilerStep#2"), (3, 2, 1), (None,) * 3
+    )
+    forward = kernel_roles.Chain(
+        ("attn_fwd", "attn_step", "ProfilerStep#2"), (4, 2, 1), (None,) * 3
+    )
+    assert kernel_roles.roles([gemm], [replayed], in_run=True) == ["dQ/dK/dV"]
+    assert kernel_roles.roles([gemm], [forward], in_run=True) == ["matmul"]  # one call: no split
