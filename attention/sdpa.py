@@ -124,8 +124,22 @@ def explainer(problem: Problem):
 
 
 def ran_as_seen(backend: str | None) -> str:
-    """SDPA picks its kernel at call time: what ran is the backend the trace shows."""
+    """SDPA picks its kernel at call time: what ran is the backend the trace shows (its aten op,
+    else its kernels' names: a CUDA graph's replay has no op)."""
     return f"SDPA {backend}" if backend else "SDPA (backend not visible in trace)"
+
+
+def ran_as_seen_or_pinned(pinned: str | None):
+    """A Variant's `ran_from_trace`: the backend the trace shows; where it shows none (the math
+    backend replayed in a CUDA graph launches only generic kernels), the one backend the pin
+    allows, said as such (SDPA pinned to one backend runs it or raises)."""
+
+    def ran(backend: str | None) -> str:
+        if backend or pinned is None:
+            return ran_as_seen(backend)
+        return f"SDPA {pinned} (pinned: the trace names no backend)"
+
+    return ran
 
 
 def sdpa_variant(*, backend: str | None, **fields: Any) -> Variant:
@@ -135,7 +149,7 @@ def sdpa_variant(*, backend: str | None, **fields: Any) -> Variant:
         build=build,
         context=pinning(backend),
         declines=declines,
-        ran_from_trace=ran_as_seen,
+        ran_from_trace=ran_as_seen_or_pinned(backend),
         **fields,
     )
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from profiling.columns import KERNEL_COLUMNS, TRACE_OPERATOR_COLUMNS
 from profiling.kernel_roles import KernelSpans, role_table
-from profiling.kernels import kernel_table
+from profiling.kernels import kernel_table, with_reading
 from profiling.launch import LaunchStats, launch_rows, launch_stats
 from profiling.roofline_runs import phases_roofline, table_op_args
 from profiling.run_trace import table_spans
@@ -267,7 +267,7 @@ def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:
         if st.backend:
             rows.append(("SDPA backend", st.backend))
         if st.dominant:
-            rows.append(("dominant kernel", f"{st.dominant} — {st.dominant_decoded}"))
+            rows.append(("dominant kernel", with_reading(st.dominant, st.dominant_decoded)))
     if result.has_gpu:
         rows += launch_rows(result.launch)
     rows += [("note", n) for n in result.notes]

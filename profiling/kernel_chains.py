@@ -27,8 +27,8 @@ from profiling.kernel_roles import (
     Chain,
     _by_shape,
     _dims,
-    chain_role,
-    name_role,
+    attention_run,
+    kernel_role,
 )
 from profiling.trace_events import EventArgs, span_args, step_number
 from profiling.trace_query import by_identity
@@ -84,12 +84,12 @@ class TableKernels:
         self.key, _ = _factorised([self.signature, _bytes_codes(self._args, rows)], len(rows))
         shared = [_chain(self.levels[i], self._codes, self._names, self._args) for i in first]
         self.names = _texts(self._names)[self._codes[rows]].tolist()
-        self.roles = self._roles(first, shared)
+        self.roles = self._roles(first, shared, attention_run(self._names))
 
-    def _roles(self, first: np.ndarray, shared: list[Chain]) -> np.ndarray:
+    def _roles(self, first: np.ndarray, shared: list[Chain], in_run: bool) -> np.ndarray:
         found = []
         for index, chain in zip(first.tolist(), shared, strict=True):
-            role = name_role(self.names[index]) or chain_role(chain)
+            role = kernel_role(self.names[index], chain, in_run)
             found.append((_by_shape(chain) or role) if role == MATMUL else role)
         per_signature = np.array(found, dtype=object)
         roles = per_signature[self.signature] if len(self.signature) else per_signature[:0]
@@ -211,14 +211,16 @@ def _split_by_order(
     )  # fmt: skip
     depth = np.array([len(c.names) for c in shared], dtype=np.int64)
     level = outer[signature[matmul]]
-    call = levels[matmul, level]
-    above = level + 1
+    replayed = level < 0  # no matmul op above (a graph replay): each kernel its own call
+    call = np.where(replayed, -2 - matmul, levels[matmul, np.maximum(level, 0)])
+    above = np.where(replayed, 0, level + 1)
     parent = np.where(
         above < depth[signature[matmul]],
         levels[matmul, np.minimum(above, levels.shape[1] - 1)],
         -1,
     )
-    pair, _ = pd.factorize((parent + 1) * (levels.max() + 2) + call)
+    calls, _ = pd.factorize(call)
+    pair, _ = pd.factorize((parent + 1) * (len(calls) + 1) + calls)
     first = np.unique(pair, return_index=True)[1]  # each distinct call, first appearance
     call_parent = parent[first]
     group, _ = pd.factorize(call_parent)

@@ -14,14 +14,21 @@ first of exactly two matmul calls under one parent is QKᵀ. In the backward eve
 gradient work (dP, dV, dQ, dK): role dQ/dK/dV. A kernel no rule knows has no role ("") and
 keeps its name in every view.
 
-Roles describe attention: in a trace of a whole model, a `mul` outside attention is still
-read as "scale". Pure data; no torch.
+Attention roles only where the evidence says attention: this app's own run (its attn_fwd,
+attn_bwd and attn_step spans: every kernel in it is attention's), a kernel whose name says
+attention, or an attention op above its launch (an SDPA op, a module or record_function whose
+name says attention or attn). Any other kernel of an uploaded trace (a recommendation model's
+GEMMs, elementwise kernels, collectives) is named plainly from its own name: GEMM,
+elementwise, collective, copy, memset, …, or left without a role. A CUDA graph's replayed
+kernels have no operator above them (only the span around the replay): inside attention they
+are read by their names alone (a masked_fill is the mask, a softmax the softmax). Pure data;
+no torch.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,9 +36,9 @@ import numpy as np
 import pandas as pd
 
 from profiling.columns import ROLE_COLUMNS
-from profiling.kernels import classify, short_name
+from profiling.kernels import classify, own_name, short_name
 from profiling.trace_query import is_in
-from profiling.vocabulary import L2_FLUSH
+from profiling.vocabulary import BACKWARD, FORWARD, L2_FLUSH, STEP
 
 QK, PV, MATMUL = "QKᵀ", "PV", "matmul"
 SCALE, MASK, SOFTMAX, COPY, CAST = "scale", "mask", "softmax", "copy", "cast/upcast"
@@ -44,6 +51,12 @@ COMBINE, WORKSPACE = "split-KV combine", "workspace"
 FLUSH = "L2 flush (cold-l2 timing, not attention)"
 ROLES = (QK, SCALE, MASK, SOFTMAX, PV, MATMUL, COPY, CAST, FUSED_FORWARD, PREPROCESS,
          GRADIENTS, COMBINE, WORKSPACE, FLUSH)  # fmt: skip
+# roles outside attention, from the kernel's own name (plain_role)
+GEMM, ELEMENTWISE, REDUCTION, COLLECTIVE, MEMSET = (
+    "GEMM", "elementwise", "reduction", "collective", "memset",
+)  # fmt: skip
+PLAIN_ROLES = (GEMM, ELEMENTWISE, REDUCTION, SOFTMAX, COLLECTIVE, COPY, MEMSET)
+UNKNOWN = " (no known role)"  # a role table's key for a kernel without a role: "<name> (…)"
 
 # (kernel-name pattern, role): the name is the role, whoever launched it. First match wins.
 _NAME_RULES: list[tuple[re.Pattern[str], str]] = [
@@ -79,8 +92,30 @@ _OP_RULES: list[tuple[re.Pattern[str], str]] = [
     ), COPY),
 ]  # fmt: skip
 _MATH = "aten::_scaled_dot_product_attention_math"  # its `add_` adds the mask to the scores
-_BACKWARD = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
+# a graph replay's backward has no autograd op above it, only the attn_bwd span
+_BACKWARD = re.compile(
+    rf"Backward\d*$|^autograd::engine::evaluate_function|^{re.escape(BACKWARD)}$"
+)
 _NOT_ATTENTION = re.compile(r"^aten::(?:linear|addmm)$")  # projections, not attention's matmuls
+# the evidence of attention above a launch: SDPA's ops, this app's spans, a user's module or
+# record_function named so, and the math backend's _safe_softmax
+_ATTENTION_ABOVE = re.compile(r"attention|attn|_safe_softmax", re.I)
+RUN_SPANS = (FORWARD, BACKWARD, STEP)  # only this app's runs write these
+# roles a kernel's name alone makes attention's, wherever it runs
+_ATTENTION_NAMED = (FUSED_FORWARD, PREPROCESS, GRADIENTS, COMBINE)
+# an operator's name is namespaced (aten::, fbgemm::, autograd::…); the spans around a CUDA
+# graph's replay (attn_fwd, ProfilerStep#N, a user's record_function) are not
+_OPERATOR = re.compile(r"::")
+# a kernel replayed with no operator above it, inside attention: its name alone (its functor)
+_REPLAYED_RULES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"softmax", re.I), SOFTMAX),
+    (re.compile(r"masked_fill|where_kernel|triu_tril|bitwise_not|logical_not"), MASK),
+    (re.compile(r"MulFunctor|DivFunctor|div_true_kernel"), SCALE),
+    (re.compile(r"direct_copy_kernel|CatArrayBatchedCopy"), COPY),
+]
+_COLLECTIVE = re.compile(r"^nccl|^rccl|AllReduce|AllGather|ReduceScatter|Broadcast|SendRecv")
+_PLAIN_BY_CATEGORY = {"gemm": GEMM, "elementwise": ELEMENTWISE, "reduction": REDUCTION,
+                      "softmax": SOFTMAX, "memcpy": COPY, "memset": MEMSET}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -128,12 +163,49 @@ def is_backward(chain: Chain) -> bool:
     return any(_BACKWARD.search(name) for name in chain.names)
 
 
-def roles(names: Sequence[str], chains: Sequence[Chain]) -> list[str]:
-    """One role per kernel (names and chains in launch order); matmuls told apart as
-    QKᵀ / PV by their shapes, else by their order under one parent."""
-    found = [
-        name_role(name) or chain_role(chain) for name, chain in zip(names, chains, strict=True)
-    ]
+def attention_run(names: Iterable[Any]) -> bool:
+    """Whether a trace is one of this app's runs (its attn_fwd/attn_bwd/attn_step spans): then
+    every kernel in it is attention's, even one no attention op launched (autograd's thread)."""
+    return any(name in RUN_SPANS for name in names)
+
+
+def kernel_role(name: str, chain: Chain, in_run: bool = False) -> str:
+    """One kernel's role before QKᵀ/PV are told apart (`in_run`: the trace is an attention
+    run, see attention_run): attention's where the evidence says attention, else plain."""
+    named = name_role(name)
+    if named is not None and named in _ATTENTION_NAMED:
+        return named
+    if not (in_run or any(_ATTENTION_ABOVE.search(op) for op in chain.names)):
+        return plain_role(name)
+    role = named or chain_role(chain)
+    if role or not chain.names or any(_OPERATOR.search(op) for op in chain.names):
+        return role  # a kernel whose launch the trace did not record is left as it is
+    return replayed_role(name, chain)
+
+
+def replayed_role(name: str, chain: Chain) -> str:
+    """The role of an attention kernel no operator launched (a CUDA graph's replay), by its
+    name: a GEMM is a matmul (gradient work in the backward), a masked_fill the mask, …"""
+    if classify(name) == "gemm":
+        return GRADIENTS if is_backward(chain) else MATMUL
+    for pattern, role in _REPLAYED_RULES:
+        if pattern.search(name):
+            return role
+    return ""
+
+
+def plain_role(name: str) -> str:
+    """A kernel outside attention, named for what its own name says it is ("" if nothing)."""
+    if _COLLECTIVE.search(own_name(name)):
+        return COLLECTIVE
+    return _PLAIN_BY_CATEGORY.get(classify(name), "")
+
+
+def roles(names: Sequence[str], chains: Sequence[Chain], *, in_run: bool = False) -> list[str]:
+    """One role per kernel (names and chains in launch order; `in_run`: an attention run's,
+    see attention_run); matmuls told apart as QKᵀ / PV by their shapes, else by their order
+    under one parent."""
+    found = [kernel_role(name, chain, in_run) for name, chain in zip(names, chains, strict=True)]
     groups: dict[int, list[int]] = {}  # parent op id → its matmul calls' ids, in order
     for index, role in enumerate(found):
         if role != MATMUL:
@@ -142,23 +214,27 @@ def roles(names: Sequence[str], chains: Sequence[Chain]) -> list[str]:
         if by_shape:
             found[index] = by_shape
             continue
-        call, parent = _matmul_call(chains[index])
+        call, parent = _matmul_call(chains[index], index)
         calls = groups.setdefault(parent, [])
         if call not in calls:
             calls.append(call)
     for index, role in enumerate(found):
         if role == MATMUL and not _by_shape(chains[index]):
-            call, parent = _matmul_call(chains[index])
+            call, parent = _matmul_call(chains[index], index)
             calls = groups[parent]
             if len(calls) == 2:
                 found[index] = (QK, PV)[calls.index(call)]
     return found
 
 
-def _matmul_call(chain: Chain) -> tuple[int, int]:
-    """(the outermost matmul op's id, the id of the op above it; -1 at the top)."""
+def _matmul_call(chain: Chain, kernel: int) -> tuple[int, int]:
+    """(the outermost matmul op's id, the id of the op above it; -1 at the top); a replayed
+    GEMM with no matmul op is its own call (-2 - its index) under the span it was replayed in."""
     rule = _OP_RULES[4][0]
-    outer = max(i for i, name in enumerate(chain.names) if rule.search(name))
+    ops = [i for i, name in enumerate(chain.names) if rule.search(name)]
+    if not ops:
+        return -2 - kernel, chain.ids[0] if chain.ids else -1
+    outer = max(ops)
     parent = chain.ids[outer + 1] if outer + 1 < len(chain.ids) else -1
     return chain.ids[outer], parent
 
@@ -263,7 +339,7 @@ def role_table(spans: KernelSpans, per: int = 1) -> pd.DataFrame:
     for pair in pairs.tolist():
         short = short_name(names[pair % len(names)])
         role = roles[pair // len(names)]
-        key = role if role != "" else f"{short} (no known role)"
+        key = role if role != "" else f"{short}{UNKNOWN}"
         shorts = keys.setdefault(key, [])
         if short not in shorts:
             shorts.append(short)
@@ -308,11 +384,10 @@ def table_roles(spans: pd.DataFrame) -> np.ndarray | None:
 
 
 def record_roles(spans: Sequence[Any]) -> list[str]:
-    """table_roles for a run's records (profiling.small_trace spans)."""
+    """table_roles for a run's records (profiling.small_trace spans: an attention run's)."""
     kernels = [span for span in spans if span.category == "kernel"]
     found = [""] * len(spans)
-    for span, role in zip(
-        kernels, roles([s.name for s in kernels], record_chains(spans, kernels)), strict=True
-    ):
+    named = roles([s.name for s in kernels], record_chains(spans, kernels), in_run=True)
+    for span, role in zip(kernels, named, strict=True):
         found[span.index] = role
     return found

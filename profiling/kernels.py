@@ -14,7 +14,7 @@ the caller says the trace is one this app made (`own_run=True`): an uploaded tra
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -44,7 +44,7 @@ _CATEGORY_RULES: list[tuple[re.Pattern[str], str]] = [
     ),
     (re.compile(r"softmax", re.I), "softmax"),
     (re.compile(r"^triton_|triton", re.I), "triton"),
-    (re.compile(r"nvjet|gemm|s16816|h16816|xmma|cutlass|cublas|Kernel2|matmul", re.I), "gemm"),
+    (re.compile(r"nvjet|gemm|gemv|s16816|h16816|xmma|cutlass|cublas|Kernel2|matmul", re.I), "gemm"),
     (re.compile(r"reduce_kernel|reduction|_red_", re.I), "reduction"),
     (re.compile(r"elementwise|triu_tril|fill|copy|index|where|cat_|arange", re.I), "elementwise"),
 ]
@@ -152,11 +152,56 @@ _SHORT_FUNCTOR = re.compile(
 
 
 @lru_cache(maxsize=65536)
+def own_name(name: str) -> str:
+    """The kernel's own function name: no `void`, namespaces, template arguments or parameter
+    list (`fbgemm_gpu::…_kernel<…, fbgemm_gpu::FixedDivisor>` is not a GEMM); the whole name
+    where that leaves nothing."""
+    text = _plain(name)
+    return _function(text) or text
+
+
+def _plain(name: str) -> str:
+    return name.removeprefix("void ").replace("(anonymous namespace)::", "").strip()
+
+
+def _function(text: str) -> str:
+    """The last `::` part before any template arguments or parameters ("" if none)."""
+    return re.split(r"[<(]", text, maxsplit=1)[0].rsplit("::", 1)[-1].strip()
+
+
+@lru_cache(maxsize=65536)
 def classify(name: str) -> str:
+    """The kernel's category, read from its own name (own_name), never its arguments."""
+    own = own_name(name)
     for pattern, category in _CATEGORY_RULES:
-        if pattern.search(name):
+        if pattern.search(own):
             return category
     return "other"
+
+
+# PyTorch's own SDPA kernels, by the namespace or generator each backend's kernels carry: the
+# backend a CUDA graph's replay ran, where no aten op is left to say it (vocabulary.BACKEND_OPS)
+_SDPA_KERNELS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"pytorch_flash::"), "flash"),
+    (re.compile(r"PyTorchMemEffAttention"), "efficient"),
+    (re.compile(r"cudnn_generated_fort_native_sdpa"), "cudnn"),
+]
+
+
+def sdpa_backend_of_kernels(names: Iterable[Any]) -> str | None:
+    """The SDPA backends whose kernels are among `names`, in order of first appearance (None:
+    no SDPA kernel; the math backend launches only generic kernels and is never named here)."""
+    found: dict[str, None] = {}
+    for name in dict.fromkeys(names):
+        for pattern, backend in _SDPA_KERNELS:
+            if pattern.search(str(name)):
+                found[backend] = None
+    return " + ".join(found) or None
+
+
+def with_reading(name: str, reading: str) -> str:
+    """ "name — what it says", or the name alone where the decoding says nothing."""
+    return f"{name} — {reading}" if reading else name
 
 
 @lru_cache(maxsize=65536)
@@ -184,9 +229,8 @@ def decode(name: str, *, own_run: bool = False) -> str:
 @lru_cache(maxsize=65536)
 def short_name(name: str) -> str:
     """A readable handle for long C++ template names: the function, plus the functor if any."""
-    text = name.removeprefix("void ").replace("(anonymous namespace)::", "").strip()
-    base = re.split(r"[<(]", text, maxsplit=1)[0]
-    base = base.rsplit("::", 1)[-1].strip() or text[:60]
+    text = _plain(name)
+    base = _function(text) or text[:60]
     functor = _SHORT_FUNCTOR.search(text[len(base) :]) if len(text) > len(base) else None
     if functor and functor.group(1) not in base:
         base = f"{base} ({functor.group(1).replace('Functor', '').lower()})"

@@ -23,6 +23,7 @@ from profiling.kernel_roles import (
     QK,
     SCALE,
     SOFTMAX,
+    UNKNOWN,
     KernelSpans,
     role_table,
 )  # fmt: skip
@@ -88,14 +89,30 @@ def role_lines(table: pd.DataFrame, labels: Sequence[str], unit: str = "") -> li
         mine, theirs = ("us_a", "us_b")[side], ("us_a", "us_b")[other]
         fused = set(table.loc[table[theirs] > 0, "role"]) & set(FUSED)
         only = table[(table[mine] > 0) & (table[theirs] == 0) & ~table["role"].isin(FUSED)]
-        for row in only.sort_values(mine, ascending=False).itertuples():
+        unknown = only["role"].str.endswith(UNKNOWN)
+        for row in only[~unknown].sort_values(mine, ascending=False).itertuples():
             inside = fused and row.role in INSIDE_FUSED
             where = "does it inside its fused kernel" if inside else "has no kernel in that role"
             lines.append(
                 f"{labels[side]} spends {getattr(row, mine):,.1f} µs{unit} on {row.role}; "
                 f"{labels[other]} {where}"
             )
+        if unknown.any():
+            lines.append(_unknown_line(only[unknown], mine, labels[side], labels[other], unit))
     return lines
+
+
+def _unknown_line(rows: pd.DataFrame, column: str, label: str, other: str, unit: str) -> str:
+    """One sentence for the kernels without a role only one side runs (an upload of a whole
+    model has dozens): their total, how many, the longest three by name."""
+    rows = rows.sort_values(column, ascending=False)
+    names = [role.removesuffix(UNKNOWN) for role in rows["role"]]
+    shown = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
+    count = f"{len(names)} kernel{'s' if len(names) > 1 else ''}"
+    return (
+        f"{label} spends {rows[column].sum():,.1f} µs{unit} in {count} with no known role "
+        f"({shown}); {other} runs none of them"
+    )
 
 
 def rounded(table: pd.DataFrame, digits: int = 1) -> pd.DataFrame:

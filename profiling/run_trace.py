@@ -123,7 +123,7 @@ def of_records(
         stats = small_trace.per_forward(records, windows, work, own_run=True)
         names = [span.name for span in work]
         chains = record_chains(records.spans, work)
-        found = roles(names, chains)
+        found = roles(names, chains, in_run=True)  # a run of this app: attention throughout
         per = max(len(windows), 1)
         kernels = small_trace.kernel_table(work, per=per, own_run=True, roles=found)
         spans = KernelSpans(

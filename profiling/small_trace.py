@@ -35,7 +35,7 @@ import pandas as pd
 from profiling import trace_events
 from profiling.gantt_detail import DETAIL_LIMIT
 from profiling.gantt_rows import MAX_ROWS
-from profiling.kernels import decode, kernel_frame, short_name
+from profiling.kernels import decode, kernel_frame, sdpa_backend_of_kernels, short_name
 from profiling.summary import ForwardStats, cpu_dominant, forward_stats
 from profiling.trace_columns import from_codes
 from profiling.vocabulary import ALL_THREADS, BACKEND_OPS, FORWARD, GPU_WORK
@@ -309,7 +309,7 @@ def per_forward(
         counts=[sum(span.category == category for span in work) for category in GPU_WORK],
         has_gpu=has_gpu,
         dominant=dominant,
-        backend=_backend(trace, windows),
+        backend=_backend(trace, windows) or sdpa_backend_of_kernels(span.name for span in work),
         work_steps=np.array([span.step for span in work], dtype=float),
     )
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from profiling.kernels import decode, short_name
+from profiling.kernels import decode, sdpa_backend_of_kernels, short_name
 from profiling.trace import Trace
 from profiling.trace_events import step_number
 from profiling.trace_query import is_in, step_rows
@@ -299,7 +299,7 @@ def per_forward(
         counts=counts,
         has_gpu=has_gpu,
         dominant=dominant,
-        backend=sdpa_backend(trace, windows),
+        backend=sdpa_backend(trace, windows) or sdpa_backend_of_kernels(work["name"].unique()),
         work_steps=work["step"].to_numpy() if "step" in work else None,
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from profiling.kernels import with_reading
 from profiling.summary import NO_GPU_WORK, Summary
 from profiling.timing_text import timing_rows
 
@@ -81,7 +82,7 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
         error = f"{summary.rel_err:.2e} ({summary.rel_err_note})"
     dominant = "n/a"
     if summary.dominant_kernel:
-        dominant = f"{summary.dominant_kernel} — {summary.dominant_decoded}"
+        dominant = with_reading(summary.dominant_kernel, summary.dominant_decoded)
     rows = [
         ("variant", f"{summary.variant} — {summary.label}"),
         ("shape", shape),

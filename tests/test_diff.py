@@ -549,3 +549,22 @@ def test_a_span_after_a_nested_window_ended_is_still_in_its_outer_window():
     rows = _operator_rows(trace, win)
     outer = [win["start_us"].tolist().index(0.0), win["start_us"].tolist().index(200.0)]
     assert rows.loc[rows["name"] == "aten::bmm", "window"].tolist() == outer
+
+
+def test_kernels_without_a_role_make_one_sentence_per_side():
+    """Issue 31: a recommendation model's unknown kernels made one headline sentence each."""
+    from profiling.role_views import role_diff, role_lines
+
+    recsys = trace.load(FIXTURES / "generated" / "recsys_v100_3steps.json.gz")
+    lines = role_lines(role_diff(recsys, trace.load(NAIVE)), ("recsys", "naive"))
+    unknown = [line for line in lines if "no known role" in line]
+    assert len(unknown) == 1, lines
+    assert unknown[0].startswith("recsys spends ")
+    assert "in 3 kernels with no known role" in unknown[0]
+    assert "permute_2D_data_kernel" in unknown[0] and unknown[0].endswith("naive runs none of them")
+    # the roles only one side has stay one sentence each: recsys's GEMMs, naive's QKᵀ
+    assert any(line.startswith("recsys spends") and " on GEMM;" in line for line in lines)
+    assert any(line.startswith("naive spends") and " on QKᵀ;" in line for line in lines)
+    page = views_diff.diff_page(recsys, trace.load(NAIVE), "recsys", "naive")
+    by_role = next(part for part in page.headline.split("\n\n") if part.startswith("By role"))
+    assert by_role.count("no known role") <= 1

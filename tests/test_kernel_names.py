@@ -334,3 +334,36 @@ def test_decode_kernels_are_read_as_split_kv(name, phrase):
     assert classify(name) == "fused attention"
     assert phrase in decode(name)
     assert ("our Triton" in decode(name, own_run=True)) == name.startswith("_flash_decode")
+
+
+EMBEDDING = (
+    "void fbgemm_gpu::split_embedding_codegen_forward_unweighted_kernel<float, float, "
+    "fbgemm_gpu::FixedDivisor, 128>(at::GenericPackedTensorAccessor<float, 1ul>, "
+    "fbgemm_gpu::FixedDivisor, long)"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "category"),
+    [
+        # issue 31: `gemm` in the namespace and in a template argument is not the kernel's name
+        (EMBEDDING, "other"),
+        ("void fbgemm_gpu::jagged_dense_elementwise_mul_kernel<float, cublasGemm<int>>(int)",
+         "elementwise"),
+        ("void my_kernel<at::native::matmul_traits>(float*)", "other"),
+        # what the kernel's own name says still decides
+        ("void gemv2T_kernel_val<int, int, float, float, float, 128, 16, 4, 4, false, false, "
+         "cublasGemvParams<cublasGemvTensorStridedBatched<float const>, float> >(float)", "gemm"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int)",
+         "elementwise"),
+    ],
+)  # fmt: skip
+def test_categories_read_the_kernels_own_name_not_its_arguments(name, category):
+    assert classify(name) == category
+
+
+def test_an_undecoded_kernel_is_named_without_a_dangling_dash():
+    from profiling.kernels import with_reading
+
+    assert with_reading("my_kernel", "") == "my_kernel"
+    assert with_reading("nvjet_x", "cuBLAS GEMM") == "nvjet_x — cuBLAS GEMM"

@@ -127,14 +127,13 @@ EXPECTED = {
         "scale": 12,
         "softmax": 21,
     },
+    # a user's naive attention with no attention op above any launch (issue 31): named plainly
     "h200_user-naive_8_16_1024_64_bf16": {
-        "PV": 2,
-        "QKᵀ": 2,
+        "GEMM": 4,
         "copy": 2,
-        "mask": 4,
-        "scale": 2,
+        "elementwise": 6,
         "softmax": 2,
-        "workspace": 2,
+        "memset": 2,
     },
     "h200_user-sdpa_8_16_1024_64_bf16": {"fused attention forward": 2, "workspace": 2},
     "naive_8_16_1024_64_bf16": {
@@ -156,7 +155,8 @@ def table_roles(path: Path) -> list[str]:
     rows = work_rows(spans)
     rows = rows[spans["link"].to_numpy()[rows] >= 0]
     names = [str(name) for name in spans["name"].to_numpy()[rows]]
-    return roles(names, kernel_roles.table_chains(spans, rows))
+    in_run = kernel_roles.attention_run(spans["name"].astype(str).unique())
+    return roles(names, kernel_roles.table_chains(spans, rows), in_run=in_run)
 
 
 @pytest.mark.parametrize("fixture", sorted(EXPECTED))
@@ -168,12 +168,13 @@ def test_every_kernel_of_every_h200_fixture_has_its_role(fixture):
     if records is not None:  # a run's own trace: the records reader tags the same roles
         work = [span for span in records.spans if span.gpu and not span.ann and span.link >= 0]
         chains = kernel_roles.record_chains(records.spans, work)
-        assert roles([span.name for span in work], chains) == found
+        assert roles([span.name for span in work], chains, in_run=True) == found
 
 
 def test_the_fixtures_cover_every_role_but_the_unknown_matmul():
     seen = {role for counts in EXPECTED.values() for role in counts}
-    assert seen == set(kernel_roles.ROLES) - {kernel_roles.MATMUL} | {""}
+    plain = set(kernel_roles.PLAIN_ROLES) - {kernel_roles.REDUCTION, kernel_roles.COLLECTIVE}
+    assert seen == set(kernel_roles.ROLES) - {kernel_roles.MATMUL} | {""} | plain
     assert set(EXPECTED) == {p.name[:-8] for p in FIXTURES.glob("*.json.gz")}
 
 
@@ -214,22 +215,23 @@ def chain(*names: str, dims=None) -> Chain:
     ],
 )  # fmt: skip
 def test_role_rules(name, ops, role):
-    assert roles([name], [chain(*ops)]) == [role]
+    """The rules inside an attention run (this app's: every kernel is attention's)."""
+    assert roles([name], [chain(*ops)], in_run=True) == [role]
 
 
 def test_qk_and_pv_by_order_only_when_one_parent_holds_exactly_two_matmuls():
     two = [Chain(("aten::bmm", "aten::matmul", "attn_fwd"), (5 + i, 4 + i, 1), (None,) * 3)
            for i in (0, 10)]  # fmt: skip
-    assert roles(["gemm_a", "gemm_b"], two) == ["QKᵀ", "PV"]
+    assert roles(["gemm_a", "gemm_b"], two, in_run=True) == ["QKᵀ", "PV"]
     three = [*two, Chain(("aten::bmm", "aten::matmul", "attn_fwd"), (30, 29, 1), (None,) * 3)]
-    assert roles(["gemm_a", "gemm_b", "gemm_c"], three) == ["matmul"] * 3
+    assert roles(["gemm_a", "gemm_b", "gemm_c"], three, in_run=True) == ["matmul"] * 3
 
 
 def test_recorded_shapes_tell_qk_from_pv_whatever_the_order():
     pv = [[128, 1024, 1024], [128, 1024, 64]]  # P @ V: contracts over the 1024 keys
     qk = [[128, 1024, 64], [128, 64, 1024]]  # Q @ Kᵀ: contracts over the head dim
     chains = [chain("aten::bmm", dims=(pv,)), chain("aten::bmm", dims=(qk,))]
-    assert roles(["gemm", "gemm"], chains) == ["PV", "QKᵀ"]
+    assert roles(["gemm", "gemm"], chains, in_run=True) == ["PV", "QKᵀ"]
 
 
 def test_the_users_trace_with_recorded_shapes_keeps_the_matmul_dims():
@@ -246,7 +248,8 @@ def _per_kernel(spans, rows):
     """kernel_roles' rules one kernel at a time: the oracle of profiling.kernel_chains."""
     names = [str(name) for name in spans["name"].to_numpy()[rows]]
     chains = kernel_roles.table_chains(spans, rows)
-    return roles(names, chains), chains
+    in_run = kernel_roles.attention_run(spans["name"].astype(str).unique())
+    return roles(names, chains, in_run=in_run), chains
 
 
 @pytest.mark.parametrize("fixture", sorted(EXPECTED))
