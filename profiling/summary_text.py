@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from profiling.spread import large_text, median_note
 from profiling.summary import NO_GPU_WORK, Summary
 from profiling.timing_text import timing_rows
 
@@ -30,13 +31,6 @@ def _rate(value: float | None) -> str:
     if value is None or value != value:
         return "n/a"
     return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
-
-
-def _spread(bounds: list[float] | None, forwards: int) -> str:
-    """` (mean of 3: 1,512.3–1,918.0)`: how far apart the forwards behind a mean were."""
-    if not bounds or len(bounds) != 2:
-        return ""
-    return f" (mean of {forwards}: {bounds[0]:,.1f}–{bounds[1]:,.1f})"
 
 
 UNITS = {"forward": "forward", "backward": "backward", "train": "step"}  # what one "per" is
@@ -75,7 +69,11 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
             f"{_num(summary.memcpy_per_forward, digits=2)} / "
             f"{_num(summary.memset_per_forward, digits=2)}"
         )
-    cpu_us = _num(summary.cpu_us_per_forward) + _spread(summary.cpu_us_range, summary.forwards)
+    spread = summary.step_spread or {}
+    cpu_us = _num(summary.cpu_us_per_forward) + median_note(spread.get("cpu_us"))
+    gpu_us = _or(summary.gpu_us_per_forward, none)
+    if large_text(spread.get("gpu_us")):
+        gpu_us += f" ({large_text(spread.get('gpu_us'))})"
     error = "n/a"
     if summary.rel_err is not None:
         error = f"{summary.rel_err:.2e} ({summary.rel_err_note})"
@@ -89,7 +87,7 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
         ("device", f"{summary.device_name} · torch {summary.torch_version}"),
         (f"kernels / {per}", _or(summary.kernels_per_forward, none, digits=2)),
         (f"memcpy / memset per {per}", copies),
-        (f"GPU µs / {per}", _or(summary.gpu_us_per_forward, none)),
+        (f"GPU µs / {per}", gpu_us),
         (f"CPU µs / {per}", cpu_us),
         ("bound", bound[summary.cpu_bound]),
         ("peak memory", _or(summary.peak_mib, none, " MiB")),
