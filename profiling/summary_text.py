@@ -126,25 +126,44 @@ def roofline_rows(summary: Summary) -> list[tuple[str, str]]:
 def sdpa_rows(summary: Summary) -> list[tuple[str, str]]:
     """SDPA's own checks, for an SDPA run: which backend accepts these inputs, torch's reason
     where one refuses, and the one it picks when left to choose."""
-    return sdpa_account_rows(summary.sdpa_backends)
+    return sdpa_account_rows(summary.sdpa_backends, summary.device)
 
 
-def sdpa_account_rows(found: dict[str, Any] | None) -> list[tuple[str, str]]:
+def sdpa_account_rows(found: dict[str, Any] | None, device: str) -> list[tuple[str, str]]:
     """sdpa_rows for an account as sdpa_reasons' explainer gives it (a run's, or the picker's
-    before a run)."""
+    before a run). On a CPU the checks are CUDA's, refusing CPU tensors, and the pick is among
+    the CPU's own kernels: said as such, not as 'picks flash · flash refuses'."""
     if not found or "checks" not in found:
         return []
+    checks = found["checks"]
     parts = []
-    for check in found["checks"]:
+    if device != "cuda":  # torch's checks are the CUDA backends': a CPU tensor is refused
+        cpu_only = [c["backend"] for c in checks if list(c["reasons"]) == [CPU_REFUSAL]]
+        checks = [c for c in checks if c["backend"] not in cpu_only]
+        if cpu_only:
+            parts.append(f"the CUDA backends ({', '.join(cpu_only)}) refuse CPU tensors")
+    cuda = "CUDA " if device != "cuda" else ""
+    for check in checks:
         why = "; ".join(check["reasons"]) or "no reason given"
-        parts.append(f"{check['backend']} accepts" if check["accepts"] else
-                     f"{check['backend']} refuses ({why})")  # fmt: skip
-    parts.append("math accepts everything")
+        parts.append(f"{cuda}{check['backend']} accepts" if check["accepts"] else
+                     f"{cuda}{check['backend']} refuses ({why})")  # fmt: skip
+    parts.append("math accepts everything" if device == "cuda" else CPU_CHOICE)
     picks = str(found["chosen"])
+    if device != "cuda":
+        picks = CPU_PICKS.get(picks, picks)
     if found.get("through_causal_bias"):
         picks += " (causal_lower_right asks flash, then efficient, before the dispatcher)"
     return [("SDPA's checks", " · ".join(parts)), ("SDPA picks", picks)]
 
+
+# A CPU's SDPA picks its own flash kernel (not the CUDA backend of the same name) or math.
+# Spelled as attention/sdpa_reasons.py spells them (views import no attention; a test pins both)
+CPU_FLASH_KERNEL = "_scaled_dot_product_flash_attention_for_cpu"
+CPU_REFUSAL = (
+    f"a CUDA backend: its checks refuse tensors on the CPU, whose flash is {CPU_FLASH_KERNEL}"
+)
+CPU_CHOICE = f"on a CPU, SDPA chooses between its own flash kernel ({CPU_FLASH_KERNEL}) and math"
+CPU_PICKS = {"flash": f"flash: the CPU's own flash kernel ({CPU_FLASH_KERNEL}), not the CUDA one"}
 
 MODE_TEXT = {
     "backward": "backward: the backward measured alone (its forward runs outside attn_bwd)",

@@ -300,5 +300,7 @@ def test_compares_note_gives_each_sdpa_variants_own_checks_and_pick(tmp_path):
 
     result = compare(["naive", "sdpa-auto"], out_dir=tmp_path, device="cpu", **SMALL)
     note = compare_note(result)
-    assert "`sdpa-auto`: SDPA picks flash · flash refuses (a CUDA backend" in note
-    assert "math accepts everything" in note and "`naive`: SDPA" not in note
+    assert "`sdpa-auto`: SDPA picks flash: the CPU's own flash kernel" in note
+    assert "the CUDA backends (flash, efficient, cudnn) refuse CPU tensors" in note
+    assert "flash refuses" not in note  # the CUDA backend is not the one the CPU picks
+    assert "chooses between its own flash kernel" in note and "`naive`: SDPA" not in note
