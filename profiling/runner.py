@@ -28,7 +28,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from attention import Built, Problem, VariantUnavailable
 from attention.sdpa_reasons import first_line
-from profiling import memory_record, timing_modes, training
+from profiling import cpu_memory, memory_record, timing_modes, training
 from profiling.availability import error_text
 from profiling.gpu_clocks import Clocks, Sampler
 from profiling.memory_estimate import check_memory
@@ -142,6 +142,11 @@ def _attempt(
         with training.grad_mode(workload), variant.context():
             recorded = memory_record.record(workload, step, tensors, out, workload.tag(device))
         measured.memory_file, measured.memory, measured.timeline = recorded
+    else:  # no allocator statistics on a CPU: the profiler's memory records of one step
+        report(0.6, "measuring what one step allocates")
+        with training.grad_mode(workload), variant.context():
+            step = training.measured_step(workload, built.forward)
+            measured.step_peak_bytes = cpu_memory.step_peak_bytes(step, tensors)
     explained = None
     if built.explain is not None:  # SDPA: its checks of each backend and its pick
         explained = _explained(built, variant, tensors)
