@@ -11,6 +11,7 @@ from typing import Any
 
 from profiling.spread import large_text, median_note
 from profiling.summary import NO_GPU_WORK, Summary
+from profiling.text_tables import count_text
 from profiling.timing_text import timing_rows
 
 
@@ -23,6 +24,11 @@ def _num(value: float | None, unit: str = "", digits: int = 1) -> str:
 def _or(value: float | None, missing: str, unit: str = "", digits: int = 1) -> str:
     """A figure, or `missing` (why there is none) where it is None."""
     return missing if value is None else _num(value, unit, digits)
+
+
+def _count(value: float | None, missing: str) -> str:
+    """A count per step (text_tables.count_text), or `missing` where there is none."""
+    return missing if value is None or value != value else count_text(value)
 
 
 def _rate(value: float | None) -> str:
@@ -66,8 +72,8 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     copies = none
     if summary.memcpy_per_forward is not None and summary.memset_per_forward is not None:
         copies = (
-            f"{_num(summary.memcpy_per_forward, digits=2)} / "
-            f"{_num(summary.memset_per_forward, digits=2)}"
+            f"{count_text(summary.memcpy_per_forward)} / "
+            f"{count_text(summary.memset_per_forward)}"
         )
     spread = summary.step_spread or {}
     cpu_us = _num(summary.cpu_us_per_forward) + median_note(spread.get("cpu_us"))
@@ -85,7 +91,7 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
         ("shape", shape),
         ("ran", summary.ran),
         ("device", f"{summary.device_name} · torch {summary.torch_version}"),
-        (f"kernels / {per}", _or(summary.kernels_per_forward, none, digits=2)),
+        (f"kernels / {per}", _count(summary.kernels_per_forward, none)),
         (f"memcpy / memset per {per}", copies),
         (f"GPU µs / {per}", gpu_us),
         (f"CPU µs / {per}", cpu_us),
@@ -190,7 +196,7 @@ def phase_text(row: dict[str, Any]) -> str:
         figures = f"{_num(row['cpu_us'])} CPU µs · {_rate(row['tflops'])} TFLOP/s of CPU time"
     else:
         figures = (
-            f"{_num(row['kernels_per_forward'], digits=2)} kernels · "
+            f"{_count(row['kernels_per_forward'], 'n/a')} kernels · "
             f"{_num(row['gpu_us_per_forward'])} GPU µs · {_num(row['cpu_us'])} CPU µs · "
             f"{_rate(row['tflops'])} TFLOP/s"
         )

@@ -68,7 +68,12 @@ def test_strip_shows_the_issue_figures_on_a_gpu():
         "rel. error vs float64", "ran", "device",
     ]  # fmt: skip
     values = {label: (value, note) for label, value, note in cards}
-    assert values["kernels / forward"][0] == "1.00"
+    assert values["kernels / forward"][0] == "1"  # a whole count reads as one (issue 31)
+    uneven = make_summary(kernels_per_forward=1428.5, memcpy_per_forward=1428.0)
+    rows = dict(summary_rows(uneven))
+    assert rows["kernels / forward"] == "1,428.50" and rows["memcpy / memset per forward"] == (
+        "1,428 / 0"
+    )
     assert values["GPU µs / forward"][0] == "96.5"
     assert values["CPU µs / forward"] == ("138.2", "")  # no range recorded: no note
     steps = step_spread([120.0, 138.25, 160.5], [96.4, 96.5, 96.6])
