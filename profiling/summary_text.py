@@ -72,8 +72,7 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     copies = none
     if summary.memcpy_per_forward is not None and summary.memset_per_forward is not None:
         copies = (
-            f"{count_text(summary.memcpy_per_forward)} / "
-            f"{count_text(summary.memset_per_forward)}"
+            f"{count_text(summary.memcpy_per_forward)} / {count_text(summary.memset_per_forward)}"
         )
     spread = summary.step_spread or {}
     cpu_us = _num(summary.cpu_us_per_forward) + median_note(spread.get("cpu_us"))
