@@ -349,3 +349,22 @@ def test_a_name_with_a_tab_or_newline_stays_on_its_line_and_counts_read_as_count
     summary = out.split("\n\n== ")[0].splitlines()
     assert all(re.match(r"^ *[a-zA-Z/µ →−]+  \S", line) for line in summary), summary
     assert "kernels / forward  5 (+ 1 memcpy, 1 memset)" in out
+
+
+@pytest.mark.parametrize("label", ["ранг 0", "第一", "é-run", "rank 0"])
+def test_a_label_in_any_script_names_the_columns(label, capsys):
+    """Issue 31: 'ранг 0' was refused; letters and digits of any script are plain text."""
+    from profiling.views_diff import diff_label
+
+    assert diff_label(f" {label} ", "A") == label
+    assert main(["diff", NAIVE, FLASH, "--label-a", label, "--top", "2"]) == 0
+    assert f"count {label}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("label", ["a\tb", "a\u202eb", "<b>x</b>", "`x`", "a\u200bb", "*x*"])
+def test_a_label_with_markup_or_control_characters_is_refused(label):
+    from profiling.user_values import ConfigError
+    from profiling.views_diff import diff_label
+
+    with pytest.raises(ConfigError, match="letters and digits"):
+        diff_label(label, "A")
