@@ -228,7 +228,7 @@ def _profile_point(
     try:
         if check is not None:
             check(workload)
-        result = run(workload, out_dir=out_dir, progress=step)
+        result = run(workload, out_dir=out_dir, progress=step, step_memory=True)
     except ConfigError as exc:
         return SweepPoint(name, seq_len, "refused", str(exc), estimate_mib=estimate_mib), None
     except VariantUnavailable as exc:

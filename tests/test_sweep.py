@@ -137,6 +137,10 @@ def test_a_cpu_sweep_charts_the_memory_each_step_allocated_beside_the_estimate(t
     from profiling.views_sweep import sweep_columns
 
     assert STEP_PEAK in sweep_columns("cpu") and STEP_PEAK not in sweep_columns("cuda")
+    from profiling.runner import run
+
+    workload = Workload.from_user(variant="naive", seq_len=64, **SHAPE)
+    assert run(workload, out_dir=tmp_path / "p").step_peak_bytes is None  # a Profile: not asked
 
 
 @pytest.mark.parametrize("figure", [sweep_time_figure, sweep_memory_figure])
@@ -219,10 +223,10 @@ def test_default_lengths_double_and_stop_where_nothing_fits(monkeypatch):
 def test_oom_ends_a_variant_and_later_points_say_why(monkeypatch, tmp_path):
     real_run = sweep_module.run
 
-    def fake_run(config, out_dir=None, progress=None):
+    def fake_run(config, out_dir=None, progress=None, step_memory=False):
         if config.variant == "naive" and config.seq_len >= 128:
             raise RunError("out of memory on cpu for naive: memory was released")
-        return real_run(config, out_dir=out_dir, progress=progress)
+        return real_run(config, out_dir=out_dir, progress=progress, step_memory=step_memory)
 
     monkeypatch.setattr(sweep_module, "run", fake_run)
     result = sweep(["naive"], [64, 128, 256], out_dir=tmp_path, make_zip=False, **SHAPE)
