@@ -27,6 +27,7 @@ from profiling.launch import LaunchStats, launch_rows, launch_stats
 from profiling.roofline_runs import phases_roofline, table_op_args
 from profiling.run_trace import table_spans
 from profiling.summary import ForwardStats, forward_spans, gpu_work, launched_within, per_forward
+from profiling.text_tables import count_text
 from profiling.trace import Trace, load
 from profiling.trace_events import EventArgs, TraceError, span_args, step_number
 from profiling.trace_query import by_identity, is_in, operator_rows, own_calls
@@ -259,7 +260,8 @@ def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:
             rows.append((f"GPU µs / {unit}" if st.forwards else "GPU µs", f"{st.gpu_us:,.1f}"))
         rows.append(
             (f"kernels / {unit}" if st.forwards else "kernels",
-             f"{st.kernels:.2f} (+ {st.memcpy:.2f} memcpy, {st.memset:.2f} memset)")
+             f"{count_text(st.kernels)} (+ {count_text(st.memcpy)} memcpy, "
+             f"{count_text(st.memset)} memset)")
         )  # fmt: skip
         if st.gpu_us and st.forwards:
             bound = "CPU-bound" if st.cpu_us > st.gpu_us else "GPU-bound"

@@ -24,6 +24,7 @@ from profiling.cli_flags import (
     variant_names,
 )
 from profiling.summary_text import shape_text
+from profiling.text_tables import printable
 from profiling.trace import Trace
 from profiling.trace import load as load_trace
 from profiling.trace_events import TraceError, TraceTooBig
@@ -213,7 +214,7 @@ def analyze_command(args: argparse.Namespace) -> int:
     except TraceError as exc:
         raise file_error(args.trace, str(exc)) from None
     width = max(len(name) for name, _ in result.summary)
-    print("\n".join(f"{name:>{width}}  {value}" for name, value in result.summary))
+    print("\n".join(f"{name:>{width}}  {printable(value)}" for name, value in result.summary))
     print(f"\n== operators and record_function spans (whole trace; top {args.top}) ==")
     print(printed_table(result.operators.head(args.top), args.markdown))
     if result.has_gpu:

@@ -20,7 +20,7 @@ from plotly.subplots import make_subplots
 
 from profiling.compare import CompareResult
 from profiling.summary_text import shape_text
-from profiling.sweep import SweepResult
+from profiling.sweep import STEP_PEAK, SweepResult
 
 CATEGORY_COLORS = {
     "attn_fwd": "#7f7f7f",
@@ -146,18 +146,21 @@ def sweep_time_figure(result: SweepResult) -> go.Figure:
 
 
 def sweep_memory_figure(result: SweepResult) -> go.Figure:
-    """Log–log memory vs S: measured peak (GPU) solid, the estimate dotted (through refused
-    lengths too: it is what refused them); points that did not run in the strip below."""
+    """Log–log memory vs S: what the run used solid (a GPU's peak; on a CPU what one step
+    allocated, issue 31), the estimate dotted as its own series (through refused lengths too:
+    it is what refused them); points that did not run in the strip below."""
     fig = _sweep_canvas(result)
+    column, what = ("peak MiB", "peak") if result.device == "cuda" else (
+        STEP_PEAK, "allocated in one step")  # fmt: skip
     for i, variant in enumerate(result.variants):
         color = PALETTE[i % len(PALETTE)]
         mine = result.table[result.table["variant"] == variant]
-        measured = mine[(mine["status"] == "ok") & mine["peak MiB"].notna()]
+        measured = mine[(mine["status"] == "ok") & (mine[column] > 0)]
         if not measured.empty:
             fig.add_scatter(
-                x=measured["seq_len"], y=measured["peak MiB"], mode="lines+markers",
-                name=f"{variant} peak", legendgroup=variant, line={"color": color},
-                hovertemplate=f"{variant}<br>S=%{{x}}<br>peak %{{y:,.0f}} MiB<extra></extra>",
+                x=measured["seq_len"], y=measured[column], mode="lines+markers",
+                name=f"{variant} {what}", legendgroup=variant, line={"color": color},
+                hovertemplate=f"{variant}<br>S=%{{x}}<br>{what} %{{y:,.1f}} MiB<extra></extra>",
                 row=1, col=1,
             )  # fmt: skip
         fig.add_scatter(
@@ -168,7 +171,7 @@ def sweep_memory_figure(result: SweepResult) -> go.Figure:
         )  # fmt: skip
         _add_saved(fig, mine, variant, color)
     _add_misses(fig, result)
-    measured_note = "" if result.device == "cuda" else " (CPU: estimate only, no peak measured)"
+    measured_note = "" if result.device == "cuda" else " (CPU: solid, what one step allocated)"
     _sweep_axes(fig, result, "MiB (log)")
     fig.update_layout(title=f"Memory vs sequence length · {_shape(result.shape)}{measured_note}")
     return fig

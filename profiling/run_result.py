@@ -50,6 +50,8 @@ class ProfileResult:
     memory_timeline: Timeline | None = field(default=None, repr=False)
     clocks: Clocks | None = field(default=None, repr=False)
     run_json: Path | None = None
+    # a CPU run: the most one step held at once beyond its inputs (profiling/cpu_memory.py)
+    step_peak_bytes: int | None = None
 
 
 @dataclass
@@ -62,6 +64,7 @@ class Measured:
     memory_file: Path | None = None
     memory: dict[str, Any] | None = None
     timeline: Timeline | None = None
+    step_peak_bytes: int | None = None  # a CPU run: what one step allocated (cpu_memory.py)
 
 
 @dataclass
@@ -132,6 +135,7 @@ def build_result(
         memory_snapshot=measured.memory_file,
         memory_timeline=measured.timeline,
         clocks=measured.clocks,
+        step_peak_bytes=measured.step_peak_bytes,
     )
 
 

@@ -28,7 +28,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from attention import Built, Problem, VariantUnavailable
 from attention.sdpa_reasons import first_line
-from profiling import memory_record, timing_modes, training
+from profiling import cpu_memory, memory_record, timing_modes, training
 from profiling.availability import error_text
 from profiling.gpu_clocks import Clocks, Sampler
 from profiling.memory_estimate import check_memory
@@ -70,17 +70,23 @@ class RunError(RuntimeError):
 
 
 def run(
-    workload: Workload, out_dir: str | Path | None = None, progress: Progress | None = None
+    workload: Workload,
+    out_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    step_memory: bool = False,
 ) -> ProfileResult:
     """Validate, then profile `workload` once; raises ConfigError, VariantUnavailable or
-    RunError."""
+    RunError. `step_memory`: on a CPU, one more step measures what a step allocates
+    (ProfileResult.step_peak_bytes; the Sweep's memory chart asks, a Profile click need not)."""
     workload = workload.validated()
     report = progress or (lambda fraction, text: None)
     with _LOCK:
-        return _run_locked(workload, out_dir, report)
+        return _run_locked(workload, out_dir, report, step_memory)
 
 
-def _run_locked(workload: Workload, out_dir: str | Path | None, report: Progress) -> ProfileResult:
+def _run_locked(
+    workload: Workload, out_dir: str | Path | None, report: Progress, step_memory: bool = False
+) -> ProfileResult:
     began = time.perf_counter()
     device = resolve_device(workload.device)
     check_timing(workload.timing, device)
@@ -103,7 +109,7 @@ def _run_locked(workload: Workload, out_dir: str | Path | None, report: Progress
     problem = workload.problem(device)
     failure: Exception | None = None
     try:
-        result = _attempt(workload, variant, problem, device, out, report, spare)
+        result = _attempt(workload, variant, problem, device, out, report, spare, step_memory)
     except torch.OutOfMemoryError:
         failure = RunError(
             f"out of memory on {device} for {workload.variant} at {workload.shape_text()}: "
@@ -128,8 +134,9 @@ def _run_locked(workload: Workload, out_dir: str | Path | None, report: Progress
 
 
 def _attempt(
-    workload, variant, problem: Problem, device: str, out: Path, report, spare: int
-) -> ProfileResult:
+    workload, variant, problem: Problem, device: str, out: Path, report, spare: int,
+    step_memory: bool = False,
+) -> ProfileResult:  # fmt: skip
     report(0.05, "allocating inputs")
     tensors = _inputs(workload, device, variant.layout)
     built = variant.build(problem)  # raises VariantUnavailable where a known rule refuses
@@ -142,6 +149,11 @@ def _attempt(
         with training.grad_mode(workload), variant.context():
             recorded = memory_record.record(workload, step, tensors, out, workload.tag(device))
         measured.memory_file, measured.memory, measured.timeline = recorded
+    elif step_memory:  # no allocator statistics on a CPU: the profiler's memory records
+        report(0.6, "measuring what one step allocates")
+        with training.grad_mode(workload), variant.context():
+            step = training.measured_step(workload, built.forward)
+            measured.step_peak_bytes = cpu_memory.step_peak_bytes(step, tensors)
     explained = None
     if built.explain is not None:  # SDPA: its checks of each backend and its pick
         explained = _explained(built, variant, tensors)

@@ -325,7 +325,7 @@ def forward_stats(
         memcpy=memcpy,
         memset=memset,
         gpu_us=float(work_us.sum() / forwards) if has_gpu else None,
-        cpu_us=float(window_us.mean()) if len(window_us) else float("nan"),
+        cpu_us=float(np.median(window_us)) if len(window_us) else float("nan"),  # spread.py
         dominant=dominant[0],
         dominant_decoded=dominant[1],
         backend=backend,

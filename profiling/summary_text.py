@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from profiling.kernels import with_reading
+from profiling.spread import large_text, median_note
 from profiling.summary import NO_GPU_WORK, Summary
+from profiling.text_tables import count_text
 from profiling.timing_text import timing_rows
 
 
@@ -25,19 +27,17 @@ def _or(value: float | None, missing: str, unit: str = "", digits: int = 1) -> s
     return missing if value is None else _num(value, unit, digits)
 
 
+def _count(value: float | None, missing: str) -> str:
+    """A count per step (text_tables.count_text), or `missing` where there is none."""
+    return missing if value is None or value != value else count_text(value)
+
+
 def _rate(value: float | None) -> str:
     """One decimal from 10 up (523.4), three significant figures below: a CPU run's 0.00473
     would read 0.00 with a fixed two decimals (Compare and Sweep show 3 figures too)."""
     if value is None or value != value:
         return "n/a"
     return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
-
-
-def _spread(bounds: list[float] | None, forwards: int) -> str:
-    """` (mean of 3: 1,512.3–1,918.0)`: how far apart the forwards behind a mean were."""
-    if not bounds or len(bounds) != 2:
-        return ""
-    return f" (mean of {forwards}: {bounds[0]:,.1f}–{bounds[1]:,.1f})"
 
 
 UNITS = {"forward": "forward", "backward": "backward", "train": "step"}  # what one "per" is
@@ -73,10 +73,13 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     copies = none
     if summary.memcpy_per_forward is not None and summary.memset_per_forward is not None:
         copies = (
-            f"{_num(summary.memcpy_per_forward, digits=2)} / "
-            f"{_num(summary.memset_per_forward, digits=2)}"
+            f"{count_text(summary.memcpy_per_forward)} / {count_text(summary.memset_per_forward)}"
         )
-    cpu_us = _num(summary.cpu_us_per_forward) + _spread(summary.cpu_us_range, summary.forwards)
+    spread = summary.step_spread or {}
+    cpu_us = _num(summary.cpu_us_per_forward) + median_note(spread.get("cpu_us"))
+    gpu_us = _or(summary.gpu_us_per_forward, none)
+    if large_text(spread.get("gpu_us")):
+        gpu_us += f" ({large_text(spread.get('gpu_us'))})"
     error = "n/a"
     if summary.rel_err is not None:
         error = f"{summary.rel_err:.2e} ({summary.rel_err_note})"
@@ -88,9 +91,9 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
         ("shape", shape),
         ("ran", summary.ran),
         ("device", f"{summary.device_name} · torch {summary.torch_version}"),
-        (f"kernels / {per}", _or(summary.kernels_per_forward, none, digits=2)),
+        (f"kernels / {per}", _count(summary.kernels_per_forward, none)),
         (f"memcpy / memset per {per}", copies),
-        (f"GPU µs / {per}", _or(summary.gpu_us_per_forward, none)),
+        (f"GPU µs / {per}", gpu_us),
         (f"CPU µs / {per}", cpu_us),
         ("bound", bound[summary.cpu_bound]),
         ("peak memory", _or(summary.peak_mib, none, " MiB")),
@@ -129,25 +132,44 @@ def roofline_rows(summary: Summary) -> list[tuple[str, str]]:
 def sdpa_rows(summary: Summary) -> list[tuple[str, str]]:
     """SDPA's own checks, for an SDPA run: which backend accepts these inputs, torch's reason
     where one refuses, and the one it picks when left to choose."""
-    return sdpa_account_rows(summary.sdpa_backends)
+    return sdpa_account_rows(summary.sdpa_backends, summary.device)
 
 
-def sdpa_account_rows(found: dict[str, Any] | None) -> list[tuple[str, str]]:
+def sdpa_account_rows(found: dict[str, Any] | None, device: str) -> list[tuple[str, str]]:
     """sdpa_rows for an account as sdpa_reasons' explainer gives it (a run's, or the picker's
-    before a run)."""
+    before a run). On a CPU the checks are CUDA's, refusing CPU tensors, and the pick is among
+    the CPU's own kernels: said as such, not as 'picks flash · flash refuses'."""
     if not found or "checks" not in found:
         return []
+    checks = found["checks"]
     parts = []
-    for check in found["checks"]:
+    if device != "cuda":  # torch's checks are the CUDA backends': a CPU tensor is refused
+        cpu_only = [c["backend"] for c in checks if list(c["reasons"]) == [CPU_REFUSAL]]
+        checks = [c for c in checks if c["backend"] not in cpu_only]
+        if cpu_only:
+            parts.append(f"the CUDA backends ({', '.join(cpu_only)}) refuse CPU tensors")
+    cuda = "CUDA " if device != "cuda" else ""
+    for check in checks:
         why = "; ".join(check["reasons"]) or "no reason given"
-        parts.append(f"{check['backend']} accepts" if check["accepts"] else
-                     f"{check['backend']} refuses ({why})")  # fmt: skip
-    parts.append("math accepts everything")
+        parts.append(f"{cuda}{check['backend']} accepts" if check["accepts"] else
+                     f"{cuda}{check['backend']} refuses ({why})")  # fmt: skip
+    parts.append("math accepts everything" if device == "cuda" else CPU_CHOICE)
     picks = str(found["chosen"])
+    if device != "cuda":
+        picks = CPU_PICKS.get(picks, picks)
     if found.get("through_causal_bias"):
         picks += " (causal_lower_right asks flash, then efficient, before the dispatcher)"
     return [("SDPA's checks", " · ".join(parts)), ("SDPA picks", picks)]
 
+
+# A CPU's SDPA picks its own flash kernel (not the CUDA backend of the same name) or math.
+# Spelled as attention/sdpa_reasons.py spells them (views import no attention; a test pins both)
+CPU_FLASH_KERNEL = "_scaled_dot_product_flash_attention_for_cpu"
+CPU_REFUSAL = (
+    f"a CUDA backend: its checks refuse tensors on the CPU, whose flash is {CPU_FLASH_KERNEL}"
+)
+CPU_CHOICE = f"on a CPU, SDPA chooses between its own flash kernel ({CPU_FLASH_KERNEL}) and math"
+CPU_PICKS = {"flash": f"flash: the CPU's own flash kernel ({CPU_FLASH_KERNEL}), not the CUDA one"}
 
 MODE_TEXT = {
     "backward": "backward: the backward measured alone (its forward runs outside attn_bwd)",
@@ -174,7 +196,7 @@ def phase_text(row: dict[str, Any]) -> str:
         figures = f"{_num(row['cpu_us'])} CPU µs · {_rate(row['tflops'])} TFLOP/s of CPU time"
     else:
         figures = (
-            f"{_num(row['kernels_per_forward'], digits=2)} kernels · "
+            f"{_count(row['kernels_per_forward'], 'n/a')} kernels · "
             f"{_num(row['gpu_us_per_forward'])} GPU µs · {_num(row['cpu_us'])} CPU µs · "
             f"{_rate(row['tflops'])} TFLOP/s"
         )

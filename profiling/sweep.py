@@ -35,10 +35,15 @@ from profiling.workload import (
 
 log = logging.getLogger(__name__)
 DEFAULT_START, DEFAULT_STOP = 256, 16384
+STEP_PEAK = "step MiB"  # a CPU point: the most one step allocated at once (cpu_memory.py)
 SWEEP_COLUMNS = [
-    "variant", "seq_len", "status", "GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB",
-    "TFLOP/s", "reason",
+    "variant", "seq_len", "status", "GPU µs/fwd", "CPU µs/fwd", "peak MiB", STEP_PEAK,
+    "est. MiB", "TFLOP/s", "reason",
 ]  # fmt: skip
+STEP_NOTE = (
+    f"{STEP_PEAK}: the most one measured step allocated at once beyond what was alive before "
+    "it (the profiler's CPU memory records; a CPU has no allocator peak)"
+)
 SAVED = "saved MiB"  # a training sweep's column: what the forward keeps for backward
 
 
@@ -50,7 +55,8 @@ class SweepPoint:
     reason: str = ""
     gpu_us: float | None = None
     cpu_us: float | None = None
-    peak_mib: float | None = None
+    peak_mib: float | None = None  # a GPU point: max_memory_allocated
+    step_mib: float | None = None  # a CPU point: what one step allocated at once, measured
     estimate_mib: float | None = None
     tflops: float | None = None
     trace_gz: Path | None = None
@@ -192,6 +198,7 @@ def sweep_workloads(
         notes=[
             f"time: {'GPU' if device == 'cuda' else 'CPU'} µs per forward",
             "est. MiB: the memory estimate that refuses a run before anything is allocated",
+            *([] if device == "cuda" else [STEP_NOTE]),
         ],
     )
     if make_zip:
@@ -221,7 +228,7 @@ def _profile_point(
     try:
         if check is not None:
             check(workload)
-        result = run(workload, out_dir=out_dir, progress=step)
+        result = run(workload, out_dir=out_dir, progress=step, step_memory=True)
     except ConfigError as exc:
         return SweepPoint(name, seq_len, "refused", str(exc), estimate_mib=estimate_mib), None
     except VariantUnavailable as exc:
@@ -244,6 +251,7 @@ def _profile_point(
         gpu_us=summary.gpu_us_per_forward,
         cpu_us=summary.cpu_us_per_forward,
         peak_mib=summary.peak_mib,
+        step_mib=None if result.step_peak_bytes is None else result.step_peak_bytes / 2**20,
         estimate_mib=estimate_mib,
         tflops=summary.tflops,
         trace_gz=result.trace_gz,
@@ -262,6 +270,7 @@ def sweep_table(points: Sequence[SweepPoint]) -> pd.DataFrame:
             "GPU µs/fwd": point.gpu_us,
             "CPU µs/fwd": point.cpu_us,
             "peak MiB": point.peak_mib,
+            STEP_PEAK: point.step_mib,
             "est. MiB": point.estimate_mib,
             "TFLOP/s": point.tflops,
             "reason": point.reason,
@@ -273,7 +282,7 @@ def sweep_table(points: Sequence[SweepPoint]) -> pd.DataFrame:
     if any(point.saved_mib is not None for point in points):  # a sweep of training runs
         columns.insert(columns.index("est. MiB") + 1, SAVED)
     table = pd.DataFrame(rows, columns=columns)
-    numeric = ["GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB", "TFLOP/s"]
+    numeric = ["GPU µs/fwd", "CPU µs/fwd", "peak MiB", STEP_PEAK, "est. MiB", "TFLOP/s"]
     numeric += [SAVED] if SAVED in columns else []
     table[numeric] = table[numeric].astype(float)
     return table

@@ -11,6 +11,7 @@ work (profiling.vocabulary.ALL_THREADS).
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -118,22 +119,46 @@ def _storage_key(tensor: torch.Tensor) -> tuple[int, int]:
 
 
 def _what(shape: tuple[int, ...], dtype: torch.dtype, workload: Workload) -> str:
-    """A saved tensor named by its size: S² per (batch, head) is the attention matrix."""
-    batch, heads, seq_len = workload.batch, workload.heads, workload.seq_len
-    count = 1
-    for size in shape:
-        count *= size
-    if count == batch * heads * seq_len * seq_len:
-        return "B·H·S² attention matrix (scores or probabilities)"
-    if count == seq_len * seq_len:
-        return "S² mask" if dtype == torch.bool else "S² matrix"
-    if count == batch * heads * seq_len * workload.head_dim:
-        return "B·H·S·D copy of an input (e.g. q scaled)"
-    if count == batch * heads * seq_len:
-        return "B·H·S row statistics (log-sum-exp)"
-    if count <= 16:
-        return "scalars (e.g. a random seed and offset)"
-    return "other"
+    """A saved tensor named by its shape: the first of `_known_shapes` whose sizes it has (in
+    any layout, broadcast dimensions of 1 aside), else the first whose element count it has
+    (a flattened view), else what a handful of elements or nothing known is."""
+    known = _known_shapes(workload, dtype == torch.bool)
+    sizes = _sizes(shape)
+    for what, dims in known:
+        if _sizes(dims) == sizes:
+            return what
+    count = math.prod(shape)
+    for what, dims in known:
+        if math.prod(dims) == count:
+            return what
+    return "scalars (e.g. a random seed and offset)" if count <= 16 else "other"
+
+
+def _known_shapes(workload: Workload, is_mask: bool) -> list[tuple[str, tuple[int, ...]]]:
+    """What a forward may save, by shape, most telling first. Q is the queries' length (S
+    when there is no q_len), S the keys', H the query heads, KV the K/V heads."""
+    b, h, kv = workload.batch, workload.heads, workload.key_heads
+    q, s, d = workload.queries, workload.seq_len, workload.head_dim
+    square = q == s
+    pairs = "S²" if square else "Q·S"
+    matrix = (f"B·H·{pairs} attention matrix (scores or probabilities)", (b, h, q, s))
+    mask = (f"{pairs} mask" if is_mask else f"{pairs} matrix", (q, s))
+    known = [mask, matrix] if is_mask else [matrix, mask]  # the same sizes when B = H = 1
+    if kv != h:
+        known.append(("B·H·S·D K or V expanded to every query head", (b, h, s, d)))
+    if square and kv == h:
+        known.append(("B·H·S·D copy of an input (e.g. q scaled)", (b, h, s, d)))
+    else:
+        known.append(("B·H·Q·D copy of q (e.g. q scaled)", (b, h, q, d)))
+        known.append(("B·KV·S·D copy of k or v", (b, kv, s, d)))
+    known.append((f"B·H·{'S' if square else 'Q'} row statistics (log-sum-exp)", (b, h, q)))
+    return known
+
+
+def _sizes(shape: tuple[int, ...]) -> list[int]:
+    """A shape's sizes in order of size, without 1s: the same in (B, H, S, D) and (B, S, H, D)
+    and in a mask broadcast as (1, 1, Q, S)."""
+    return sorted(size for size in shape if size != 1)
 
 
 def _dtype(dtype: torch.dtype) -> str:

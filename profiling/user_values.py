@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import math
 import reprlib
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -110,3 +111,13 @@ def coerced(
             value = choice_text(name, value)
         values[name] = value
     return values
+
+
+LABEL_PUNCTUATION = " _-.+()/:@"
+
+
+def plain_label(text: str) -> bool:
+    """Whether a caller's label is plain text: letters, marks and digits of any script ('ранг
+    0', '第一', 'é'), spaces and LABEL_PUNCTUATION; no control or format character (a tab, a
+    right-to-left override, a zero-width space) and nothing that is markup (<, `, *, |, [)."""
+    return all(unicodedata.category(char)[0] in "LMN" or char in LABEL_PUNCTUATION for char in text)

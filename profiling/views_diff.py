@@ -21,7 +21,7 @@ from profiling.role_views import role_diff, role_diff_view, role_lines
 from profiling.trace import Trace
 from profiling.trace_events import TraceError
 from profiling.uploads import load_upload
-from profiling.user_values import ConfigError, show
+from profiling.user_values import LABEL_PUNCTUATION, ConfigError, plain_label, show
 from profiling.views_shared import clip
 
 MAX_LABEL = 32  # characters of a Diff label (shown in column headers)
@@ -31,7 +31,6 @@ OPERATOR_DIFF_TYPES = ["str", "str", *["number"] * 11, "str"]
 # Shares of the page width: the headers carry the labels, so numbers need room to show them.
 KERNEL_DIFF_WIDTHS = ["18%", "7%", "7%", *["7%"] * 6, "14%", "6%", "6%"]
 OPERATOR_DIFF_WIDTHS = ["16%", "6%", *["6.5%"] * 11, "6.5%"]
-ALLOWED_LABEL = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-.+()/:@")
 
 
 ROLE_LINES = 4  # sentences about roles only one side has, in the headline
@@ -56,8 +55,11 @@ def diff_label(raw: Any, default: str) -> str:
         return default
     if len(text) > MAX_LABEL:
         raise ConfigError(f"a label may have at most {MAX_LABEL} characters, got {len(text)}")
-    if not set(text) <= ALLOWED_LABEL:
-        raise ConfigError(f"label {show(text)} may use letters, digits, spaces and _-.+()/:@ only")
+    if not plain_label(text):
+        raise ConfigError(
+            f"label {show(text)} may use letters and digits (any script), spaces and "
+            f"{LABEL_PUNCTUATION.strip()} only"
+        )
     return text
 
 

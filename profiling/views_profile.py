@@ -89,8 +89,8 @@ def sdpa_checks_markdown(account: dict[str, Any] | None, device: str) -> str:
         return f"**SDPA at this shape:** {account['refused'].rstrip('.')}."
     if "failed" in account:
         return f"torch's checks could not be asked: {account['failed']}"
-    rows = dict(sdpa_account_rows(account))
-    where = "this GPU" if device == "cuda" else "this CPU (the CUDA backends' checks need a GPU)"
+    rows = dict(sdpa_account_rows(account, device))
+    where = "this GPU" if device == "cuda" else "this CPU"
     checks, picks = rows.get("SDPA's checks", ""), rows.get("SDPA picks", "").rstrip(".")
     return f"**torch's own checks at this shape, on {where}:** {checks}. **Picks:** {picks}."
 

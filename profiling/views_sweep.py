@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from profiling.availability import unavailable_reasons
 from profiling.compare_figures import sweep_memory_figure, sweep_time_figure
-from profiling.sweep import SWEEP_COLUMNS, SweepResult, doubling
+from profiling.sweep import STEP_PEAK, SWEEP_COLUMNS, SweepResult, doubling
 from profiling.views_shared import significant, without_nan
 from profiling.workload import device_key
 
@@ -33,11 +33,12 @@ def sweep_default_lengths(device: str) -> list[int]:
 
 
 SWEEP_GPU_ONLY = ("GPU µs/fwd", "peak MiB")  # empty on a CPU: left out there
+SWEEP_CPU_ONLY = (STEP_PEAK,)  # empty on a GPU (its peak is max_memory_allocated)
 
 
 def sweep_columns(device: str) -> list[str]:
-    cpu = device_key(device) == "cpu"
-    return [c for c in SWEEP_COLUMNS if not (cpu and c in SWEEP_GPU_ONLY)]
+    left_out = SWEEP_GPU_ONLY if device_key(device) == "cpu" else SWEEP_CPU_ONLY
+    return [c for c in SWEEP_COLUMNS if c not in left_out]
 
 
 def sweep_datatypes(device: str) -> list[str]:
@@ -48,10 +49,10 @@ def sweep_datatypes(device: str) -> list[str]:
 
 # Widths that keep every header on one line per word ("seq_len" broke into "seq_l / en") and
 # give the reason, which wraps, the rest. A GPU's nine columns scroll sideways (pixels); a
-# CPU's seven fit the page (shares of it: no header breaks from a table about 800 px wide).
+# CPU's eight fit the page (shares of it: no header breaks from a table about 800 px wide).
 SWEEP_WIDE = {"variant": 150, "seq_len": 90, "status": 110, "reason": 380}  # others 96
-SWEEP_CPU_SHARES = {"variant": 13, "seq_len": 10, "status": 11, "CPU µs/fwd": 11, "est. MiB": 9,
-                    "TFLOP/s": 9, "reason": 37}  # fmt: skip
+SWEEP_CPU_SHARES = {"variant": 13, "seq_len": 9, "status": 10, "CPU µs/fwd": 11, STEP_PEAK: 9,
+                    "est. MiB": 9, "TFLOP/s": 9, "reason": 30}  # fmt: skip
 
 
 def sweep_widths(device: str) -> list[int | str]:
@@ -71,7 +72,7 @@ class SweepPage:
 def sweep_view(table: pd.DataFrame, device: str) -> pd.DataFrame:
     """The points as shown: the device's columns, numbers rounded, reasons in full."""
     out = table.reindex(columns=sweep_columns(device)).copy()
-    for c in ("GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB"):
+    for c in ("GPU µs/fwd", "CPU µs/fwd", "peak MiB", STEP_PEAK, "est. MiB"):
         if c in out:
             out[c] = pd.to_numeric(out[c], errors="coerce").round(1)
     out["TFLOP/s"] = pd.to_numeric(out["TFLOP/s"], errors="coerce").map(lambda v: significant(v, 3))

@@ -163,7 +163,7 @@ def peaks_figure(summaries: list[Summary]) -> go.Figure:
 
 TIMING_COLUMNS = [
     "variant", "timing", "GPU µs/step median", "GPU IQR %", "CPU µs/step median", "CPU IQR %",
-    "host µs/step eager", "host µs/step graph", "SM MHz min–max", "throttled",
+    "large spread", "host µs/step eager", "host µs/step graph", "SM MHz min–max", "throttled",
     "memory peak MiB", "max_memory_allocated MiB",
 ]  # fmt: skip
 
@@ -188,6 +188,9 @@ def compare_timing(runs: list[Any]) -> tuple[pd.DataFrame, go.Figure]:
                 "GPU IQR %": gpu.get("iqr_pct"),
                 "CPU µs/step median": cpu.get("median"),
                 "CPU IQR %": cpu.get("iqr_pct"),
+                "large spread": ", ".join(
+                    name for name, value in (("GPU", gpu), ("CPU", cpu)) if value.get("large")
+                ),
                 "host µs/step eager": (compared.get("eager") or {})
                 .get("host_us", {})
                 .get("median"),

@@ -327,3 +327,44 @@ def test_a_closed_pipe_ends_quietly():
     finally:
         os.close(write)
     assert p.returncode == 1 and p.stderr == ""
+
+
+def test_a_name_with_a_tab_or_newline_stays_on_its_line_and_counts_read_as_counts(tmp_path, capsys):
+    """Issue 31: a control character in a kernel's name broke the summary line and the table
+    rows; whole counts printed as '5.00'."""
+    import json
+
+    doc = json.loads(gzip.decompress(Path(NAIVE).read_bytes()))
+    odd = "elementwise\tkernel\nmasked\x1b[31m"
+    for event in doc["traceEvents"]:
+        if event.get("name", "").startswith("void at::native::elementwise_kernel"):
+            event["name"] = odd
+    path = tmp_path / "odd.json"
+    path.write_text(json.dumps(doc))
+    assert main(["analyze", str(path), "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "\t" not in out and "\x1b" not in out  # no raw control character
+    dominant = next(line for line in out.splitlines() if "dominant kernel" in line)
+    assert "elementwise\\tkernel\\nmasked\\x1b[31m" in dominant
+    summary = out.split("\n\n== ")[0].splitlines()
+    assert all(re.match(r"^ *[a-zA-Z/µ →−]+  \S", line) for line in summary), summary
+    assert "kernels / forward  5 (+ 1 memcpy, 1 memset)" in out
+
+
+@pytest.mark.parametrize("label", ["ранг 0", "第一", "é-run", "rank 0"])
+def test_a_label_in_any_script_names_the_columns(label, capsys):
+    """Issue 31: 'ранг 0' was refused; letters and digits of any script are plain text."""
+    from profiling.views_diff import diff_label
+
+    assert diff_label(f" {label} ", "A") == label
+    assert main(["diff", NAIVE, FLASH, "--label-a", label, "--top", "2"]) == 0
+    assert f"count {label}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("label", ["a\tb", "a\u202eb", "<b>x</b>", "`x`", "a\u200bb", "*x*"])
+def test_a_label_with_markup_or_control_characters_is_refused(label):
+    from profiling.user_values import ConfigError
+    from profiling.views_diff import diff_label
+
+    with pytest.raises(ConfigError, match="letters and digits"):
+        diff_label(label, "A")

@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from attention import sdpa_reasons
+from profiling import summary_text, views_profile
 from profiling.runner import run
-from profiling.summary_text import summary_rows
+from profiling.summary_text import sdpa_account_rows, summary_rows
 from profiling.workload import Workload
 
 
@@ -40,7 +41,8 @@ def test_torchs_warnings_are_the_reasons_without_their_source_locations(monkeypa
     assert not checks["flash"].accepts and checks["efficient"].accepts
     assert checks["efficient"].reasons == ()
     # a CUDA check refusing a CPU tensor without a word: said so, not left blank
-    assert checks["cudnn"].reasons == ("a CUDA backend: its checks refuse tensors on the CPU",)
+    assert checks["cudnn"].reasons == (sdpa_reasons.CPU_REFUSAL,)
+    assert "a CUDA backend" in sdpa_reasons.CPU_REFUSAL and "_for_cpu" in sdpa_reasons.CPU_REFUSAL
 
 
 def test_an_sdpa_run_reports_torchs_checks_and_its_pick_and_the_trace_agrees(tmp_path):
@@ -50,7 +52,12 @@ def test_an_sdpa_run_reports_torchs_checks_and_its_pick_and_the_trace_agrees(tmp
     assert found["chosen"] == "flash" and summary.ran == "SDPA flash (CPU)"
     assert not any("SDPA picks" in note for note in summary.notes)
     rows = dict(summary_rows(summary))
-    assert rows["SDPA picks"] == "flash" and "math accepts everything" in rows["SDPA's checks"]
+    # issue 31: the CPU's own flash kernel is not the CUDA backend torch's checks refuse
+    assert rows["SDPA picks"].startswith(
+        "flash: the CPU's own flash kernel (_scaled_dot_product_flash_attention_for_cpu)"
+    )
+    checks = rows["SDPA's checks"]
+    assert "flash refuses" not in checks and "CUDA backends" in checks and "math" in checks
     assert run(small("naive"), out_dir=tmp_path / "n").summary.sdpa_backends is None
 
 
@@ -177,8 +184,13 @@ def test_the_picker_shows_torchs_checks_at_the_shape_on_screen(monkeypatch):
 
     monkeypatch.setattr(torch.backends.cuda, "can_use_flash_attention", refuses)
     said = profile_tab.sdpa_checks("sdpa-auto", *shape)
-    assert "flash refuses (Flash attention requires q,k,v to have the same last dimension)" in said
-    assert said.endswith("**Picks:** flash.")
+    # torch's own words, for the CUDA backend they are about (a CPU has its own flash)
+    assert "CUDA flash refuses (Flash attention requires q,k,v to have the same last" in said
+    assert "the CUDA backends (efficient, cudnn) refuse CPU tensors" in said
+    assert said.endswith(
+        "**Picks:** flash: the CPU's own flash kernel "
+        "(_scaled_dot_product_flash_attention_for_cpu), not the CUDA one."
+    )
     assert profile_tab.sdpa_checks("naive", *shape) == ""
     assert profile_tab.sdpa_checks("sdpa-auto", 256, "float32", 1, 4, 63, True) == ""  # D % 8
     assert "sdpa-cudnn is unavailable here: SDPA cuDNN needs a CUDA GPU" in (
@@ -204,3 +216,37 @@ def test_the_pickers_fields_are_the_shape_controls_in_their_order():
 
     with gr.Blocks():
         assert tuple(controls.shape_controls("t")) == profile_tab.SHAPE_FIELDS
+
+
+def test_a_gpu_account_names_each_backends_verdict_and_a_cpu_account_says_which_flash():
+    """On a GPU the checks are the backends SDPA picks from; on a CPU they are CUDA's, and the
+    pick is the CPU's own kernel (issue 31: 'picks flash · flash refuses' contradicted itself)."""
+    refusal = sdpa_reasons.CPU_REFUSAL
+    cpu = {
+        "checks": [
+            {"backend": b, "accepts": False, "reasons": [refusal]} for b in sdpa_reasons.CHECKS
+        ],
+        "chosen": "flash",
+    }
+    gpu = {
+        "checks": [
+            {"backend": "flash", "accepts": True, "reasons": []},
+            {"backend": "efficient", "accepts": False, "reasons": ["needs head_dim <= 128"]},
+        ],
+        "chosen": "flash",
+    }
+    assert sdpa_account_rows(gpu, "cuda") == [
+        ("SDPA's checks", "flash accepts · efficient refuses (needs head_dim <= 128) · math "
+         "accepts everything"),
+        ("SDPA picks", "flash"),
+    ]  # fmt: skip
+    rows = dict(sdpa_account_rows(cpu, "cpu"))
+    assert "refuses (" not in rows["SDPA's checks"]
+    assert rows["SDPA's checks"].startswith("the CUDA backends (flash, efficient, cudnn) refuse")
+    assert "its own flash kernel" in rows["SDPA's checks"]
+    assert summary_text.CPU_FLASH_KERNEL == sdpa_reasons.CPU_FLASH_KERNEL  # spelled alike
+    assert summary_text.CPU_REFUSAL == sdpa_reasons.CPU_REFUSAL
+    assert "not the CUDA" in rows["SDPA picks"]
+    assert dict(sdpa_account_rows({**cpu, "chosen": "math"}, "cpu"))["SDPA picks"] == "math"
+    markdown = views_profile.sdpa_checks_markdown(cpu, "cpu")
+    assert "flash refuses" not in markdown and "_for_cpu" in markdown

@@ -20,7 +20,14 @@ from profiling.compare_figures import (
 )
 from profiling.memory_estimate import estimate_bytes
 from profiling.runner import RunError
-from profiling.sweep import SWEEP_COLUMNS, default_seq_lens, doubling, points_json, sweep
+from profiling.sweep import (
+    STEP_PEAK,
+    SWEEP_COLUMNS,
+    default_seq_lens,
+    doubling,
+    points_json,
+    sweep,
+)
 from profiling.workload import ConfigError, Workload
 
 SHAPE = {"batch": 1, "heads": 2, "head_dim": 32, "dtype": "float32", "device": "cpu"}
@@ -108,8 +115,32 @@ def test_figures_mark_points_that_did_not_run(refused_sweep):
     mem = sweep_memory_figure(result)
     estimate = next(t for t in mem.data if t.name == "naive estimate")
     assert estimate.y[-1] == pytest.approx(_estimate("naive", 128) / 1024**2)  # what refused it
-    assert "estimate only" in mem.layout.title.text
     assert any(t.name == "sdpa-cudnn unavailable" for t in fig.data)
+
+
+def test_a_cpu_sweep_charts_the_memory_each_step_allocated_beside_the_estimate(tmp_path):
+    """Issue 31: on a CPU the chart drew only the estimate, where a fixed workspace hid naive's
+    S² (73.1 vs 73 MiB). The profiler's memory records of one step say what it allocated:
+    naive's scores grow with S², flash's with S."""
+    result = sweep(["naive", "sdpa-flash"], [256, 512], out_dir=tmp_path, make_zip=False, **SHAPE)
+    step = result.table.set_index(["variant", "seq_len"])[STEP_PEAK]
+    matrix = 2 * 512 * 512 * 4 / 2**20  # B·H·S² float32 at S = 512: 2 MiB
+    assert step["naive", 512] >= 2 * matrix  # the scores and their softmax, at least
+    assert step["naive", 512] / step["naive", 256] == pytest.approx(4, rel=0.2)
+    assert step["sdpa-flash", 512] < step["naive", 512] / 8
+    mem = sweep_memory_figure(result)
+    measured = next(t for t in mem.data if t.name == "naive allocated in one step")
+    assert list(measured.y) == pytest.approx(list(step["naive"]))
+    estimate = next(t for t in mem.data if t.name == "naive estimate")
+    assert estimate.line.dash == "dot" and measured.line.dash is None
+    assert "estimate only" not in mem.layout.title.text
+    from profiling.views_sweep import sweep_columns
+
+    assert STEP_PEAK in sweep_columns("cpu") and STEP_PEAK not in sweep_columns("cuda")
+    from profiling.runner import run
+
+    workload = Workload.from_user(variant="naive", seq_len=64, **SHAPE)
+    assert run(workload, out_dir=tmp_path / "p").step_peak_bytes is None  # a Profile: not asked
 
 
 @pytest.mark.parametrize("figure", [sweep_time_figure, sweep_memory_figure])
@@ -192,10 +223,10 @@ def test_default_lengths_double_and_stop_where_nothing_fits(monkeypatch):
 def test_oom_ends_a_variant_and_later_points_say_why(monkeypatch, tmp_path):
     real_run = sweep_module.run
 
-    def fake_run(config, out_dir=None, progress=None):
+    def fake_run(config, out_dir=None, progress=None, step_memory=False):
         if config.variant == "naive" and config.seq_len >= 128:
             raise RunError("out of memory on cpu for naive: memory was released")
-        return real_run(config, out_dir=out_dir, progress=progress)
+        return real_run(config, out_dir=out_dir, progress=progress, step_memory=step_memory)
 
     monkeypatch.setattr(sweep_module, "run", fake_run)
     result = sweep(["naive"], [64, 128, 256], out_dir=tmp_path, make_zip=False, **SHAPE)

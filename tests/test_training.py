@@ -106,6 +106,40 @@ def test_saved_tensors_count_a_tensor_once_and_name_the_inputs():
     assert sorted(whats) == sorted([matrix, "q", "k", "v"])
 
 
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [
+        # B·H·S·D of the expanded K/V equals S² here (1·2·64·32 = 64²): named by shape, not count
+        (
+            {"seq_len": 64, "heads": 2, "kv_heads": 1},
+            {"B·H·S² attention matrix (scores or probabilities)", "S² mask",
+             "B·H·S·D K or V expanded to every query head"},
+        ),
+        # B·H·Q·S probabilities (1·2·16·64) matched nothing square and were "other"
+        (
+            {"seq_len": 64, "heads": 2, "q_len": 16},
+            {"B·H·Q·S attention matrix (scores or probabilities)", "Q·S mask"},
+        ),
+        (
+            {"seq_len": 64, "heads": 4, "kv_heads": 2, "q_len": 8},
+            {"B·H·Q·S attention matrix (scores or probabilities)", "Q·S mask",
+             "B·H·S·D K or V expanded to every query head"},
+        ),
+    ],
+)  # fmt: skip
+def test_saved_tensors_are_named_by_their_real_shapes(shape, expected):
+    workload = small("naive", "train", **shape)
+    tensors = {
+        name: torch.randn(workload.tensor_shape(name), requires_grad=True)
+        for name in training.INPUTS
+    }
+    forward = VARIANTS["naive"].build(workload.problem("cpu")).forward
+    rows = training.saved_for_backward(workload, forward, tensors)
+    named = {row.what for row in rows} - {"q", "k", "v", "output"}
+    assert named == expected
+    assert "other" not in named and "S² matrix" not in named
+
+
 def test_a_forward_without_a_backward_is_unavailable_with_the_reason():
     workload = small("naive", "train")
     tensors = {n: torch.randn(1, 2, 128, 32, requires_grad=True) for n in training.INPUTS}

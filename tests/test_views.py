@@ -6,17 +6,27 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from attention import VARIANTS
 from attention.naive import NO_MASK
-from profiling import columns, job_request, trace, views_profile, views_shared, views_sweep
+from profiling import (
+    columns,
+    job_request,
+    trace,
+    views_profile,
+    views_shared,
+    views_sweep,
+    views_timing,
+)
 from profiling.availability import unavailable_reasons
 from profiling.gantt import bar_count
 from profiling.kernels import kernel_table
 from profiling.runner import run
+from profiling.spread import step_spread
 from profiling.summary import Summary, forward_spans, launched_within
 from profiling.summary_text import summary_rows
 from profiling.workload import (
@@ -58,17 +68,44 @@ def test_strip_shows_the_issue_figures_on_a_gpu():
         "rel. error vs float64", "ran", "device",
     ]  # fmt: skip
     values = {label: (value, note) for label, value, note in cards}
-    assert values["kernels / forward"][0] == "1.00"
+    assert values["kernels / forward"][0] == "1"  # a whole count reads as one (issue 31)
+    uneven = make_summary(kernels_per_forward=1428.5, memcpy_per_forward=1428.0)
+    rows = dict(summary_rows(uneven))
+    assert rows["kernels / forward"] == "1,428.50" and rows["memcpy / memset per forward"] == (
+        "1,428 / 0"
+    )
     assert values["GPU µs / forward"][0] == "96.5"
     assert values["CPU µs / forward"] == ("138.2", "")  # no range recorded: no note
-    spread = make_summary(cpu_us_range=[120.0, 160.5])
+    steps = step_spread([120.0, 138.25, 160.5], [96.4, 96.5, 96.6])
+    spread = make_summary(cpu_us_range=[120.0, 160.5], step_spread=steps)
     cpu = {label: (v, n) for label, v, n in views_profile.summary_cards(spread)}["CPU µs / forward"]
-    assert cpu == ("138.2", "mean of 3: 120.0–160.5")
+    assert cpu == ("138.2", "median of 3, IQR 129.1–149.4")
     assert values["peak memory"][0] == "512.0 MiB"
     assert values["TFLOP/s"] == ("523.4", "GPU time; causal counted as half")
     assert values["rel. error vs float64"] == ("3.20e-03", "all heads")
     assert values["ran"][0] == "SDPA flash"
     assert values["device"] == ("NVIDIA H200", "torch 2.13.0")
+
+
+def test_the_strip_says_the_median_and_warns_of_a_large_spread_over_three_steps():
+    """Issue 31: the CPU card said 'mean of 3' and nothing of a 1,200% IQR over 3 steps."""
+    steps = step_spread([1924.0, 6436.0, 393988.0], [90.0, 100.0, 130.0])
+    summary = make_summary(cpu_us_per_forward=6436.0, step_spread=steps)
+    cards = {label: (v, n) for label, v, n in views_profile.summary_cards(summary)}
+    value, note = cards["CPU µs / forward"]
+    assert value == "6,436.0" and note.startswith("median of 3, IQR 4,180.0–200,212.0")
+    assert "large spread: IQR 3,046% of the median" in note and "mean" not in note
+    assert "large spread: IQR 20% of the median" in cards["GPU µs / forward"][1]
+    html = views_profile.summary_html(summary)
+    assert "large spread: IQR 3,046% of the median" in html
+    timing = views_timing.timing_html(summary)
+    assert "large spread" in timing and "3 steps" in timing
+    tight = make_summary(step_spread=step_spread([100.0, 101.0, 102.0], [96.4, 96.5, 96.6]))
+    assert "large" not in views_profile.summary_html(tight)
+    assert "large" not in views_timing.timing_html(tight)
+    runs = [SimpleNamespace(summary=summary), SimpleNamespace(summary=tight)]
+    table, _ = views_timing.compare_timing(runs)
+    assert list(table["large spread"]) == ["GPU, CPU", ""]
 
 
 def test_strip_on_cpu_says_there_is_no_gpu_work():
