@@ -19,12 +19,18 @@ from typing import Any
 
 import msgspec
 
-# torch.profiler's `cat` values (lower-cased), newer names first, older Kineto names after.
-GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "memcpy", "memset"}
-LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+# torch.profiler's `cat` values (lower-cased), newer names first, older Kineto names after;
+# an MTIA's on-device work is `mtia_ccp_events`, its host launches `mtia_runtime` (Kineto's
+# MTIA_CCP_EVENTS and MTIA_RUNTIME, as HTA reads them).
+GPU_CATS = {
+    "kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "memcpy", "memset",
+    "mtia_ccp_events",
+}  # fmt: skip
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver", "mtia_runtime"}
 # Our coarse category per span, used for colour and for the tables.
 CATEGORY = {
     "kernel": "kernel",
+    "mtia_ccp_events": "kernel",
     "gpu_memcpy": "memcpy",
     "memcpy": "memcpy",
     "gpu_memset": "memset",
@@ -32,6 +38,7 @@ CATEGORY = {
     "gpu_user_annotation": "gpu annotation",
     "cuda_runtime": "runtime",
     "runtime": "runtime",
+    "mtia_runtime": "runtime",
     "cuda_driver": "driver",
     "driver": "driver",
     "cpu_op": "cpu op",

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from profiling import files
-from profiling.columns import KERNEL_COLUMNS, ROLE_COLUMNS, ROOFLINE_COLUMNS
+from profiling.columns import KERNEL_COLUMNS, ROOFLINE_COLUMNS, kernel_columns, role_columns
 from profiling.launch import LaunchStats, launch_rows
 
 # -- limits (README's "Limits" section quotes these) ---------------------------------------
@@ -190,10 +190,11 @@ def kernel_datatypes() -> list[str]:
     return ["str" if c in KERNEL_TEXT else "number" for c in KERNEL_COLUMNS]
 
 
-def kernel_view(kernels: pd.DataFrame) -> pd.DataFrame:
-    """The kernel table with its decoding, readable headers, rounded numbers. An occupancy
-    CUPTI could not estimate is empty, with the reason beside it (kernels.kernel_frame)."""
-    return readable(kernels, KERNEL_COLUMNS, KERNEL_DIGITS)
+def kernel_view(kernels: pd.DataFrame, unit: str = "forward") -> pd.DataFrame:
+    """The kernel table with its decoding, readable headers (per `unit`, see
+    columns.PER_HEADER), rounded numbers. An occupancy CUPTI could not estimate is empty, with
+    the reason beside it (kernels.kernel_frame)."""
+    return readable(kernels, kernel_columns(unit), KERNEL_DIGITS)
 
 
 # -- GPU idle & launch overhead (Profile, Analyse) ---------------------------------------------
@@ -282,7 +283,7 @@ def roofline_view(rows: pd.DataFrame) -> pd.DataFrame:
     return readable(rows, ROOFLINE_COLUMNS, digits)
 
 
-def role_view(roles: pd.DataFrame) -> pd.DataFrame:
-    """The role table with readable headers, rounded (the phase column kept)."""
-    headers = {**ROLE_COLUMNS, **({"phase": "Phase"} if "phase" in roles else {})}
+def role_view(roles: pd.DataFrame, unit: str = "step") -> pd.DataFrame:
+    """The role table with readable headers (per `unit`), rounded (the phase column kept)."""
+    headers = {**role_columns(unit), **({"phase": "Phase"} if "phase" in roles else {})}
     return readable(roles, headers, {"us": DIGITS, "pct_gpu": 1, "calls": 2})
