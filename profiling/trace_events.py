@@ -13,6 +13,7 @@ import gzip
 import io
 import re
 import zlib
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,24 @@ def valid_id(value: Any) -> int:
     """An id as the table keeps it: ids in traces are ints; anything else, or an int past
     int64, counts as absent (-1)."""
     return value if type(value) is int and -_INT64 <= value < _INT64 else -1
+
+
+# A device lane whose process carries no label is named after the kind of its work where the
+# work's `cat` says it (Kineto labels CUDA and ROCm devices "GPU N" itself): an MTIA is no GPU.
+DEVICE_WORDS = {"mtia_ccp_events": "MTIA"}
+
+
+def device_labels(
+    names: dict[tuple[str, str], str], devices: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], str]:
+    """`names` with (pid, "") → "MTIA <pid>" for each (pid, lower-cased cat) of device work
+    whose cat is in DEVICE_WORDS and whose process has no label of its own."""
+    added = {
+        (pid, ""): f"{DEVICE_WORDS[cat]} {pid}"
+        for pid, cat in devices
+        if cat in DEVICE_WORDS and (pid, "") not in names
+    }
+    return {**names, **added} if added else names
 
 
 def lane_label(

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from benchmarks import gen_public_shapes
-from profiling import trace
+from profiling import small_trace, trace
 from profiling.analyze import analyze
 from profiling.launch import launch_rows, launch_stats
 from profiling.views_analyze import analyze_page
@@ -91,6 +91,9 @@ def test_an_mtia_trace_is_an_accelerator_trace_with_an_unknown_device():
     assert result.has_gpu and "CPU-only" not in " ".join(rows.values())
     assert rows["device"] == "unknown (the trace records no device properties)"
     assert not any(lane.startswith("CPU · Stream") for lane in result.lanes)
+    # its process has no label: its lane is named after its work's kind, not called a GPU
+    assert result.lanes == ["CPU · thread 100 (python3)", "MTIA 0 · stream 7"]
+    assert small_trace.read(FIXTURES / "shape_mtia.json.gz").lanes == result.lanes
     assert result.launch.launches == 2 and result.launch.busy_us == 400.0
     assert result.stats.gpu_us == 200.0
 
