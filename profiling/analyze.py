@@ -233,7 +233,7 @@ def operator_table(trace: Trace) -> pd.DataFrame:
 def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:
     """The summary strip of an uploaded trace as (label, text) pairs."""
     st = result.stats
-    gpu_lanes = sum(1 for lane in trace.lanes if lane.startswith("GPU"))
+    gpu_lanes = _device_lanes(trace.spans)
     rows = [
         ("trace", result.name),
         ("events", f"{_many(result.n_events, 'event')} → {_many(result.n_spans, 'span')} "
@@ -272,6 +272,15 @@ def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:
         rows += launch_rows(result.launch)
     rows += [("note", n) for n in result.notes]
     return rows
+
+
+def _device_lanes(spans: pd.DataFrame) -> int:
+    """Lanes holding device work (an MTIA's as well as a GPU's, whatever the lane's label)."""
+    lane = spans["lane"]
+    if not isinstance(lane.dtype, pd.CategoricalDtype):
+        return int(lane[is_in(spans["kind"], "gpu")].nunique())
+    codes = lane.array.codes[is_in(spans["kind"], "gpu")]
+    return int(np.count_nonzero(np.bincount(codes[codes >= 0], minlength=1)))
 
 
 def _many(n: int, noun: str) -> str:

@@ -90,6 +90,7 @@ def test_an_mtia_trace_is_an_accelerator_trace_with_an_unknown_device():
     rows = dict(result.summary)
     assert result.has_gpu and "CPU-only" not in " ".join(rows.values())
     assert rows["device"] == "unknown (the trace records no device properties)"
+    assert "in 2 lanes (1 GPU)" in rows["events"]  # its device lane counted, whatever its label
     assert not any(lane.startswith("CPU · Stream") for lane in result.lanes)
     # its process has no label: its lane is named after its work's kind, not called a GPU
     assert result.lanes == ["CPU · thread 100 (python3)", "MTIA 0 · stream 7"]
