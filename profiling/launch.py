@@ -21,7 +21,11 @@ Definitions, matching HolisticTraceAnalysis 0.5.0 (`get_temporal_breakdown`,
   work, which are rounding, not idle time). Idle = window − busy = the sum of the gaps.
   Compute = the union of kernels only; memory = busy − compute (HTA's `non_compute_time`).
 - CPU launch duration: the duration of the runtime/driver span linked to the GPU work by its
-  correlation id (`cudaLaunchKernel`, `cuLaunchKernelEx`, `cudaMemcpyAsync`, ...).
+  correlation id (`cudaLaunchKernel`, `cuLaunchKernelEx`, `cudaMemcpyAsync`, ...). The
+  headline's mean, max and sum count each launch call once: a CUDA graph's replay is one
+  `cudaGraphLaunch` linked from each of its kernels (HTA's table leaves those out).
+- GPU work no launch in the trace points to (launched before recording began, or by a call
+  not recorded) is in no window's figures; how much of it there is, is said ("not counted").
 - Launch delay: GPU start − end of that launch span, clipped at 0 (HTA's `launch_delay`).
   Launch→start: GPU start − start of the launch span (not clipped): the whole trip from the
   moment the CPU began launching to the moment the GPU began running.
