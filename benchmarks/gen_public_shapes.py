@@ -1,6 +1,6 @@
-"""Small traces shaped like the public ones issue 31 was found on, for tests/fixtures/.
+"""Small traces shaped like the public ones issue 31 was found on, for tests/fixtures/shapes/.
 
-    python benchmarks/gen_public_shapes.py [OUT_DIR]     # default: tests/fixtures
+    python benchmarks/gen_public_shapes.py [OUT_DIR]     # default: tests/fixtures/shapes
 
 The public traces (HTA's test data: a CUDA-graph training trace, an AMD MI250 trace, an MTIA
 trace; A100 and V100 traces) are megabytes; these keep only the shape that broke a figure:
@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+# apart from tests/fixtures/*.json.gz, which the tests read as our own runs' traces
+SHAPES_DIR = ROOT / "tests" / "fixtures" / "shapes"
 T0 = 1_000_000.0  # µs
 CPU = 100  # the host's pid and tid
 STREAM = 7
@@ -163,6 +165,6 @@ def write(out: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
-    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "tests" / "fixtures"
+    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else SHAPES_DIR
     for p in write(folder):
         print(p)

@@ -25,6 +25,7 @@ except ImportError as exc:
         allow_module_level=True,
     )
 
+from benchmarks.gen_public_shapes import SHAPES_DIR
 from benchmarks.hta_crosscheck import check
 from profiling.launch import launch_stats
 from profiling.trace import load
@@ -34,9 +35,8 @@ from tests.conftest import FIXTURES
 # on purpose (issue 23), where HTA counts that kernel as busy time and as a launch
 TRACES = sorted(p for p in FIXTURES.glob("*.json.gz") if "cold-l2" not in p.name)
 # launches HTA does not pair with kernels (it reads cudaLaunchKernel-family runtime calls only):
-# driver launches, a CUDA graph's replay (one cudaGraphLaunch for all its kernels), and ROCm's
-# hipLaunchKernel (HTA's launch table knows none of ROCm's names)
-DRIVER_LAUNCHES = {"cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch", "hipLaunchKernel"}
+# driver launches, and a CUDA graph's replay (one cudaGraphLaunch for all its kernels)
+DRIVER_LAUNCHES = {"cuLaunchKernel", "cuLaunchKernelEx", "cudaGraphLaunch"}
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +73,7 @@ def test_driver_api_launches_are_only_in_our_launch_table():
 def test_a_graph_launch_is_counted_once_beside_htas_launches():
     """HTA's launch table leaves cudaGraphLaunch out; ours holds its launches and each graph
     launch once (not once per kernel of the replay): HTA's CPU time plus the graph launches'."""
-    path = FIXTURES / "shape_cuda-graph.json.gz"
+    path = SHAPES_DIR / "shape_cuda-graph.json.gz"
     c = check(path)
     graphs = [e["dur"] for e in _events(path) if e.get("name") == "cudaGraphLaunch"]
     assert len(c.launches) == 6 and len(graphs) == 3

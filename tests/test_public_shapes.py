@@ -14,14 +14,15 @@ from profiling import small_trace, trace
 from profiling.analyze import analyze
 from profiling.launch import launch_rows, launch_stats
 from profiling.views_analyze import analyze_page
-from tests.conftest import FIXTURES, H200
+from tests.conftest import H200
 
-GRAPH = FIXTURES / "shape_cuda-graph.json.gz"
+SHAPES = gen_public_shapes.SHAPES_DIR
+GRAPH = SHAPES / "shape_cuda-graph.json.gz"
 
 
 def test_fixtures_are_what_the_generator_writes(tmp_path):
     for path in gen_public_shapes.write(tmp_path):
-        assert path.read_bytes() == (FIXTURES / path.name).read_bytes(), path.name
+        assert path.read_bytes() == (SHAPES / path.name).read_bytes(), path.name
 
 
 def _raw(path):
@@ -60,7 +61,7 @@ def test_gpu_work_without_a_launch_record_is_said_with_its_share():
 @pytest.mark.parametrize("name", ["a100", "cuda-graph"])
 def test_totals_are_not_headed_per_forward(name):
     """No attn_fwd spans: the kernel and role tables hold whole-trace totals, so say so."""
-    page = analyze_page(str(FIXTURES / f"shape_{name}.json.gz"))
+    page = analyze_page(str(SHAPES / f"shape_{name}.json.gz"))
     headers = " ".join(list(page.kernels.columns) + list(page.roles.columns))
     assert "/ fwd" not in headers and "/ step" not in headers
     assert "Calls (whole trace)" in page.kernels.columns
@@ -73,7 +74,7 @@ def test_per_forward_headers_stay_where_forwards_were_counted():
 
 
 def _rows(name):
-    return analyze(FIXTURES / f"shape_{name}.json.gz").summary
+    return analyze(SHAPES / f"shape_{name}.json.gz").summary
 
 
 def test_an_amd_device_is_not_called_by_an_nvidia_compute_capability():
@@ -86,7 +87,7 @@ def test_an_amd_device_is_not_called_by_an_nvidia_compute_capability():
 
 
 def test_an_mtia_trace_is_an_accelerator_trace_with_an_unknown_device():
-    result = analyze(FIXTURES / "shape_mtia.json.gz")
+    result = analyze(SHAPES / "shape_mtia.json.gz")
     rows = dict(result.summary)
     assert result.has_gpu and "CPU-only" not in " ".join(rows.values())
     assert rows["device"] == "unknown (the trace records no device properties)"
@@ -94,7 +95,7 @@ def test_an_mtia_trace_is_an_accelerator_trace_with_an_unknown_device():
     assert not any(lane.startswith("CPU · Stream") for lane in result.lanes)
     # its process has no label: its lane is named after its work's kind, not called a GPU
     assert result.lanes == ["CPU · thread 100 (python3)", "MTIA 0 · stream 7"]
-    assert small_trace.read(FIXTURES / "shape_mtia.json.gz").lanes == result.lanes
+    assert small_trace.read(SHAPES / "shape_mtia.json.gz").lanes == result.lanes
     assert result.launch.launches == 2 and result.launch.busy_us == 400.0
     assert result.stats.gpu_us == 200.0
 
@@ -102,7 +103,7 @@ def test_an_mtia_trace_is_an_accelerator_trace_with_an_unknown_device():
 def test_diff_says_when_the_two_traces_ran_on_different_devices(tmp_path):
     from profiling.views_diff import diff_page
 
-    a100, v100 = FIXTURES / "shape_a100.json.gz", FIXTURES / "shape_v100.json.gz"
+    a100, v100 = SHAPES / "shape_a100.json.gz", SHAPES / "shape_v100.json.gz"
     first = diff_page(a100, v100, "A", "B").headline.splitlines()[0]
     assert first == (
         "Different devices: A ran on NVIDIA A100-SXM4-40GB, B on Tesla V100-SXM2-16GB; "
@@ -110,5 +111,5 @@ def test_diff_says_when_the_two_traces_ran_on_different_devices(tmp_path):
     )
     same = diff_page(a100, a100, "A", "B").headline
     assert "device" not in same.lower()
-    unknown = diff_page(a100, FIXTURES / "shape_mtia.json.gz", "A", "B").headline.splitlines()[0]
+    unknown = diff_page(a100, SHAPES / "shape_mtia.json.gz", "A", "B").headline.splitlines()[0]
     assert unknown.startswith("Devices may differ: A ran on NVIDIA A100-SXM4-40GB, B on unknown")
