@@ -65,7 +65,7 @@ from profiling.summary import forward_rows, launched_rows, work_rows
 from profiling.trace import Trace
 from profiling.trace_events import EPS_US
 from profiling.trace_query import is_in, step_rows, values_at
-from profiling.vocabulary import FORWARD, L2_FLUSH
+from profiling.vocabulary import FORWARD, L2_FLUSH, STEP
 
 DEVICE_COLUMNS = [
     "device", "window_start_us", "window_end_us", "window_us", "busy_us", "compute_us",
@@ -79,7 +79,7 @@ class LaunchStats:
     """GPU busy/idle and launch figures of one trace; plain data, picklable."""
 
     scope: str  # which windows selected the GPU work, in words
-    forwards: int  # divisor for the per-forward figures (attn_fwd spans, else steps, else 1)
+    forwards: int  # divisor of the per-window figures: attn_step, else attn_fwd spans, else steps
     has_gpu: bool
     device: str | None  # the device the headline figures describe (the busiest one)
     window_us: float | None
@@ -216,7 +216,10 @@ def _forward_count(spans: pd.DataFrame) -> int:
 
 
 def _per_unit(spans: pd.DataFrame) -> tuple[int, str]:
-    """What the per-window figures divide by, and its word: attn_fwd spans, else steps."""
+    """What the per-window figures divide by, and its word: a train run's attn_step spans (a
+    forward and its backward), else attn_fwd spans, else ProfilerSteps."""
+    if n := len(forward_rows(spans, STEP)):
+        return n, "step"
     if n := len(forward_rows(spans, FORWARD)):
         return n, "forward"
     if n := len(step_rows(spans)):

@@ -113,3 +113,12 @@ def test_diff_says_when_the_two_traces_ran_on_different_devices(tmp_path):
     assert "device" not in same.lower()
     unknown = diff_page(a100, SHAPES / "shape_mtia.json.gz", "A", "B").headline.splitlines()[0]
     assert unknown.startswith("Devices may differ: A ran on NVIDIA A100-SXM4-40GB, B on unknown")
+
+
+def test_a_train_runs_launch_time_is_per_step():
+    """A train run's steps hold a forward and a backward: its launch time is per step."""
+    from tests.conftest import FIXTURES
+
+    stats = launch_stats(trace.load(FIXTURES / "h200_train-naive_8_16_1024_64_bf16.json.gz"))
+    assert (stats.forwards, stats.unit) == (3, "step")
+    assert dict(launch_rows(stats))["CPU launch"].endswith(" µs per step")
