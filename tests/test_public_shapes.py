@@ -122,3 +122,12 @@ def test_a_train_runs_launch_time_is_per_step():
     stats = launch_stats(trace.load(FIXTURES / "h200_train-naive_8_16_1024_64_bf16.json.gz"))
     assert (stats.forwards, stats.unit) == (3, "step")
     assert dict(launch_rows(stats))["CPU launch"].endswith(" µs per step")
+
+
+def test_api_callers_get_the_unit_the_calls_and_what_was_not_counted():
+    from profiling.views_profile import launch_json
+
+    got = launch_json(launch_stats(trace.load(GRAPH)))
+    assert got["cpu_launch_us_per_forward"] == 56.0 and got["unit"] == "step"
+    assert (got["launches"], got["launch_calls"]) == (21, 9)
+    assert (got["unlinked"], got["unlinked_us"]) == (4, 160.0)
