@@ -200,6 +200,10 @@ def kernel_view(kernels: pd.DataFrame, unit: str = "forward") -> pd.DataFrame:
 # -- GPU idle & launch overhead (Profile, Analyse) ---------------------------------------------
 LAUNCH_TITLE = "GPU idle & launch overhead"
 NO_GPU_WORK = "no GPU work: a CPU-only run or trace has no GPU busy time, idle gaps or launches"
+SHARED_LAUNCH = (
+    "One {} call starts several GPU items (a CUDA graph's replay): each of their rows shows "
+    "that call's CPU time, counted once in the CPU launch figures above."
+)
 LAUNCH_KERNEL_ROWS = 12  # per-kernel launch rows shown under the headline figures
 # (header, column of LaunchStats.per_kernel) per cell of a kernel's row
 LAUNCH_CELLS = (
@@ -225,6 +229,10 @@ def launch_html(stats: LaunchStats) -> str:
     rows = "".join(f"<dt>{escaped(k)}</dt><dd>{escaped(v)}</dd>" for k, v in launch_rows(stats))
     per = stats.per_kernel.head(LAUNCH_KERNEL_ROWS)
     table = _launch_table(per) if not per.empty else ""
+    shared = ", ".join(dict.fromkeys(name for name, _, _ in stats.multi_launches))
+    if table and shared:  # the table's rows each show their call's time: say it is one call's
+        note = SHARED_LAUNCH.format(shared)
+        table += f'<div class="ap-note">{escaped(note)}</div>'
     return f'<div class="ap-launch">{title}<dl>{rows}</dl>{table}</div>'
 
 

@@ -131,3 +131,11 @@ def test_api_callers_get_the_unit_the_calls_and_what_was_not_counted():
     assert got["cpu_launch_us_per_forward"] == 56.0 and got["unit"] == "step"
     assert (got["launches"], got["launch_calls"]) == (21, 9)
     assert (got["unlinked"], got["unlinked_us"]) == (4, 160.0)
+
+
+def test_the_launch_block_says_a_graph_calls_time_is_shared_by_its_rows():
+    from profiling.views_shared import launch_html
+
+    html = launch_html(launch_stats(trace.load(GRAPH)))
+    assert "One cudaGraphLaunch call starts several GPU items" in html
+    assert "One " not in launch_html(launch_stats(trace.load(H200["naive"])))
