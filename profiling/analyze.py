@@ -29,6 +29,7 @@ from profiling.run_trace import table_spans
 from profiling.summary import ForwardStats, forward_spans, gpu_work, launched_within, per_forward
 from profiling.text_tables import count_text
 from profiling.trace import Trace, load
+from profiling.trace_device import UNKNOWN, describe
 from profiling.trace_events import EventArgs, TraceError, span_args, step_number
 from profiling.trace_query import by_identity, is_in, operator_rows, own_calls
 
@@ -61,6 +62,7 @@ class AnalyzeResult:
     roofline: pd.DataFrame = field(default_factory=pd.DataFrame)  # ROOFLINE_COLUMNS
     device_name: str = ""  # from the trace's device properties
     dtype: str = "bfloat16"  # the one its recorded shapes use most (recorded_dtype)
+    kernel_unit: str = "forward"  # what the kernel and role tables are per (columns.PER_HEADER)
 
 
 def analyze(
@@ -97,7 +99,7 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
         launch = beside.submit(launch_stats, trace)
         operators = beside.submit(operator_table, trace)
         dtype = beside.submit(recorded_dtype, trace)
-        scope, per, spans, kernels = _kernel_views(trace)
+        scope, (per, unit), spans, kernels = _kernel_views(trace)
         device = str(trace.device_properties[0].get("name", "")) if trace.device_properties else ""
         roofline = phases_roofline(
             {"trace": spans}, None, device, dtype.result(), table_op_args(trace.spans)
@@ -119,6 +121,7 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
         operators=views[2],
         kernels=kernels,
         kernel_scope=scope,
+        kernel_unit=unit,
         roles=roles,
         roofline=roofline if trace.has_gpu else roofline.iloc[0:0],
         device_name=device,
@@ -136,18 +139,19 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
     return result
 
 
-def _kernel_views(trace: Trace) -> tuple[str, int, KernelSpans, pd.DataFrame]:
+def _kernel_views(trace: Trace) -> tuple[str, tuple[int, str], KernelSpans, pd.DataFrame]:
     """The GPU work the kernel table counts (per forward where the trace has attn_fwd spans),
-    its spans with roles, and the kernel table (an upload: kernels read by their names)."""
+    what it is divided by and its unit (columns.PER_HEADER), its spans with roles, and the
+    kernel table (an upload: kernels read by their names)."""
     forwards = forward_spans(trace)
     if not forwards.empty and not (work := launched_within(trace, forwards)).empty:
-        per = len(forwards)
+        per = (len(forwards), "forward")
         scope = f"per forward: GPU work launched in the {len(forwards)} attn_fwd spans"
     else:
-        work, per = gpu_work(trace), 1
+        work, per = gpu_work(trace), (1, "trace")
         scope = "all GPU work in the trace (no attn_fwd spans), totals not per forward"
     spans = table_spans(trace.spans, work.index.to_numpy())
-    kernels = kernel_table(work, per=per, own_run=False, roles=list(spans.roles))
+    kernels = kernel_table(work, per=per[0], own_run=False, roles=list(spans.roles))
     return scope, per, spans, kernels
 
 
@@ -230,7 +234,7 @@ def operator_table(trace: Trace) -> pd.DataFrame:
 def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:
     """The summary strip of an uploaded trace as (label, text) pairs."""
     st = result.stats
-    gpu_lanes = sum(1 for lane in trace.lanes if lane.startswith("GPU"))
+    gpu_lanes = _device_lanes(trace.spans)
     rows = [
         ("trace", result.name),
         ("events", f"{_many(result.n_events, 'event')} → {_many(result.n_spans, 'span')} "
@@ -238,13 +242,9 @@ def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:
                    f"{result.skipped} skipped"),
     ]  # fmt: skip
     for i, p in enumerate(result.device_properties):
-        mem = p.get("totalGlobalMem")
-        mem_text = f", {mem / 1024**3:.0f} GiB" if isinstance(mem, int | float) else ""
-        cc = f"sm_{p.get('computeMajor', '?')}{p.get('computeMinor', '?')}"
-        rows.append(
-            (f"device {p.get('id', i)}", f"{p.get('name', '?')} ({cc}, "
-                                         f"{p.get('numSms', '?')} SMs{mem_text})")
-        )  # fmt: skip
+        rows.append((f"device {p.get('id', i)}", describe(p)))
+    if result.has_gpu and not result.device_properties:
+        rows.append(("device", UNKNOWN))
     versions = [f"{k.replace('_', ' ')} {trace.meta[k]}" for k in _VERSION_KEYS if k in trace.meta]
     if versions:
         rows.append(("versions", ", ".join(versions)))
@@ -274,6 +274,15 @@ def summary_rows(result: AnalyzeResult, trace: Trace) -> list[tuple[str, str]]:
         rows += launch_rows(result.launch)
     rows += [("note", n) for n in result.notes]
     return rows
+
+
+def _device_lanes(spans: pd.DataFrame) -> int:
+    """Lanes holding device work (an MTIA's as well as a GPU's, whatever the lane's label)."""
+    lane = spans["lane"]
+    if not isinstance(lane.dtype, pd.CategoricalDtype):
+        return int(lane[is_in(spans["kind"], "gpu")].nunique())
+    codes = lane.array.codes[is_in(spans["kind"], "gpu")]
+    return int(np.count_nonzero(np.bincount(codes[codes >= 0], minlength=1)))
 
 
 def _many(n: int, noun: str) -> str:

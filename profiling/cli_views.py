@@ -222,7 +222,7 @@ def analyze_command(args: argparse.Namespace) -> int:
         print(printed_table(result.kernels[KERNEL_COLUMNS].head(args.top), args.markdown))
         if not result.roles.empty:
             print(f"\n== kernels by role in attention ({result.kernel_scope}) ==")
-            print(printed_table(role_view(result.roles), args.markdown))
+            print(printed_table(role_view(result.roles, result.kernel_unit), args.markdown))
             view = roofline_view(result.roofline).drop(columns=["Full name"])
             print("\n== roofline per kernel (figures from the trace: bytes, recorded shapes) ==")
             print(printed_table(view.head(args.top), args.markdown))

@@ -74,3 +74,24 @@ ROOFLINE_COLUMNS = {
     "total_us": "Total µs",
     "name": "Full name",
 }
+
+# What a per-window header says, by what the table was divided by: a run's tables are per
+# forward (kernels) or per measured step (roles); an upload without attn_fwd spans is counted
+# over the whole trace, and its headers must say totals, not "/ fwd" (issue 31).
+PER_HEADER = {"forward": " / fwd", "step": " / step", "trace": " (whole trace)"}
+_PER_WINDOW = {"count": "Calls", "total_us": "µs", "us": "µs", "calls": "Kernels"}
+
+
+def kernel_columns(unit: str = "forward") -> dict[str, str]:
+    """KERNEL_COLUMNS with the per-window headers of `unit` (a PER_HEADER key)."""
+    return _per(KERNEL_COLUMNS, unit)
+
+
+def role_columns(unit: str = "step") -> dict[str, str]:
+    """ROLE_COLUMNS with the per-window headers of `unit` (a PER_HEADER key)."""
+    return _per(ROLE_COLUMNS, unit)
+
+
+def _per(columns: dict[str, str], unit: str) -> dict[str, str]:
+    return {c: f"{_PER_WINDOW[c]}{PER_HEADER[unit]}" if c in _PER_WINDOW else header
+            for c, header in columns.items()}  # fmt: skip

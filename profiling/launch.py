@@ -21,7 +21,11 @@ Definitions, matching HolisticTraceAnalysis 0.5.0 (`get_temporal_breakdown`,
   work, which are rounding, not idle time). Idle = window − busy = the sum of the gaps.
   Compute = the union of kernels only; memory = busy − compute (HTA's `non_compute_time`).
 - CPU launch duration: the duration of the runtime/driver span linked to the GPU work by its
-  correlation id (`cudaLaunchKernel`, `cuLaunchKernelEx`, `cudaMemcpyAsync`, ...).
+  correlation id (`cudaLaunchKernel`, `cuLaunchKernelEx`, `cudaMemcpyAsync`, ...). The
+  headline's mean, max and sum count each launch call once: a CUDA graph's replay is one
+  `cudaGraphLaunch` linked from each of its kernels (HTA's table leaves those out).
+- GPU work no launch in the trace points to (launched before recording began, or by a call
+  not recorded) is in no window's figures; how much of it there is, is said ("not counted").
 - Launch delay: GPU start − end of that launch span, clipped at 0 (HTA's `launch_delay`).
   Launch→start: GPU start − start of the launch span (not clipped): the whole trip from the
   moment the CPU began launching to the moment the GPU began running.
@@ -51,15 +55,17 @@ from profiling.kernels import short_name
 from profiling.launch_tables import (
     LAUNCH_COLUMNS,
     PER_KERNEL_COLUMNS,
+    launch_calls,
     launch_columns,
     launch_frame,
     per_kernel_frame,
+    unlinked_work,
 )
 from profiling.summary import forward_rows, launched_rows, work_rows
 from profiling.trace import Trace
 from profiling.trace_events import EPS_US
 from profiling.trace_query import is_in, step_rows, values_at
-from profiling.vocabulary import FORWARD, L2_FLUSH
+from profiling.vocabulary import FORWARD, L2_FLUSH, STEP
 
 DEVICE_COLUMNS = [
     "device", "window_start_us", "window_end_us", "window_us", "busy_us", "compute_us",
@@ -73,7 +79,7 @@ class LaunchStats:
     """GPU busy/idle and launch figures of one trace; plain data, picklable."""
 
     scope: str  # which windows selected the GPU work, in words
-    forwards: int  # divisor for the per-forward figures (attn_fwd spans, else steps, else 1)
+    forwards: int  # divisor of the per-window figures: attn_step, else attn_fwd spans, else steps
     has_gpu: bool
     device: str | None  # the device the headline figures describe (the busiest one)
     window_us: float | None
@@ -85,9 +91,11 @@ class LaunchStats:
     gaps: int
     largest_gap_us: float | None
     launches: int  # GPU work items with a linked launch span
+    # the CPU launch figures count each launch call once: a cudaGraphLaunch starts every
+    # kernel of its graph (they share its correlation id), its time is spent once
     cpu_launch_mean_us: float | None
     cpu_launch_max_us: float | None
-    cpu_launch_us_per_forward: float | None
+    cpu_launch_us_per_forward: float | None  # per `unit`
     launch_delay_mean_us: float | None
     launch_delay_max_us: float | None
     launch_to_start_mean_us: float | None
@@ -98,6 +106,12 @@ class LaunchStats:
     per_kernel: pd.DataFrame = field(
         default_factory=lambda: pd.DataFrame(columns=PER_KERNEL_COLUMNS)
     )
+    unit: str = "forward"  # what `forwards` counts: forward (attn_fwd), step, or trace
+    launch_calls: int = 0  # distinct launch spans behind `launches`
+    multi_launches: list[tuple[str, int, int]] = field(default_factory=list)  # launch_calls
+    unlinked: int = 0  # GPU work no CPU launch in the trace points to: in no window's figures
+    unlinked_us: float = 0.0
+    gpu_work_us: float = 0.0  # all GPU work's µs, what `unlinked_us` is a share of
 
 
 def active_windows(trace: Trace) -> tuple[pd.DataFrame, str]:
@@ -121,7 +135,7 @@ def launch_stats(trace: Trace, windows: pd.DataFrame | None = None) -> LaunchSta
     """Busy/idle per device and launch figures per GPU work item, kernel name and overall."""
     spans = trace.spans
     rows, scope = _scoped_rows(spans, windows)
-    forwards = _forward_count(spans)
+    forwards, unit = _per_unit(spans)
     device_rows, gaps = _busy(spans, rows)
     launches = launch_columns(spans, spans, rows)
     head = None
@@ -129,6 +143,9 @@ def launch_stats(trace: Trace, windows: pd.DataFrame | None = None) -> LaunchSta
         busiest = _descending(np.array([r["busy_us"] for r in device_rows]), "quicksort")[0]
         head = device_rows[busiest]
     n = 0 if launches is None else len(launches["name"])
+    call_us, multi = launch_calls(spans, rows)
+    unlinked, all_work = unlinked_work(spans, rows)
+    dur = spans["dur_us"].to_numpy(float)
 
     def agg(column: str, how: str) -> float | None:
         return float(getattr(launches[column], how)()) if n else None
@@ -147,9 +164,9 @@ def launch_stats(trace: Trace, windows: pd.DataFrame | None = None) -> LaunchSta
         gaps=0 if head is None else int(head["gaps"]),
         largest_gap_us=None if head is None else float(head["largest_gap_us"]),
         launches=n,
-        cpu_launch_mean_us=agg("cpu_launch_us", "mean"),
-        cpu_launch_max_us=agg("cpu_launch_us", "max"),
-        cpu_launch_us_per_forward=float(launches["cpu_launch_us"].sum()) / forwards if n else None,
+        cpu_launch_mean_us=float(call_us.mean()) if n else None,
+        cpu_launch_max_us=float(call_us.max()) if n else None,
+        cpu_launch_us_per_forward=float(call_us.sum()) / forwards if n else None,
         launch_delay_mean_us=agg("launch_delay_us", "mean"),
         launch_delay_max_us=agg("launch_delay_us", "max"),
         launch_to_start_mean_us=agg("launch_to_start_us", "mean"),
@@ -158,6 +175,12 @@ def launch_stats(trace: Trace, windows: pd.DataFrame | None = None) -> LaunchSta
         gap_table=gaps,
         per_launch=launch_frame(launches),
         per_kernel=per_kernel_frame(launches),
+        unit=unit,
+        launch_calls=len(call_us),
+        multi_launches=multi,
+        unlinked=len(unlinked),
+        unlinked_us=float(dur[unlinked].sum()),
+        gpu_work_us=float(dur[all_work].sum()),
     )
 
 
@@ -189,7 +212,19 @@ def busy_table(work: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _forward_count(spans: pd.DataFrame) -> int:
-    return len(forward_rows(spans, FORWARD)) or len(step_rows(spans)) or 1
+    return _per_unit(spans)[0]
+
+
+def _per_unit(spans: pd.DataFrame) -> tuple[int, str]:
+    """What the per-window figures divide by, and its word: a train run's attn_step spans (a
+    forward and its backward), else attn_fwd spans, else ProfilerSteps."""
+    if n := len(forward_rows(spans, STEP)):
+        return n, "step"
+    if n := len(forward_rows(spans, FORWARD)):
+        return n, "forward"
+    if n := len(step_rows(spans)):
+        return n, "step"
+    return 1, "trace"
 
 
 def _active_rows(spans: pd.DataFrame) -> tuple[np.ndarray, str]:
@@ -319,17 +354,40 @@ def launch_rows(stats: LaunchStats) -> list[tuple[str, str]]:
                      f"{stats.largest_gap_us:,.1f} µs"),
     ]  # fmt: skip
     if stats.launches:
+        per = "in the trace" if stats.unit == "trace" else f"per {stats.unit}"
         rows += [
             ("CPU launch", f"mean {stats.cpu_launch_mean_us:,.1f} µs, max "
-                           f"{stats.cpu_launch_max_us:,.1f} µs, "
-                           f"{stats.cpu_launch_us_per_forward:.1f} µs per forward"),
+                           f"{stats.cpu_launch_max_us:,.1f} µs over {_calls_text(stats)}, "
+                           f"{stats.cpu_launch_us_per_forward:,.1f} µs {per}"),
             ("launch delay", f"mean {stats.launch_delay_mean_us:,.1f} µs, max "
                              f"{stats.launch_delay_max_us:,.1f} µs (GPU start − launch end)"),
             ("launch → start", f"mean {stats.launch_to_start_mean_us:,.1f} µs, max "
                                f"{stats.launch_to_start_max_us:,.1f} µs "
                                "(GPU start − launch start)"),
         ]  # fmt: skip
+    if stats.unlinked:
+        rows.append(("not counted", _unlinked_text(stats)))
     return rows
+
+
+def _calls_text(stats: LaunchStats) -> str:
+    """'9 launch calls (3 cudaGraphLaunch starting 15 GPU items)': why calls ≠ GPU items."""
+    text = f"{stats.launch_calls:,} launch call{'' if stats.launch_calls == 1 else 's'}"
+    multi = [f"{calls:,} {name} starting {items:,} GPU items"
+             for name, calls, items in stats.multi_launches]  # fmt: skip
+    return f"{text} ({'; '.join(multi)})" if multi else text
+
+
+def _unlinked_text(stats: LaunchStats) -> str:
+    share = 100 * stats.unlinked_us / stats.gpu_work_us if stats.gpu_work_us > 0 else 0.0
+    one = stats.unlinked == 1
+    return (
+        f"{stats.unlinked:,} GPU work item{'' if one else 's'}, {stats.unlinked_us:,.1f} µs "
+        f"({share:.1f}% of all GPU work): no launch in the trace points to "
+        f"{'it' if one else 'them'} (no CPU event has {'its' if one else 'their'} correlation "
+        "id: launched before recording began, or by a call the trace did not record), so "
+        f"{'it is' if one else 'they are'} in no {stats.unit}'s GPU figures, nor in these"
+    )
 
 
 def _opt(value: object) -> float | None:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from profiling.kernels import short_name
+from profiling.summary import work_rows
 from profiling.trace import Trace
 from profiling.trace_columns import from_codes
 from profiling.trace_query import values_at
@@ -73,6 +74,32 @@ def launch_columns(
     }
     order = np.argsort(l_start, kind="stable")
     return {c: values[order] for c, values in columns.items()}
+
+
+def launch_calls(
+    spans: pd.DataFrame, rows: np.ndarray
+) -> tuple[np.ndarray, list[tuple[str, int, int]]]:
+    """The CPU µs of each distinct launch span behind GPU work `rows` (a graph replay's one
+    cudaGraphLaunch is linked from each of its kernels: counted once), and per launch name
+    whose calls started several GPU items each: (name, calls, GPU items they started)."""
+    link = spans["link"].to_numpy()[rows]
+    calls, items = np.unique(link[link >= 0], return_counts=True)
+    multi = calls[items > 1]
+    names = values_at(spans["name"], multi)
+    grouped: dict[str, list[int]] = {}
+    for name, started in zip(names, items[items > 1].tolist(), strict=True):
+        grouped.setdefault(str(name), []).append(started)
+    found = [(name, len(each), sum(each)) for name, each in grouped.items()]
+    calls = calls[np.argsort(spans["start_us"].to_numpy(float)[calls], kind="stable")]
+    return spans["dur_us"].to_numpy(float)[calls], found  # in launch order, as per_launch
+
+
+def unlinked_work(spans: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """GPU work left out of `rows` because no launch in the trace points to it (its launch
+    was not recorded: a graph replayed by a launch outside the trace, a warm-up's leftovers),
+    and all GPU work (what it is a share of)."""
+    work = work_rows(spans)
+    return np.setdiff1d(work[spans["link"].to_numpy()[work] < 0], rows), work
 
 
 def _text(column: pd.Series, rows: np.ndarray, fn: Callable[[Any], str] = str) -> Any:

@@ -157,6 +157,7 @@ def _build(events: list[Any]) -> SmallTrace | None:
         span.start -= time_zero
         span.end = span.start + span.dur
     metadata = trace_events.lane_metadata([event for event in events if event.ph == "M"])
+    metadata = trace_events.device_labels(metadata, {(s.pid, s.cat) for s in spans if s.gpu})
     lanes = _lanes(spans, metadata)
     spans.sort(key=lambda span: (span.lane, span.start, -span.dur))  # stable: as np.lexsort
     for i, span in enumerate(spans):

@@ -29,9 +29,11 @@ from profiling.trace_columns import NO_ROWS, EventColumns, categorical, from_cod
 from profiling.trace_events import (
     CATEGORY,
     DEFAULT_MAX_BYTES,
+    DEVICE_WORDS,
     GPU_CATS,
     LAUNCH_CATS,
     TraceError,
+    device_labels,
     step_number,
 )
 from profiling.trace_nesting import (
@@ -163,6 +165,7 @@ def _span_arrays(
     # ProfilerStep number per distinct name (-1: not a step), matched once per name
     number = np.array([step_number(n) for n in columns.names], dtype=np.int64)[name]
     annotation = (columns.cats == "gpu_user_annotation")[cat]
+    names_meta = device_labels(names_meta, _device_kinds(columns))
     lane, lanes = lane_codes(
         gpu, columns.pid_codes, columns.tid_codes, annotation, columns.pids, columns.tids,
         names_meta,
@@ -184,6 +187,18 @@ def _span_arrays(
         tid=columns.tid_codes,
     )
     return arrays, lanes
+
+
+def _device_kinds(columns: EventColumns) -> list[tuple[str, str]]:
+    """(pid, cat) of the devices whose work's cat names their kind (DEVICE_WORDS): one pass
+    over the rows per such cat, none in a trace without one."""
+    found = []
+    for code, value in enumerate(columns.cats):
+        kind = str(value).lower() if value is not None else ""
+        if kind in DEVICE_WORDS:
+            pids = np.unique(columns.pid_codes[columns.cat_codes == code])
+            found += [(str(columns.pids[p]), kind) for p in pids]
+    return found
 
 
 def _spans_frame(

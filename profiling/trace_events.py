@@ -13,18 +13,25 @@ import gzip
 import io
 import re
 import zlib
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-# torch.profiler's `cat` values (lower-cased), newer names first, older Kineto names after.
-GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "memcpy", "memset"}
-LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+# torch.profiler's `cat` values (lower-cased), newer names first, older Kineto names after;
+# an MTIA's on-device work is `mtia_ccp_events`, its host launches `mtia_runtime` (Kineto's
+# MTIA_CCP_EVENTS and MTIA_RUNTIME, as HTA reads them).
+GPU_CATS = {
+    "kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "memcpy", "memset",
+    "mtia_ccp_events",
+}  # fmt: skip
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver", "mtia_runtime"}
 # Our coarse category per span, used for colour and for the tables.
 CATEGORY = {
     "kernel": "kernel",
+    "mtia_ccp_events": "kernel",
     "gpu_memcpy": "memcpy",
     "memcpy": "memcpy",
     "gpu_memset": "memset",
@@ -32,6 +39,7 @@ CATEGORY = {
     "gpu_user_annotation": "gpu annotation",
     "cuda_runtime": "runtime",
     "runtime": "runtime",
+    "mtia_runtime": "runtime",
     "cuda_driver": "driver",
     "driver": "driver",
     "cpu_op": "cpu op",
@@ -71,6 +79,24 @@ def valid_id(value: Any) -> int:
     """An id as the table keeps it: ids in traces are ints; anything else, or an int past
     int64, counts as absent (-1)."""
     return value if type(value) is int and -_INT64 <= value < _INT64 else -1
+
+
+# A device lane whose process carries no label is named after the kind of its work where the
+# work's `cat` says it (Kineto labels CUDA and ROCm devices "GPU N" itself): an MTIA is no GPU.
+DEVICE_WORDS = {"mtia_ccp_events": "MTIA"}
+
+
+def device_labels(
+    names: dict[tuple[str, str], str], devices: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], str]:
+    """`names` with (pid, "") → "MTIA <pid>" for each (pid, lower-cased cat) of device work
+    whose cat is in DEVICE_WORDS and whose process has no label of its own."""
+    added = {
+        (pid, ""): f"{DEVICE_WORDS[cat]} {pid}"
+        for pid, cat in devices
+        if cat in DEVICE_WORDS and (pid, "") not in names
+    }
+    return {**names, **added} if added else names
 
 
 def lane_label(

@@ -134,9 +134,9 @@ def analyze_page(
         summary=rows_html(rows, "Summary"),
         launch=launch_html(result.launch),
         operators=analyze_operator_view(result.operators),
-        kernels=kernel_view(result.kernels),
+        kernels=kernel_view(result.kernels, result.kernel_unit),
         figure=gantt_spec(result.spans, result.lanes, title=title, window=window),
-        roles=role_view(result.roles),
+        roles=role_view(result.roles, result.kernel_unit),
         roofline_figure=roofline_spec(result.roofline, result.device_name, result.dtype),
         roofline=roofline_view(result.roofline),
     )

@@ -19,6 +19,7 @@ from profiling.diff import as_trace, diff, labelled, structural_weight
 from profiling.diff_phases import phase_table
 from profiling.role_views import role_diff, role_diff_view, role_lines
 from profiling.trace import Trace
+from profiling.trace_device import device_line
 from profiling.trace_events import TraceError
 from profiling.uploads import load_upload
 from profiling.user_values import LABEL_PUNCTUATION, ConfigError, plain_label, show
@@ -268,6 +269,8 @@ def diff_page(a: Trace | Path, b: Trace | Path, label_a: str, label_b: str) -> D
     lines = role_lines(roles, (label_a, label_b), f" {unit}" if unit else "")[:ROLE_LINES]
     by_role = "By role: " + "; ".join(lines) + ".\n\n" if lines else ""
     headline = f"{diff_headline(kernels, operators)}\n\n{by_phase}{by_role}{diff_scopes(kernels)}"
+    devices = device_line(a.device_properties, b.device_properties, (label_a, label_b))
+    headline = headline if devices is None else f"{devices}\n\n{headline}"
     return DiffPage(
         headline=headline,
         kernels=labelled(_rounded(kernels)),

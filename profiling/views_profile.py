@@ -200,6 +200,9 @@ LAUNCH_FIGURES = (
     "scope", "has_gpu", "busy_pct", "idle_pct", "window_us", "busy_us", "idle_us", "gaps",
     "largest_gap_us", "launches", "cpu_launch_mean_us", "cpu_launch_us_per_forward",
     "launch_delay_mean_us", "launch_to_start_mean_us",
+    # issue 31: what the per-window figure is per, the launch calls behind the GPU items (a
+    # graph launch once), and the GPU work no launch in the trace points to
+    "unit", "launch_calls", "unlinked", "unlinked_us",
 )  # fmt: skip
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from profiling import files
-from profiling.columns import KERNEL_COLUMNS, ROLE_COLUMNS, ROOFLINE_COLUMNS
+from profiling.columns import KERNEL_COLUMNS, ROOFLINE_COLUMNS, kernel_columns, role_columns
 from profiling.launch import LaunchStats, launch_rows
 
 # -- limits (README's "Limits" section quotes these) ---------------------------------------
@@ -190,15 +190,20 @@ def kernel_datatypes() -> list[str]:
     return ["str" if c in KERNEL_TEXT else "number" for c in KERNEL_COLUMNS]
 
 
-def kernel_view(kernels: pd.DataFrame) -> pd.DataFrame:
-    """The kernel table with its decoding, readable headers, rounded numbers. An occupancy
-    CUPTI could not estimate is empty, with the reason beside it (kernels.kernel_frame)."""
-    return readable(kernels, KERNEL_COLUMNS, KERNEL_DIGITS)
+def kernel_view(kernels: pd.DataFrame, unit: str = "forward") -> pd.DataFrame:
+    """The kernel table with its decoding, readable headers (per `unit`, see
+    columns.PER_HEADER), rounded numbers. An occupancy CUPTI could not estimate is empty, with
+    the reason beside it (kernels.kernel_frame)."""
+    return readable(kernels, kernel_columns(unit), KERNEL_DIGITS)
 
 
 # -- GPU idle & launch overhead (Profile, Analyse) ---------------------------------------------
 LAUNCH_TITLE = "GPU idle & launch overhead"
 NO_GPU_WORK = "no GPU work: a CPU-only run or trace has no GPU busy time, idle gaps or launches"
+SHARED_LAUNCH = (
+    "One {} call starts several GPU items (a CUDA graph's replay): each of their rows shows "
+    "that call's CPU time, counted once in the CPU launch figures above."
+)
 LAUNCH_KERNEL_ROWS = 12  # per-kernel launch rows shown under the headline figures
 # (header, column of LaunchStats.per_kernel) per cell of a kernel's row
 LAUNCH_CELLS = (
@@ -224,6 +229,10 @@ def launch_html(stats: LaunchStats) -> str:
     rows = "".join(f"<dt>{escaped(k)}</dt><dd>{escaped(v)}</dd>" for k, v in launch_rows(stats))
     per = stats.per_kernel.head(LAUNCH_KERNEL_ROWS)
     table = _launch_table(per) if not per.empty else ""
+    shared = ", ".join(dict.fromkeys(name for name, _, _ in stats.multi_launches))
+    if table and shared:  # the table's rows each show their call's time: say it is one call's
+        note = SHARED_LAUNCH.format(shared)
+        table += f'<div class="ap-note">{escaped(note)}</div>'
     return f'<div class="ap-launch">{title}<dl>{rows}</dl>{table}</div>'
 
 
@@ -282,7 +291,7 @@ def roofline_view(rows: pd.DataFrame) -> pd.DataFrame:
     return readable(rows, ROOFLINE_COLUMNS, digits)
 
 
-def role_view(roles: pd.DataFrame) -> pd.DataFrame:
-    """The role table with readable headers, rounded (the phase column kept)."""
-    headers = {**ROLE_COLUMNS, **({"phase": "Phase"} if "phase" in roles else {})}
+def role_view(roles: pd.DataFrame, unit: str = "step") -> pd.DataFrame:
+    """The role table with readable headers (per `unit`), rounded (the phase column kept)."""
+    headers = {**role_columns(unit), **({"phase": "Phase"} if "phase" in roles else {})}
     return readable(roles, headers, {"us": DIGITS, "pct_gpu": 1, "calls": 2})

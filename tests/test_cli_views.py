@@ -111,6 +111,13 @@ def test_analyze_prints_summary_and_tables(capsys):
     assert "== operators" in out and "== kernels (per forward" in out and "== launches" in out
 
 
+def test_analyze_heads_an_uploads_role_totals_as_totals(capsys):
+    """No attn_fwd spans: the role table holds the whole trace's totals, headed so."""
+    assert main(["analyze", str(ROOT / "tests/fixtures/shapes/shape_cuda-graph.json.gz")]) == 0
+    roles = capsys.readouterr().out.split("== kernels by role")[1]
+    assert "µs (whole trace)" in roles and "/ step" not in roles
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [

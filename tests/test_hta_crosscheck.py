@@ -11,6 +11,8 @@ cuLaunchKernel (Triton) or cuLaunchKernelEx (cuBLAS nvjet, cuDNN, our Triton bui
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 
 import pytest
@@ -23,7 +25,10 @@ except ImportError as exc:
         allow_module_level=True,
     )
 
+from benchmarks.gen_public_shapes import SHAPES_DIR
 from benchmarks.hta_crosscheck import check
+from profiling.launch import launch_stats
+from profiling.trace import load
 from tests.conftest import FIXTURES
 
 # every fixture but the cold-l2 run's: its launch block leaves the L2 flush between steps out
@@ -63,3 +68,22 @@ def test_driver_api_launches_are_only_in_our_launch_table():
     assert len(c.extra) == 3 and c.extra["kernel"].str.startswith("cudnn_generated").all()
     flex = check(FIXTURES / "h200_flex_8_16_1024_64_bf16.json.gz")  # Triton: cuLaunchKernel
     assert flex.launches.empty and set(flex.extra["launch_api"]) == {"cuLaunchKernel"}
+
+
+def test_a_graph_launch_is_counted_once_beside_htas_launches():
+    """HTA's launch table leaves cudaGraphLaunch out; ours holds its launches and each graph
+    launch once (not once per kernel of the replay): HTA's CPU time plus the graph launches'."""
+    path = SHAPES_DIR / "shape_cuda-graph.json.gz"
+    c = check(path)
+    graphs = [e["dur"] for e in _events(path) if e.get("name") == "cudaGraphLaunch"]
+    assert len(c.launches) == 6 and len(graphs) == 3
+    assert len(c.extra) == 15 and set(c.extra["launch_api"]) == {"cudaGraphLaunch"}
+    ours = launch_stats(load(path))
+    assert ours.launch_calls == len(c.launches) + len(graphs)
+    total = c.launches["hta cpu_duration"].sum() + sum(graphs)
+    assert ours.cpu_launch_us_per_forward * ours.forwards == pytest.approx(total, abs=1e-9)
+    assert ours.cpu_launch_mean_us == pytest.approx(total / ours.launch_calls, abs=1e-9)
+
+
+def _events(path):
+    return json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]

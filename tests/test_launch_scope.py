@@ -145,6 +145,8 @@ def test_launch_rows_labels():
     rows = launch_rows(launch_stats(trace.load(H200["naive"])))
     assert [label for label, _ in rows] == [
         "scope", "GPU busy", "GPU idle", "CPU launch", "launch delay", "launch → start",
+        "not counted",  # the warm-up's two kernels, launched before recording began
     ]  # fmt: skip
-    assert rows[-1][1].endswith(" µs (GPU start − launch start)")
-    assert rows[-2][1].endswith(" µs (GPU start − launch end)")
+    assert rows[-1][1].startswith("2 GPU work items, 367.5 µs (10.3% of all GPU work)")
+    assert rows[-2][1].endswith(" µs (GPU start − launch start)")
+    assert rows[-3][1].endswith(" µs (GPU start − launch end)")
