@@ -103,10 +103,21 @@ def coerced(
             if not optional:
                 raise ConfigError(f"{name} is missing")
         elif kind == "int":
-            value = whole_number(name, value, limits[name])
+            value = _whole_or_unset(name, value, limits[name], optional)
         elif kind == "bool":
             value = boolean(name, value)
         else:
             value = choice_text(name, value)
         values[name] = value
     return values
+
+
+def _whole_or_unset(name: str, value: Any, limits: tuple[int, int], optional: bool) -> int:
+    """`whole_number`; for a field that may be left unset, the refusal says how (a 0 is not
+    "unset": it is refused, as the page's empty field sends None)."""
+    try:
+        return whole_number(name, value, limits)
+    except ConfigError as error:
+        if not optional:
+            raise
+        raise ConfigError(f"{error}; leave {name} empty (None) for not set") from None

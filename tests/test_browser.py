@@ -255,6 +255,50 @@ def test_a_decode_preset_from_the_page(browser, url, tmp_path):
     page.context.close()
 
 
+INFERENCE_SHAPE = "Inference shape: grouped heads, decode, sliding window"
+INFERENCE_FIELDS = ("kv_heads", "q_len", "window")
+
+
+def test_the_inference_shape_opened_without_a_preset_stays_empty(browser, url, tmp_path, capfd):
+    """Issue 31, point 1: in a fresh page, opening the accordion showed K/V heads, query length
+    and window as 0 with red borders; Profile then failed ("kv_heads must be between 1 and 128,
+    got 0"), each keystroke there ended in a 500 and the SDPA checks stopped following."""
+    expect = sync_api.expect
+    page = open_page(browser, url)
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 500 else None)
+    try:
+        page.wait_for_selector("#profile-button")
+        page.click("#variant input")
+        page.get_by_role("option", name=VARIANTS["sdpa-auto"].label, exact=True).click()
+        checks = page.locator("#sdpa-checks")
+        expect(checks).to_contain_text("Picks: flash")
+        page.get_by_text(INFERENCE_SHAPE).first.click()
+        for name in INFERENCE_FIELDS:
+            expect(page.locator(f"#{name} input")).to_have_value("")
+        page.screenshot(path=str(screenshot_path("inference-shape-open.png", tmp_path)))
+        assert controls.START["heads"] % 3, "3 K/V heads must not divide the page's heads"
+        page.fill("#kv_heads input", "3")  # refused: the checks say nothing...
+        expect(checks).not_to_contain_text("Picks")
+        page.fill("#kv_heads input", "")  # ...emptied again: they come back
+        expect(checks).to_contain_text("Picks: flash")
+        page.click("#profile-button")
+        summary = page.locator("#summary")
+        expect(summary).to_contain_text(f"S{controls.START['seq_len']}", timeout=TIMEOUT_MS)
+        expect(summary).not_to_contain_text("failed")
+        for tab, prefix in (("Compare", "cmp-"), ("Sweep", "sw-")):
+            page.get_by_role("tab", name=tab).click()
+            page.get_by_text(INFERENCE_SHAPE).locator("visible=true").first.click()
+            for name in INFERENCE_FIELDS:
+                expect(page.locator(f"#{prefix}{name} input")).to_have_value("")
+        page.wait_for_timeout(500)
+    finally:
+        page.context.close()
+    server_log = capfd.readouterr().err
+    assert not failed, failed
+    assert "Traceback" not in server_log and "minimum value" not in server_log, server_log
+
+
 def test_a_phone_wide_page_scrolls_charts_and_tables_instead_of_squeezing(browser, url):
     """At 420 px the Gantt kept a ~95 px plot area and table cells broke numbers mid-digit."""
     context = browser.new_context(viewport={"width": 420, "height": 900})

@@ -13,7 +13,14 @@ import spaces
 
 from attention import VARIANTS
 from profiling import job_request, sdpa_account, views_profile, views_shared
-from profiling.page.controls import DEVICE, START, kernel_table, shape_controls, table
+from profiling.page.controls import (
+    DEVICE,
+    START,
+    kernel_table,
+    read_optional,
+    shape_controls,
+    table,
+)
 from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
@@ -56,9 +63,9 @@ def profile(
     head_dim: float,
     causal: bool,
     mode: str = "forward",
-    kv_heads: float | None = None,
-    q_len: float | None = None,
-    window: float | None = None,
+    kv_heads: float | str | None = None,
+    q_len: float | str | None = None,
+    window: float | str | None = None,
     timing: str = "eager",
     steps: float = 3,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
@@ -74,9 +81,9 @@ def profile(
         head_dim: head dimension D (a multiple of 8).
         causal: causal mask (true) or full attention (false).
         mode: "forward" (default), "backward" (alone) or "train" (forward + backward).
-        kv_heads: K/V heads, dividing heads (None: one per query head).
-        q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
-        window: sliding window, the last keys each query sees (None: none; needs causal).
+        kv_heads: K/V heads, dividing heads (None or "": one per query head).
+        q_len: query length, at most seq_len (None or "": seq_len; 1–64 for a decode).
+        window: sliding window, the last keys each query sees (None or "": none; causal).
         timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
         steps: measured steps (default 3): median and IQR over them.
 
@@ -86,6 +93,7 @@ def profile(
         µs per step by role in attention, the roofline chart (plotly) and the per-kernel
         roofline table (FLOP, bytes and their source, TFLOP/s, TB/s, FLOP/byte, bound).
     """
+    kv_heads, q_len, window = read_optional(kv_heads, q_len, window)
     with translated("profile's checks"):
         raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
                    head_dim=head_dim, causal=causal, mode=mode, kv_heads=kv_heads, q_len=q_len,
@@ -142,9 +150,10 @@ def sdpa_checks(variant: str, *shape: Any) -> str:
     if ZERO_GPU:
         picked = VARIANTS.get(variant)
         return views_profile.ZERO_GPU_CHECKS if picked and picked.ran_from_trace else ""
-    account = sdpa_account.page_account(
-        DEVICE, variant, dict(zip(SHAPE_FIELDS, shape, strict=False))
-    )
+    values = dict(zip(SHAPE_FIELDS, shape, strict=False))
+    optional = ("kv_heads", "q_len", "window")
+    values |= zip(optional, read_optional(*(values.get(name) for name in optional)), strict=True)
+    account = sdpa_account.page_account(DEVICE, variant, values)
     return views_profile.sdpa_checks_markdown(account, DEVICE)
 
 
