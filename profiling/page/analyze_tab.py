@@ -80,8 +80,8 @@ def _inputs() -> list[Any]:
 def _results() -> list[Any]:
     """Summary, launch block, the two tables and the Gantt, in the order of analyze()'s outputs
     (laid out in the page's), then the page-only line that says why the kernel table is hidden."""
-    summary = gr.HTML("", elem_id="an-summary", css_template=ROWS_CSS)
-    launch = gr.HTML("", elem_id="an-launch", css_template=ROWS_CSS)
+    summary = gr.HTML("", label="Summary", elem_id="an-summary", css_template=ROWS_CSS)
+    launch = gr.HTML("", label="CPU launch cost", elem_id="an-launch", css_template=ROWS_CSS)
     gantt = gr.Plot(label="Timeline", elem_id="an-gantt")
     operators = table(
         "Operators and record_function spans (whole trace, counted as key_averages)",

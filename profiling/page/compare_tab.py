@@ -110,7 +110,9 @@ def _view(result: CompareResult, device: str) -> tuple[Any, Any]:
 
 def _results() -> list[Any]:
     """What a Compare shows, in the order of compare()'s outputs (laid out in the page's)."""
-    note = gr.Markdown(BEFORE_RUN, elem_id="cmp-note")  # says why the zip is disabled
+    note = gr.Markdown(
+        BEFORE_RUN, label="Note", show_label=False, elem_id="cmp-note"
+    )  # says why the zip is disabled
     glance = table(
         "At a glance (per forward)",
         "glance",

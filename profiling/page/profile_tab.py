@@ -217,7 +217,8 @@ def _checks(variant: gr.Dropdown, shape: dict[str, Any]) -> gr.Markdown:
 
 def _results() -> list[Any]:
     """What a run shows, in the order of profile()'s outputs (laid out in the page's order)."""
-    strip = gr.HTML(views_profile.placeholder_html(), elem_id="summary", css_template=STRIP_CSS)
+    strip = gr.HTML(views_profile.placeholder_html(), label="Summary strip", elem_id="summary",
+                    css_template=STRIP_CSS)  # fmt: skip
     with gr.Row():  # disabled until a run: the strip above says so
         json_file = download_button("Trace .json", "download-json")
         gz_file = download_button("Trace .json.gz (Perfetto)", "download-gz")
@@ -231,7 +232,9 @@ def _results() -> list[Any]:
         column_widths=views_profile.operator_widths(DEVICE),
         max_chars=90,  # key_averages lists kernels too; click a cell for the full name
     )
-    kernel_note = gr.Markdown("", elem_id="kernel-note")
+    kernel_note = gr.Markdown(
+        "", label="Kernel table note", show_label=False, elem_id="kernel-note"
+    )
     kernels = kernel_table(
         "GPU kernels per forward, names decoded",
         "kernels",
