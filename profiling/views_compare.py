@@ -88,8 +88,12 @@ def glance_widths(device: str) -> list[int | str]:
     return [f"{GLANCE_CPU_SHARES[c]}%" for c in GLANCE_CPU]
 
 
-def glance_view(glance: pd.DataFrame, device: str) -> pd.DataFrame:
-    """The glance table as shown: the device's columns, numbers rounded, gaps left empty."""
+PER_SHORT = {"forward": "fwd", "backward": "bwd", "train": "step"}  # what a "/fwd" column is per
+
+
+def glance_view(glance: pd.DataFrame, device: str, mode: str = "forward") -> pd.DataFrame:
+    """The glance table as shown: the device's columns, numbers rounded, gaps left empty, and
+    the "/fwd" columns named for what they count in `mode` ("CPU µs/step" for a train step)."""
     columns = glance_columns(device)
     if TRAINING_COLUMNS[0] in glance:  # a run with a backward: its phases beside "rel. err"
         at = columns.index("rel. err") + 1
@@ -107,6 +111,8 @@ def glance_view(glance: pd.DataFrame, device: str) -> pd.DataFrame:
         table["idle gaps"] = pd.to_numeric(table["idle gaps"], errors="coerce").astype(float)
     text = [c for c in table.columns if c in GLANCE_TEXT]
     table[text] = table[text].fillna("")
+    per = f"/{PER_SHORT.get(mode, 'fwd')}"
+    table.columns = [c.removesuffix("/fwd") + per if c.endswith("/fwd") else c for c in table]
     return without_nan(table.reset_index(drop=True))
 
 
@@ -179,7 +185,7 @@ def compare_page(result: CompareResult, device: str) -> ComparePage:
     bars.update_layout(height=420)
     traces = {r.variant: str(r.trace_gz) for r in result.ran if r.trace_gz and r.trace_gz.exists()}
     return ComparePage(
-        glance=glance_view(result.glance, device),
+        glance=glance_view(result.glance, device, result.shape.get("mode", "forward")),
         note=compare_note(result),
         bars=bars,
         gantts=mini_gantts(result),

@@ -114,7 +114,7 @@ def _results() -> list[Any]:
         BEFORE_RUN, label="Note", show_label=False, elem_id="cmp-note"
     )  # says why the zip is disabled
     glance = table(
-        "At a glance (per forward)",
+        "At a glance (per forward; per step of a train step)",
         "glance",
         headers=views_compare.glance_columns(DEVICE),
         datatype=views_compare.glance_datatypes(DEVICE),
@@ -123,7 +123,7 @@ def _results() -> list[Any]:
         max_height=640,
     )
     zip_file = download_button("Every trace and table (.zip)", "cmp-zip")
-    bars = gr.Plot(label="GPU vs CPU time per forward", elem_id="cmp-bars")
+    bars = gr.Plot(label="GPU vs CPU time", elem_id="cmp-bars")
     gantts = gr.Plot(label="Timelines on one time axis", elem_id="cmp-gantts")
     with gr.Accordion("Datasheet peaks (what “% of peak” divides by)", open=False):
         table(
