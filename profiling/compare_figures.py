@@ -334,7 +334,8 @@ def _hover_lines(reason: str, width: int = 70) -> str:
 def _run_title(r) -> str:
     s = r.summary
     gpu = f"GPU {s.gpu_us_per_forward:,.0f} µs" if s.gpu_us_per_forward is not None else "no GPU"
-    return f"{r.variant} · {gpu} · CPU {s.cpu_us_per_forward:,.0f} µs per forward"
+    per = UNITS.get(s.mode, "forward")
+    return f"{r.variant} · {gpu} · CPU {s.cpu_us_per_forward:,.0f} µs per {per}"
 
 
 def _shape(c: dict) -> str:

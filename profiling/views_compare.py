@@ -160,6 +160,14 @@ def sdpa_lines(result: CompareResult) -> list[str]:
     return lines
 
 
+def no_roles_note(roles: pd.DataFrame | None) -> str:
+    """Why the variants × roles table is left out (no variant ran a GPU kernel, so it would
+    hold a lone "variant" column), or "" where it has roles."""
+    if roles is not None and len(roles) and len(roles.columns) > 1:
+        return ""
+    return "**Kernels by role:** no GPU kernels ran (a CPU run has none), so no roles to show."
+
+
 def peaks_view() -> pd.DataFrame:
     """The datasheet table shown in the page's accordion."""
     return peaks_table()

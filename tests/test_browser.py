@@ -417,8 +417,47 @@ def test_compare_from_the_page(page, tmp_path):
     assert shot.stat().st_size > 20_000
 
 
+def test_a_train_compare_reads_per_step_with_both_phases_and_whole_headers(browser, url, tmp_path):
+    """Issue 31: in train mode Compare said "CPU µs/fwd", its mini-Gantts' legend had attn_fwd
+    only, its timing table was headed "max_memory_allocated MiB" with headers squeezed letter
+    by letter, and on a CPU the role table showed a lone "variant" column."""
+    expect = sync_api.expect
+    page = open_page(browser, url)
+    try:
+        page.get_by_role("tab", name="Compare").click()
+        page.wait_for_selector("#compare-button")
+        variants = page.locator("#cmp-variants")
+        defaults = views_compare.compare_defaults(app.DEVICE, controls.START["dtype"])
+        for variant in set(defaults) - {"naive", "sdpa-math"}:  # two variants: a short run
+            label = VARIANTS[variant].label
+            variants.locator(".token", has_text=label).locator(".token-remove").click()
+            expect(variants).not_to_contain_text(label)
+        expect(variants.locator(".token")).to_have_count(2)
+        page.locator("#cmp-mode").get_by_label("train step (forward + backward)").check()
+        page.click("#compare-button")
+        page.wait_for_selector('#glance [data-testid="cell-1-0"]', timeout=TIMEOUT_MS)
+        expect(page.locator("#glance")).to_contain_text("CPU µs/step")
+        expect(page.locator("#glance")).not_to_contain_text("/fwd")
+        page.wait_for_selector('#cmp-gantts [data-testid="plotly"] .main-svg')
+        expect(page.locator("#cmp-gantts .legend")).to_contain_text("attn_bwd")
+        page.wait_for_selector('#cmp-timing [data-testid="cell-1-0"]')
+        expect(page.locator("#cmp-timing")).not_to_contain_text("max_memory_allocated")
+        for header in page.evaluate(HEADER_LINES, "#cmp-timing"):
+            assert header["lines"] <= header["words"], header  # no word broken
+        if app.DEVICE == "cpu":  # no kernels, so no roles: said once, not an empty table
+            expect(page.locator("#cmp-roles")).to_be_hidden()
+            expect(page.locator("#cmp-roles-note")).to_contain_text("no GPU kernels")
+        page.mouse.move(0, 0)
+        page.wait_for_timeout(500)
+        shot = screenshot_path("screenshot-compare-train-cpu.png", tmp_path)
+        page.screenshot(path=str(shot), full_page=True)
+    finally:
+        page.context.close()
+
+
 # -- Sweep: misses off the data axes, a Points table that reads in full ----------------------
-HEADER_LINES = """() => [...document.querySelectorAll('#sw-table th[role=columnheader]')]
+HEADER_LINES = """(table = '#sw-table') =>
+  [...document.querySelectorAll(table + ' th[role=columnheader]')]
   .map(th => {
     const span = th.querySelector('span.header');
     const line = parseFloat(getComputedStyle(span).lineHeight);

@@ -319,6 +319,8 @@ def test_a_train_compare_says_per_step_and_draws_both_phases(cpu_train_compare):
     assert "CPU µs/step" in page.glance.columns
     assert not [column for column in page.glance.columns if column.endswith("/fwd")]
     assert "per step" in page.bars.layout.title.text and "per forward" not in str(page.bars)
+    titles = [a.text for a in page.gantts.layout.annotations]  # the subplots' titles
+    assert titles and all("µs per step" in title for title in titles), titles
     names = {t.name for t in page.gantts.data}
     assert {"attn_fwd", "attn_bwd"} <= names
     lanes = {lane for t in page.gantts.data for lane in t.y}
@@ -326,3 +328,14 @@ def test_a_train_compare_says_per_step_and_draws_both_phases(cpu_train_compare):
     as_forward = {**cpu_train_compare.shape, "mode": "forward"}
     forward = views_compare.compare_page(replace(cpu_train_compare, shape=as_forward), "cpu")
     assert "CPU µs/fwd" in forward.glance.columns  # a forward's headers as before
+
+
+def test_an_empty_role_table_is_said_not_shown(cpu_train_compare):
+    """On a CPU the variants × roles table held a lone "variant" column; the page shows a line
+    instead (views_compare.no_roles_note), and the table where there are roles."""
+    roles = views_compare.compare_page(cpu_train_compare, "cpu").roles
+    assert list(roles.columns) == ["variant"]
+    assert "no GPU kernels ran" in views_compare.no_roles_note(roles)
+    assert views_compare.no_roles_note(None)
+    with_roles = pd.DataFrame({"variant": ["naive"], "softmax": [12.5]})
+    assert views_compare.no_roles_note(with_roles) == ""

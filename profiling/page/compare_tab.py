@@ -108,8 +108,9 @@ def _view(result: CompareResult, device: str) -> tuple[Any, Any]:
     return views_compare.compare_page(result, device), views_timing.compare_timing(result.runs)
 
 
-def _results() -> list[Any]:
-    """What a Compare shows, in the order of compare()'s outputs (laid out in the page's)."""
+def _results() -> tuple[list[Any], gr.Markdown]:
+    """What a Compare shows, in the order of compare()'s outputs (laid out in the page's), and
+    the page-only line that stands in for an empty role table."""
     note = gr.Markdown(
         BEFORE_RUN, label="Note", show_label=False, elem_id="cmp-note"
     )  # says why the zip is disabled
@@ -133,16 +134,24 @@ def _results() -> list[Any]:
             max_chars=140,
         )
     roles = table("Kernels by role: µs per step, variant by variant", "cmp-roles", max_height=360)
+    roles_note = gr.Markdown("", elem_id="cmp-roles-note")  # page only: why there is no table
     roofline = gr.Plot(label="Every variant's attention kernels on one roofline",
                        elem_id="cmp-roofline")  # fmt: skip
-    return [glance, note, bars, gantts, zip_file, roles, roofline]
+    return [glance, note, bars, gantts, zip_file, roles, roofline], roles_note
 
 
 def _timing_results() -> list[Any]:
     """Issue 23: the timing table and the memory peaks (a page-only follow-up fills them)."""
-    timing = table("Timing, clocks and memory per variant", "cmp-timing", max_height=420)
+    timing = table("Timing, clocks and memory per variant", "cmp-timing", max_height=420,
+                   column_widths=views_timing.timing_widths())  # fmt: skip
     peaks = gr.Plot(label="Memory at each variant's peak, by what it is", elem_id="cmp-peaks")
     return [timing, peaks]
+
+
+def show_roles(roles: Any) -> tuple[Any, str]:
+    """The role table where it has roles; where none ran a kernel, a line that says so."""
+    why = views_compare.no_roles_note(roles)
+    return gr.update(visible=not why), why
 
 
 def show_timing(shown: tuple[Any, Any] | None) -> tuple[Any, Any]:
@@ -170,7 +179,7 @@ def build() -> tuple[Any, gr.State]:
             with gr.Column(scale=3, min_width=320):
                 shape = shape_controls("cmp-")
         button = gr.Button("Compare", variant="primary", elem_id="compare-button")
-        outputs = _results()
+        outputs, roles_note = _results()
         timing = _timing_results()
         runs, timing_state = gr.State({}), gr.State(None)
     compared = button.click(
@@ -181,8 +190,9 @@ def build() -> tuple[Any, gr.State]:
         **DEVICE_JOB,
     )
     said = {outputs[1]: views_shared.failed_note("Compare")}
-    clear_on_failure(compared, [*outputs, *timing], said=said)
+    clear_on_failure(compared, [*outputs, *timing, roles_note], said=said)
     enable_downloads(compared, outputs[4:5])  # the zip
     compared.success(show_timing, timing_state, timing, **QUIET)
+    compared.success(show_roles, outputs[5], [outputs[5], roles_note], **QUIET)
     relabel_on_dtype(variants, shape["dtype"])
     return compared, runs
