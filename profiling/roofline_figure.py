@@ -53,7 +53,8 @@ def roofline_spec(
     y_low = min([*y_values, 1.0]) / 3
     y_high = max([*y_values, 1.0]) * 3
     layout: dict[str, Any] = {
-        "title": {"text": f"Roofline · {device_name or 'unknown device'} · {dtype}"},
+        "title": {"text": f"Roofline · {device_name or 'unknown device'} · "
+                          f"{dtype or 'dtype not recorded'}"},
         "xaxis": {"type": "log", "title": {"text": X_TITLE},
                   "range": [math.log10(x_low), math.log10(x_high)]},
         "yaxis": {"type": "log", "title": {"text": Y_TITLE},
