@@ -908,7 +908,8 @@ def test_downloads_are_disabled_until_a_run_puts_a_file_behind_them(browser, url
 
 def test_analyse_hides_the_kernel_table_of_a_cpu_trace_and_says_why(browser, url, tmp_path):
     """Issue 19, point 5: a CPU trace showed an empty GPU kernel table with its headers cut off
-    (Profile hides it); a trace with kernels still shows it."""
+    (Profile hides it); a trace with kernels still shows it, its roofline table's headers on
+    whole words."""
     from profiling.runner import run
     from profiling.views_analyze import NO_KERNELS
     from profiling.workload import Workload
@@ -933,6 +934,17 @@ def test_analyse_hides_the_kernel_table_of_a_cpu_trace_and_says_why(browser, url
         page.wait_for_selector('#an-kernels [data-testid="cell-0-0"]', timeout=TIMEOUT_MS)
         expect(page.locator("#an-kernels")).to_be_visible()
         expect(page.locator("#an-kernel-note")).not_to_contain_text("No GPU kernels")
+        # issue 31: 15 columns squeezed into the page broke the headers letter by letter
+        page.wait_for_selector('#an-roofline-table [data-testid="cell-0-0"]')
+        header = page.locator("#an-roofline-table thead").evaluate(
+            "el => el.getBoundingClientRect().height"
+        )
+        assert header < 80, header
+        for column in page.evaluate(HEADER_LINES, "#an-roofline-table"):
+            assert column["lines"] <= column["words"], column
+        page.mouse.move(0, 0)
+        shot = screenshot_path("analyse-gpu-trace.png", tmp_path)
+        page.screenshot(path=str(shot), full_page=True)
     finally:
         page.context.close()
 

@@ -11,7 +11,7 @@ from typing import Any
 import gradio as gr
 
 from profiling import columns, views_analyze, views_shared
-from profiling.page.controls import kernel_table, table
+from profiling.page.controls import kernel_table, roofline_table, table
 from profiling.page.errors import guarded
 from profiling.page.listeners import (
     QUIET,
@@ -95,7 +95,7 @@ def _results() -> list[Any]:
     roles = table("Kernels by role in attention", "an-roles", max_height=360)
     roofline_plot = gr.Plot(label="Roofline (kernels the trace's shapes or bytes place)",
                             elem_id="an-roofline")  # fmt: skip
-    roofline = table("Roofline per kernel", "an-roofline-table")
+    roofline = roofline_table("Roofline per kernel", "an-roofline-table")
     return [summary, launch, operators, kernels, gantt, roles, roofline_plot, roofline,
             kernel_note]  # fmt: skip
 

@@ -12,6 +12,7 @@ from typing import Any
 import gradio as gr
 
 from profiling import views_profile, views_shared
+from profiling.columns import ROOFLINE_COLUMNS
 from profiling.workload import device_key, page_ranges, resolve_device
 
 DEVICE = resolve_device()
@@ -179,6 +180,21 @@ def kernel_table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:
         max_chars=100,
         **options,
     )
+
+
+# pixels per roofline column (by header): at a share of the page each, 15 headers broke letter
+# by letter into a 120–190 px tall header; at these widths they keep whole words and the table
+# scrolls sideways
+ROOFLINE_WIDTHS = {"Kernel": 220, "Role": 120, "Figures from": 280, "Bound": 120,
+                   "Compute roof": 140, "Full name": 420}  # fmt: skip
+
+
+def roofline_table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:
+    """The per-kernel roofline table as Profile and Analyse show it."""
+    headers = list(ROOFLINE_COLUMNS.values())
+    return table(label, elem_id, headers=headers, max_chars=100,
+                 column_widths=[ROOFLINE_WIDTHS.get(h, 96) for h in headers],
+                 **options)  # fmt: skip
 
 
 def variant_picker(

@@ -18,6 +18,7 @@ from profiling.page.controls import (
     START,
     kernel_table,
     read_optional,
+    roofline_table,
     shape_controls,
     table,
 )
@@ -247,7 +248,7 @@ def _results() -> list[Any]:
     )
     roofline_plot = gr.Plot(label="Roofline: each kernel", elem_id="roofline",
                             visible=DEVICE == "cuda")  # fmt: skip
-    roofline = table("Roofline per kernel", "roofline-table", visible=DEVICE == "cuda")
+    roofline = roofline_table("Roofline per kernel", "roofline-table", visible=DEVICE == "cuda")
     with gr.Accordion("Summary as JSON", open=False):
         summary = gr.JSON(label="summary", elem_id="summary-json")
     return [strip, summary, operators, kernels, kernel_note, gantt, json_file, gz_file, txt_file,
