@@ -81,11 +81,13 @@ def glance_datatypes(device: str) -> list[str]:
     return ["str" if c in GLANCE_TEXT else "number" for c in glance_columns(device)]
 
 
-def glance_widths(device: str) -> list[int | str]:
-    """A GPU's 18 columns scroll sideways (pixels); a CPU's 8 fit the page (shares of it)."""
-    if device_key(device) == "cuda":
-        return [GLANCE_WIDE.get(c, 96) for c in glance_columns("cuda")]
-    return [f"{GLANCE_CPU_SHARES[c]}%" for c in GLANCE_CPU]
+def glance_widths(device: str, columns: list[str] | None = None) -> list[int | str]:
+    """A GPU's columns, and a training run's on any device, scroll sideways (pixels); a CPU's
+    8 of a forward fit the page (shares of it). `columns`: those shown (default: a forward's)."""
+    columns = glance_columns(device) if columns is None else columns
+    if device_key(device) == "cpu" and set(columns) <= set(GLANCE_CPU_SHARES):
+        return [f"{GLANCE_CPU_SHARES[c]}%" for c in columns]
+    return [GLANCE_WIDE.get(c, 96) for c in columns]
 
 
 PER_SHORT = {"forward": "fwd", "backward": "bwd", "train": "step"}  # what a "/fwd" column is per
@@ -97,7 +99,8 @@ def glance_view(glance: pd.DataFrame, device: str, mode: str = "forward") -> pd.
     columns = glance_columns(device)
     if TRAINING_COLUMNS[0] in glance:  # a run with a backward: its phases beside "rel. err"
         at = columns.index("rel. err") + 1
-        columns = [*columns[:at], *TRAINING_COLUMNS, *columns[at:]]
+        phases = [c for c in TRAINING_COLUMNS if device_key(device) == "cuda" or "GPU" not in c]
+        columns = [*columns[:at], *phases, *columns[at:]]
     table = glance.reindex(columns=columns).copy()
     for column, digits in GLANCE_DIGITS.items():
         if column in table:

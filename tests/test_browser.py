@@ -438,6 +438,10 @@ def test_a_train_compare_reads_per_step_with_both_phases_and_whole_headers(brows
         page.wait_for_selector('#glance [data-testid="cell-1-0"]', timeout=TIMEOUT_MS)
         expect(page.locator("#glance")).to_contain_text("CPU µs/step")
         expect(page.locator("#glance")).not_to_contain_text("/fwd")
+        expect(page.locator("#glance")).to_contain_text("dV err")  # the training columns
+        page.wait_for_timeout(500)  # the widths follow the columns shown
+        for header in page.evaluate(HEADER_LINES, "#glance"):
+            assert header["lines"] <= header["words"], header  # no word broken
         page.wait_for_selector('#cmp-gantts [data-testid="plotly"] .main-svg')
         expect(page.locator("#cmp-gantts .legend")).to_contain_text("attn_bwd")
         page.wait_for_selector('#cmp-timing [data-testid="cell-1-0"]')

@@ -318,6 +318,10 @@ def test_a_train_compare_says_per_step_and_draws_both_phases(cpu_train_compare):
     page = views_compare.compare_page(cpu_train_compare, "cpu")
     assert "CPU µs/step" in page.glance.columns
     assert not [column for column in page.glance.columns if column.endswith("/fwd")]
+    shown = list(page.glance.columns)  # a CPU's: the phases' CPU figures, not empty GPU ones
+    assert "bwd CPU µs" in shown and "dV err" in shown and "fwd GPU µs" not in shown
+    widths = views_compare.glance_widths("cpu", shown)  # one per column, in pixels: it scrolls
+    assert len(widths) == len(shown) and all(isinstance(w, int) for w in widths)
     assert "per step" in page.bars.layout.title.text and "per forward" not in str(page.bars)
     titles = [a.text for a in page.gantts.layout.annotations]  # the subplots' titles
     assert titles and all("µs per step" in title for title in titles), titles

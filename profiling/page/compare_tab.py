@@ -148,6 +148,12 @@ def _timing_results() -> list[Any]:
     return [timing, peaks]
 
 
+def fit_glance(glance: Any) -> Any:
+    """The glance table's widths for the columns it shows (a training run adds eight)."""
+    columns = [str(c) for c in getattr(glance, "columns", [])]
+    return gr.update(column_widths=views_compare.glance_widths(DEVICE, columns or None))
+
+
 def show_roles(roles: Any) -> tuple[Any, str]:
     """The role table where it has roles; where none ran a kernel, a line that says so."""
     why = views_compare.no_roles_note(roles)
@@ -194,5 +200,6 @@ def build() -> tuple[Any, gr.State]:
     enable_downloads(compared, outputs[4:5])  # the zip
     compared.success(show_timing, timing_state, timing, **QUIET)
     compared.success(show_roles, outputs[5], [outputs[5], roles_note], **QUIET)
+    compared.success(fit_glance, outputs[0], outputs[0], **QUIET)
     relabel_on_dtype(variants, shape["dtype"])
     return compared, runs
