@@ -61,7 +61,7 @@ class AnalyzeResult:
     roles: pd.DataFrame = field(default_factory=pd.DataFrame)  # ROLE_COLUMNS, same scope
     roofline: pd.DataFrame = field(default_factory=pd.DataFrame)  # ROOFLINE_COLUMNS
     device_name: str = ""  # from the trace's device properties
-    dtype: str = "bfloat16"  # the one its recorded shapes use most (recorded_dtype)
+    dtype: str = ""  # the one its recorded shapes use most (recorded_dtype); "": none recorded
     kernel_unit: str = "forward"  # what the kernel and role tables are per (columns.PER_HEADER)
 
 
@@ -102,7 +102,11 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
         scope, (per, unit), spans, kernels = _kernel_views(trace)
         device = str(trace.device_properties[0].get("name", "")) if trace.device_properties else ""
         roofline = phases_roofline(
-            {"trace": spans}, None, device, dtype.result(), table_op_args(trace.spans)
+            {"trace": spans},
+            None,
+            device,
+            dtype.result() or ASSUMED_DTYPE,
+            table_op_args(trace.spans),
         )
         roles = role_table(spans if trace.has_gpu else KernelSpans(), per)
         views = [future.result() for future in (stats, launch, operators, dtype)]
@@ -155,9 +159,13 @@ def _kernel_views(trace: Trace) -> tuple[str, tuple[int, str], KernelSpans, pd.D
     return scope, per, spans, kernels
 
 
+ASSUMED_DTYPE = "bfloat16"  # the roof a trace without recorded shapes is judged against
+
+
 def recorded_dtype(trace: Trace) -> str:
     """The dtype the roofline's solid roof is drawn for: the 16-bit or fp32 type the trace's
-    recorded shapes use most; bfloat16 when it recorded none."""
+    recorded shapes use most; "" when it recorded none (the bounds are then judged against
+    ASSUMED_DTYPE's roof, and the chart does not name a dtype the trace never gave)."""
     counts = {"bfloat16": 0, "float16": 0, "float32": 0}
     names = {"c10::BFloat16": "bfloat16", "c10::Half": "float16", "float": "float32"}
     cpu = ~is_in(trace.spans["kind"], "gpu")  # recorded shapes are CPU ops'
@@ -172,7 +180,7 @@ def recorded_dtype(trace: Trace) -> str:
         for kind in kinds if isinstance(kinds, list) else ():
             if isinstance(kind, str) and kind in names:
                 counts[names[kind]] += times
-    return max(counts, key=counts.__getitem__) if any(counts.values()) else "bfloat16"
+    return max(counts, key=counts.__getitem__) if any(counts.values()) else ""
 
 
 def operator_sums(spans: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:

@@ -2,7 +2,7 @@
 
 Kept apart from profiling/gantt.py on purpose (the single-run Gantt has its own needs); the
 mini-Gantts here are deliberately simple: one horizontal bar trace per category per variant,
-GPU lanes plus the attn_fwd CPU spans, all on one shared time axis.
+GPU lanes plus the attn_fwd (and attn_bwd) CPU spans, all on one shared time axis.
 """
 
 from __future__ import annotations
@@ -19,11 +19,17 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from profiling.compare import CompareResult
-from profiling.summary_text import shape_text
+from profiling.summary_text import UNITS, shape_text
 from profiling.sweep import STEP_PEAK, SweepResult
 
+CPU_SPANS = {
+    "forward": "attn_fwd span",
+    "backward": "attn_bwd span",
+    "train": "attn_fwd + attn_bwd spans",
+}  # what the CPU time of each mode spans
+PHASE_COLORS = {"attn_fwd": "#7f7f7f", "attn_bwd": "#17becf"}  # the CPU spans, by phase
 CATEGORY_COLORS = {
-    "attn_fwd": "#7f7f7f",
+    **PHASE_COLORS,
     "kernel": "#1f77b4",
     "memcpy": "#d62728",
     "memset": "#ff7f0e",
@@ -39,29 +45,32 @@ PALETTE = qualitative.Plotly
 
 
 def gpu_cpu_bars(result: CompareResult) -> go.Figure:
-    """Grouped bars: GPU µs and CPU µs per forward for each variant that ran."""
+    """Grouped bars: GPU µs and CPU µs per forward (per step of a training run, per backward
+    measured alone) for each variant that ran."""
     t = result.glance[result.glance["status"] == "ok"]
+    mode = result.shape.get("mode", "forward")
+    per = UNITS.get(mode, "forward")
     fig = go.Figure()
     if t["GPU µs/fwd"].notna().any():
         fig.add_bar(
-            name="GPU µs / forward (kernels + memcpy + memset)",
+            name=f"GPU µs / {per} (kernels + memcpy + memset)",
             x=t["variant"],
             y=t["GPU µs/fwd"],
             marker_color="#1f77b4",
-            hovertemplate="%{x}<br>GPU %{y:,.1f} µs / forward<extra></extra>",
+            hovertemplate=f"%{{x}}<br>GPU %{{y:,.1f}} µs / {per}<extra></extra>",
         )
     fig.add_bar(
-        name="CPU µs / forward (attn_fwd span)",
+        name=f"CPU µs / {per} ({CPU_SPANS.get(mode, CPU_SPANS['forward'])})",
         x=t["variant"],
         y=t["CPU µs/fwd"],
         marker_color="#ff7f0e",
-        hovertemplate="%{x}<br>CPU %{y:,.1f} µs / forward<extra></extra>",
+        hovertemplate=f"%{{x}}<br>CPU %{{y:,.1f}} µs / {per}<extra></extra>",
     )
     where = "" if result.device == "cuda" else " — CPU run: no GPU time"
     fig.update_layout(
         barmode="group",
-        title=f"GPU vs CPU time per forward · {_shape(result.shape)}{where}",
-        yaxis_title="µs per forward",
+        title=f"GPU vs CPU time per {per} · {_shape(result.shape)}{where}",
+        yaxis_title=f"µs per {per}",
         xaxis_title="variant",
         legend={"orientation": "h", "y": -0.25},
         margin={"t": 60, "l": 60, "r": 20, "b": 80},
@@ -84,10 +93,10 @@ def mini_gantts(result: CompareResult, row_height: int = 110) -> go.Figure:
     shown: set[str] = set()
     for row, r in enumerate(runs, start=1):
         spans = r.timeline
-        lanes = spans["lane"].where(spans["kind"] == "gpu", "CPU attn_fwd")
+        lanes = spans["lane"].where(spans["kind"] == "gpu", "CPU " + spans["name"].astype(str))
         for category, color in CATEGORY_COLORS.items():
-            if category == "attn_fwd":
-                mask = spans["kind"] == "cpu"
+            if category in PHASE_COLORS:
+                mask = (spans["kind"] == "cpu") & (spans["name"] == category)
             else:
                 mask = (spans["kind"] == "gpu") & (spans["category"] == category)
             if not mask.any():
@@ -328,7 +337,8 @@ def _hover_lines(reason: str, width: int = 70) -> str:
 def _run_title(r) -> str:
     s = r.summary
     gpu = f"GPU {s.gpu_us_per_forward:,.0f} µs" if s.gpu_us_per_forward is not None else "no GPU"
-    return f"{r.variant} · {gpu} · CPU {s.cpu_us_per_forward:,.0f} µs per forward"
+    per = UNITS.get(s.mode, "forward")
+    return f"{r.variant} · {gpu} · CPU {s.cpu_us_per_forward:,.0f} µs per {per}"
 
 
 def _shape(c: dict) -> str:

@@ -53,17 +53,30 @@ def roofline_spec(
     y_low = min([*y_values, 1.0]) / 3
     y_high = max([*y_values, 1.0]) * 3
     layout: dict[str, Any] = {
-        "title": {"text": f"Roofline · {device_name or 'unknown device'} · {dtype}"},
+        "title": {"text": f"Roofline · {device_name or 'unknown device'} · "
+                          f"{dtype or 'dtype not recorded'}"},
         "xaxis": {"type": "log", "title": {"text": X_TITLE},
                   "range": [math.log10(x_low), math.log10(x_high)]},
         "yaxis": {"type": "log", "title": {"text": Y_TITLE},
-                  "range": [math.log10(y_low), math.log10(y_high)]},
+                  "range": [math.log10(y_low), math.log10(y_high)],
+                  **log_ticks(y_low, y_high)},
         "hovermode": "closest",
         "legend": {"orientation": "h", "y": -0.2},
         "height": 520,
         "annotations": [_note(points, placed, skipped, device_name, bool(ceilings))],
     }  # fmt: skip
     return FigureSpec(data=data, layout=layout)
+
+
+def log_ticks(low: float, high: float) -> dict[str, Any]:
+    """Round ticks over [low, high], each labelled in full: 1, 2 and 5 per decade over a few
+    decades, the decades alone over more. Plotly's own ticks over the one decade of an empty
+    chart labelled every 0.2 and crowded the top of the axis into overlapping labels."""
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    mantissas = (1, 2, 5) if math.log10(high / low) < 3 else (1,)
+    values = [float(f"{m * 10.0**k:.6g}") for k in decades for m in mantissas]
+    ticks = [v for v in values if low <= v <= high]
+    return {"tickvals": ticks, "ticktext": [f"{v:,g}" for v in ticks]}
 
 
 def marker_sizes(total_us: list[float]) -> list[float]:

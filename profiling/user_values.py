@@ -104,7 +104,7 @@ def coerced(
             if not optional:
                 raise ConfigError(f"{name} is missing")
         elif kind == "int":
-            value = whole_number(name, value, limits[name])
+            value = _whole_or_unset(name, value, limits[name], optional)
         elif kind == "bool":
             value = boolean(name, value)
         else:
@@ -121,3 +121,14 @@ def plain_label(text: str) -> bool:
     0', '第一', 'é'), spaces and LABEL_PUNCTUATION; no control or format character (a tab, a
     right-to-left override, a zero-width space) and nothing that is markup (<, `, *, |, [)."""
     return all(unicodedata.category(char)[0] in "LMN" or char in LABEL_PUNCTUATION for char in text)
+
+
+def _whole_or_unset(name: str, value: Any, limits: tuple[int, int], optional: bool) -> int:
+    """`whole_number`; for a field that may be left unset, the refusal says how (a 0 is not
+    "unset": it is refused, as the page's empty field sends None)."""
+    try:
+        return whole_number(name, value, limits)
+    except ConfigError as error:
+        if not optional:
+            raise
+        raise ConfigError(f"{error}; leave {name} empty (None) for not set") from None

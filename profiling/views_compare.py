@@ -81,19 +81,26 @@ def glance_datatypes(device: str) -> list[str]:
     return ["str" if c in GLANCE_TEXT else "number" for c in glance_columns(device)]
 
 
-def glance_widths(device: str) -> list[int | str]:
-    """A GPU's 18 columns scroll sideways (pixels); a CPU's 8 fit the page (shares of it)."""
-    if device_key(device) == "cuda":
-        return [GLANCE_WIDE.get(c, 96) for c in glance_columns("cuda")]
-    return [f"{GLANCE_CPU_SHARES[c]}%" for c in GLANCE_CPU]
+def glance_widths(device: str, columns: list[str] | None = None) -> list[int | str]:
+    """A GPU's columns, and a training run's on any device, scroll sideways (pixels); a CPU's
+    8 of a forward fit the page (shares of it). `columns`: those shown (default: a forward's)."""
+    columns = glance_columns(device) if columns is None else columns
+    if device_key(device) == "cpu" and set(columns) <= set(GLANCE_CPU_SHARES):
+        return [f"{GLANCE_CPU_SHARES[c]}%" for c in columns]
+    return [GLANCE_WIDE.get(c, 96) for c in columns]
 
 
-def glance_view(glance: pd.DataFrame, device: str) -> pd.DataFrame:
-    """The glance table as shown: the device's columns, numbers rounded, gaps left empty."""
+PER_SHORT = {"forward": "fwd", "backward": "bwd", "train": "step"}  # what a "/fwd" column is per
+
+
+def glance_view(glance: pd.DataFrame, device: str, mode: str = "forward") -> pd.DataFrame:
+    """The glance table as shown: the device's columns, numbers rounded, gaps left empty, and
+    the "/fwd" columns named for what they count in `mode` ("CPU µs/step" for a train step)."""
     columns = glance_columns(device)
     if TRAINING_COLUMNS[0] in glance:  # a run with a backward: its phases beside "rel. err"
         at = columns.index("rel. err") + 1
-        columns = [*columns[:at], *TRAINING_COLUMNS, *columns[at:]]
+        phases = [c for c in TRAINING_COLUMNS if device_key(device) == "cuda" or "GPU" not in c]
+        columns = [*columns[:at], *phases, *columns[at:]]
     table = glance.reindex(columns=columns).copy()
     for column, digits in GLANCE_DIGITS.items():
         if column in table:
@@ -107,6 +114,8 @@ def glance_view(glance: pd.DataFrame, device: str) -> pd.DataFrame:
         table["idle gaps"] = pd.to_numeric(table["idle gaps"], errors="coerce").astype(float)
     text = [c for c in table.columns if c in GLANCE_TEXT]
     table[text] = table[text].fillna("")
+    per = f"/{PER_SHORT.get(mode, 'fwd')}"
+    table.columns = [c.removesuffix("/fwd") + per if c.endswith("/fwd") else c for c in table]
     return without_nan(table.reset_index(drop=True))
 
 
@@ -154,6 +163,14 @@ def sdpa_lines(result: CompareResult) -> list[str]:
     return lines
 
 
+def no_roles_note(roles: pd.DataFrame | None) -> str:
+    """Why the variants × roles table is left out (no variant ran a GPU kernel, so it would
+    hold a lone "variant" column), or "" where it has roles."""
+    if roles is not None and len(roles) and len(roles.columns) > 1:
+        return ""
+    return "**Kernels by role:** no GPU kernels ran (a CPU run has none), so no roles to show."
+
+
 def peaks_view() -> pd.DataFrame:
     """The datasheet table shown in the page's accordion."""
     return peaks_table()
@@ -179,7 +196,7 @@ def compare_page(result: CompareResult, device: str) -> ComparePage:
     bars.update_layout(height=420)
     traces = {r.variant: str(r.trace_gz) for r in result.ran if r.trace_gz and r.trace_gz.exists()}
     return ComparePage(
-        glance=glance_view(result.glance, device),
+        glance=glance_view(result.glance, device, result.shape.get("mode", "forward")),
         note=compare_note(result),
         bars=bars,
         gantts=mini_gantts(result),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -38,6 +39,13 @@ def test_endpoints_are_documented_with_named_parameters(client):
     optional = {p["parameter_name"]: p["parameter_has_default"] for p in diff_params}
     assert optional == {"trace_a": False, "trace_b": False, "label_a": True, "label_b": True}
     assert "/diff_runs" not in endpoints
+    unnamed = {  # issue 31: Gradio names an output without a label "value_39"
+        (name, ret["label"])
+        for name, endpoint in endpoints.items()
+        for ret in endpoint["returns"]
+        if re.fullmatch(r"value_\d+", ret["label"] or "value_0")
+    }
+    assert not unnamed
 
 
 def test_compare(client):

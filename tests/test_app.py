@@ -90,6 +90,9 @@ def test_valid_cpu_run_returns_every_output(outputs):
         (dict(dtype="float64"), "unknown dtype"),
         (dict(causal="maybe"), "causal must be true or false"),
         (dict(seq_len=4096, batch=8, heads=16, head_dim=128), "GFLOP"),
+        # issue 31: 0 is not "not set" (the page's empty field sends None or "")
+        (dict(kv_heads=0), "kv_heads must be between 1 and 128, got 0; leave kv_heads empty"),
+        (dict(window="ten"), "window must be a whole number, got 'ten'; leave window empty"),
     ],
 )
 def test_bad_inputs_raise_a_clear_gr_error(changes, message):
@@ -99,6 +102,28 @@ def test_bad_inputs_raise_a_clear_gr_error(changes, message):
         call(**changes)
     assert message in info.value.message
     assert info.value.title == "Check the inputs"
+
+
+def test_empty_optional_fields_are_not_set_whether_none_or_blank_text(monkeypatch):
+    """Issue 31: the page's K/V heads, query length and window send "" when empty, an API
+    caller None; both mean not set, and a number typed there is read as that number."""
+    asked = []
+
+    def read_and_stop(workload, progress):
+        asked.append(workload)  # the workload the handler read is all this test needs
+        raise RuntimeError("not run")
+
+    monkeypatch.setattr(profile_tab, "profile_on_gpu", read_and_stop)
+    for optional in (dict(kv_heads=None), dict(kv_heads="", q_len="  ", window=""),
+                     dict(kv_heads=" 1 ", q_len="64", window="8")):  # fmt: skip
+        with pytest.raises(gr.Error):
+            call(**optional)
+    unset = dict(kv_heads=None, q_len=None, window=None)
+    assert [{name: getattr(w, name) for name in unset} for w in asked] == [
+        unset,
+        unset,
+        dict(kv_heads=1, q_len=64, window=8),
+    ]
 
 
 @pytest.mark.skipif(app.DEVICE != "cpu", reason="needs a machine without CUDA")

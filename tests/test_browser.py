@@ -255,6 +255,50 @@ def test_a_decode_preset_from_the_page(browser, url, tmp_path):
     page.context.close()
 
 
+INFERENCE_SHAPE = "Inference shape: grouped heads, decode, sliding window"
+INFERENCE_FIELDS = ("kv_heads", "q_len", "window")
+
+
+def test_the_inference_shape_opened_without_a_preset_stays_empty(browser, url, tmp_path, capfd):
+    """Issue 31, point 1: in a fresh page, opening the accordion showed K/V heads, query length
+    and window as 0 with red borders; Profile then failed ("kv_heads must be between 1 and 128,
+    got 0"), each keystroke there ended in a 500 and the SDPA checks stopped following."""
+    expect = sync_api.expect
+    page = open_page(browser, url)
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 500 else None)
+    try:
+        page.wait_for_selector("#profile-button")
+        page.click("#variant input")
+        page.get_by_role("option", name=VARIANTS["sdpa-auto"].label, exact=True).click()
+        checks = page.locator("#sdpa-checks")
+        expect(checks).to_contain_text("Picks: flash")
+        page.get_by_text(INFERENCE_SHAPE).first.click()
+        for name in INFERENCE_FIELDS:
+            expect(page.locator(f"#{name} input")).to_have_value("")
+        page.screenshot(path=str(screenshot_path("inference-shape-open.png", tmp_path)))
+        assert controls.START["heads"] % 3, "3 K/V heads must not divide the page's heads"
+        page.fill("#kv_heads input", "3")  # refused: the checks say nothing...
+        expect(checks).not_to_contain_text("Picks")
+        page.fill("#kv_heads input", "")  # ...emptied again: they come back
+        expect(checks).to_contain_text("Picks: flash")
+        page.click("#profile-button")
+        summary = page.locator("#summary")
+        expect(summary).to_contain_text(f"S{controls.START['seq_len']}", timeout=TIMEOUT_MS)
+        expect(summary).not_to_contain_text("failed")
+        for tab, prefix in (("Compare", "cmp-"), ("Sweep", "sw-")):
+            page.get_by_role("tab", name=tab).click()
+            page.get_by_text(INFERENCE_SHAPE).locator("visible=true").first.click()
+            for name in INFERENCE_FIELDS:
+                expect(page.locator(f"#{prefix}{name} input")).to_have_value("")
+        page.wait_for_timeout(500)
+    finally:
+        page.context.close()
+    server_log = capfd.readouterr().err
+    assert not failed, failed
+    assert "Traceback" not in server_log and "minimum value" not in server_log, server_log
+
+
 def test_a_phone_wide_page_scrolls_charts_and_tables_instead_of_squeezing(browser, url):
     """At 420 px the Gantt kept a ~95 px plot area and table cells broke numbers mid-digit."""
     context = browser.new_context(viewport={"width": 420, "height": 900})
@@ -378,8 +422,51 @@ def test_compare_from_the_page(page, tmp_path):
     assert shot.stat().st_size > 20_000
 
 
+def test_a_train_compare_reads_per_step_with_both_phases_and_whole_headers(browser, url, tmp_path):
+    """Issue 31: in train mode Compare said "CPU µs/fwd", its mini-Gantts' legend had attn_fwd
+    only, its timing table was headed "max_memory_allocated MiB" with headers squeezed letter
+    by letter, and on a CPU the role table showed a lone "variant" column."""
+    expect = sync_api.expect
+    page = open_page(browser, url)
+    try:
+        page.get_by_role("tab", name="Compare").click()
+        page.wait_for_selector("#compare-button")
+        variants = page.locator("#cmp-variants")
+        defaults = views_compare.compare_defaults(app.DEVICE, controls.START["dtype"])
+        for variant in set(defaults) - {"naive", "sdpa-math"}:  # two variants: a short run
+            label = VARIANTS[variant].label
+            variants.locator(".token", has_text=label).locator(".token-remove").click()
+            expect(variants).not_to_contain_text(label)
+        expect(variants.locator(".token")).to_have_count(2)
+        page.locator("#cmp-mode").get_by_label("train step (forward + backward)").check()
+        page.click("#compare-button")
+        page.wait_for_selector('#glance [data-testid="cell-1-0"]', timeout=TIMEOUT_MS)
+        expect(page.locator("#glance")).to_contain_text("CPU µs/step")
+        expect(page.locator("#glance")).not_to_contain_text("/fwd")
+        expect(page.locator("#glance")).to_contain_text("dV err")  # the training columns
+        page.wait_for_timeout(500)  # the widths follow the columns shown
+        for header in page.evaluate(HEADER_LINES, "#glance"):
+            assert header["lines"] <= header["words"], header  # no word broken
+        page.wait_for_selector('#cmp-gantts [data-testid="plotly"] .main-svg')
+        expect(page.locator("#cmp-gantts .legend")).to_contain_text("attn_bwd")
+        page.wait_for_selector('#cmp-timing [data-testid="cell-1-0"]')
+        expect(page.locator("#cmp-timing")).not_to_contain_text("max_memory_allocated")
+        for header in page.evaluate(HEADER_LINES, "#cmp-timing"):
+            assert header["lines"] <= header["words"], header  # no word broken
+        if app.DEVICE == "cpu":  # no kernels, so no roles: said once, not an empty table
+            expect(page.locator("#cmp-roles")).to_be_hidden()
+            expect(page.locator("#cmp-roles-note")).to_contain_text("no GPU kernels")
+        page.mouse.move(0, 0)
+        page.wait_for_timeout(500)
+        shot = screenshot_path("screenshot-compare-train-cpu.png", tmp_path)
+        page.screenshot(path=str(shot), full_page=True)
+    finally:
+        page.context.close()
+
+
 # -- Sweep: misses off the data axes, a Points table that reads in full ----------------------
-HEADER_LINES = """() => [...document.querySelectorAll('#sw-table th[role=columnheader]')]
+HEADER_LINES = """(table = '#sw-table') =>
+  [...document.querySelectorAll(table + ' th[role=columnheader]')]
   .map(th => {
     const span = th.querySelector('span.header');
     const line = parseFloat(getComputedStyle(span).lineHeight);
@@ -830,7 +917,8 @@ def test_downloads_are_disabled_until_a_run_puts_a_file_behind_them(browser, url
 
 def test_analyse_hides_the_kernel_table_of_a_cpu_trace_and_says_why(browser, url, tmp_path):
     """Issue 19, point 5: a CPU trace showed an empty GPU kernel table with its headers cut off
-    (Profile hides it); a trace with kernels still shows it."""
+    (Profile hides it); a trace with kernels still shows it, its roofline table's headers on
+    whole words."""
     from profiling.runner import run
     from profiling.views_analyze import NO_KERNELS
     from profiling.workload import Workload
@@ -855,6 +943,17 @@ def test_analyse_hides_the_kernel_table_of_a_cpu_trace_and_says_why(browser, url
         page.wait_for_selector('#an-kernels [data-testid="cell-0-0"]', timeout=TIMEOUT_MS)
         expect(page.locator("#an-kernels")).to_be_visible()
         expect(page.locator("#an-kernel-note")).not_to_contain_text("No GPU kernels")
+        # issue 31: 15 columns squeezed into the page broke the headers letter by letter
+        page.wait_for_selector('#an-roofline-table [data-testid="cell-0-0"]')
+        header = page.locator("#an-roofline-table thead").evaluate(
+            "el => el.getBoundingClientRect().height"
+        )
+        assert header < 80, header
+        for column in page.evaluate(HEADER_LINES, "#an-roofline-table"):
+            assert column["lines"] <= column["words"], column
+        page.mouse.move(0, 0)
+        shot = screenshot_path("analyse-gpu-trace.png", tmp_path)
+        page.screenshot(path=str(shot), full_page=True)
     finally:
         page.context.close()
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import io
 import pickle
 import zipfile
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 
 import profiling.memory_estimate as memory_module
-from profiling import trace
+from profiling import trace, views_compare
 from profiling.compare import (
     GLANCE_COLUMNS,
     POST_VARIANTS,
@@ -305,3 +306,43 @@ def test_compares_note_gives_each_sdpa_variants_own_checks_and_pick(tmp_path):
     assert "the CUDA backends (flash, efficient, cudnn) refuse CPU tensors" in note
     assert "flash refuses" not in note  # the CUDA backend is not the one the CPU picks
     assert "chooses between its own flash kernel" in note and "`naive`: SDPA" not in note
+
+
+# -- a training step: each phase named, the figures per step (issue 31) ----------------------
+@pytest.fixture(scope="module")
+def cpu_train_compare(tmp_path_factory) -> CompareResult:
+    out = tmp_path_factory.mktemp("train")
+    return compare(["naive", "sdpa-math"], out_dir=out, device="cpu", mode="train", **SMALL)
+
+
+def test_a_train_compare_says_per_step_and_draws_both_phases(cpu_train_compare):
+    """Compare in train mode said "CPU µs/fwd" over per-step figures, and its mini-Gantts drew
+    the attn_bwd spans as attn_fwd (one legend entry, one lane)."""
+    page = views_compare.compare_page(cpu_train_compare, "cpu")
+    assert "CPU µs/step" in page.glance.columns
+    assert not [column for column in page.glance.columns if column.endswith("/fwd")]
+    shown = list(page.glance.columns)  # a CPU's: the phases' CPU figures, not empty GPU ones
+    assert "bwd CPU µs" in shown and "dV err" in shown and "fwd GPU µs" not in shown
+    widths = views_compare.glance_widths("cpu", shown)  # one per column, in pixels: it scrolls
+    assert len(widths) == len(shown) and all(isinstance(w, int) for w in widths)
+    assert "per step" in page.bars.layout.title.text and "per forward" not in str(page.bars)
+    titles = [a.text for a in page.gantts.layout.annotations]  # the subplots' titles
+    assert titles and all("µs per step" in title for title in titles), titles
+    names = {t.name for t in page.gantts.data}
+    assert {"attn_fwd", "attn_bwd"} <= names
+    lanes = {lane for t in page.gantts.data for lane in t.y}
+    assert {"CPU attn_fwd", "CPU attn_bwd"} <= lanes
+    as_forward = {**cpu_train_compare.shape, "mode": "forward"}
+    forward = views_compare.compare_page(replace(cpu_train_compare, shape=as_forward), "cpu")
+    assert "CPU µs/fwd" in forward.glance.columns  # a forward's headers as before
+
+
+def test_an_empty_role_table_is_said_not_shown(cpu_train_compare):
+    """On a CPU the variants × roles table held a lone "variant" column; the page shows a line
+    instead (views_compare.no_roles_note), and the table where there are roles."""
+    roles = views_compare.compare_page(cpu_train_compare, "cpu").roles
+    assert list(roles.columns) == ["variant"]
+    assert "no GPU kernels ran" in views_compare.no_roles_note(roles)
+    assert views_compare.no_roles_note(None)
+    with_roles = pd.DataFrame({"variant": ["naive"], "softmax": [12.5]})
+    assert views_compare.no_roles_note(with_roles) == ""

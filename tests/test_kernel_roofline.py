@@ -293,6 +293,17 @@ def test_roofline_figure():
     )
 
 
+def test_an_empty_rooflines_y_axis_has_a_few_round_ticks():
+    """Issue 31: with no kernel and no roof (a CPU run), plotly labelled the axis's one decade
+    every 0.2 and the labels near its top overlapped; on the H200 the axis spans decades."""
+    empty = roofline_spec(_rows().iloc[0:0], "CPU", "float32").layout["yaxis"]
+    assert empty["tickvals"] == [0.5, 1.0, 2.0] and empty["ticktext"] == ["0.5", "1", "2"]
+    wide = roofline_spec(_rows(), H200, "bfloat16").layout["yaxis"]
+    low, high = (10**end for end in wide["range"])
+    assert 3 <= len(wide["tickvals"]) <= 10 and low <= min(wide["tickvals"])
+    assert max(wide["tickvals"]) <= high and "1,000" in wide["ticktext"]
+
+
 def test_marker_sizes_grow_with_time():
     sizes = marker_sizes([1.0, 4.0, 100.0, 0.0])
     assert sizes[3] < sizes[0] < sizes[1] < sizes[2] == 40.0 and sizes[3] == 6.0

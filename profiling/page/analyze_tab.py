@@ -11,7 +11,7 @@ from typing import Any
 import gradio as gr
 
 from profiling import columns, views_analyze, views_shared
-from profiling.page.controls import kernel_table, table
+from profiling.page.controls import kernel_table, roofline_table, table
 from profiling.page.errors import guarded
 from profiling.page.listeners import (
     QUIET,
@@ -80,8 +80,8 @@ def _inputs() -> list[Any]:
 def _results() -> list[Any]:
     """Summary, launch block, the two tables and the Gantt, in the order of analyze()'s outputs
     (laid out in the page's), then the page-only line that says why the kernel table is hidden."""
-    summary = gr.HTML("", elem_id="an-summary", css_template=ROWS_CSS)
-    launch = gr.HTML("", elem_id="an-launch", css_template=ROWS_CSS)
+    summary = gr.HTML("", label="Summary", elem_id="an-summary", css_template=ROWS_CSS)
+    launch = gr.HTML("", label="CPU launch cost", elem_id="an-launch", css_template=ROWS_CSS)
     gantt = gr.Plot(label="Timeline", elem_id="an-gantt")
     operators = table(
         "Operators and record_function spans (whole trace, counted as key_averages)",
@@ -95,7 +95,7 @@ def _results() -> list[Any]:
     roles = table("Kernels by role in attention", "an-roles", max_height=360)
     roofline_plot = gr.Plot(label="Roofline (kernels the trace's shapes or bytes place)",
                             elem_id="an-roofline")  # fmt: skip
-    roofline = table("Roofline per kernel", "an-roofline-table")
+    roofline = roofline_table("Roofline per kernel", "an-roofline-table")
     return [summary, launch, operators, kernels, gantt, roles, roofline_plot, roofline,
             kernel_note]  # fmt: skip
 

@@ -74,7 +74,7 @@ def _results() -> tuple[list[Any], list[Any]]:
     """diff()'s outputs (the plain headline, hidden: it is what /diff returns, and the two delta
     tables) and what the page shows of them (the headline as Markdown, the line saying why the
     kernel table is hidden, and that table)."""
-    headline_text = gr.Textbox(visible=False, elem_id="diff-headline-text")
+    headline_text = gr.Textbox(label="Headline", visible=False, elem_id="diff-headline-text")
     headline = gr.Markdown("", elem_id="diff-headline")
     no_kernels = gr.Markdown("", visible=False, elem_id="diff-no-kernels")
     kernels, operators = [

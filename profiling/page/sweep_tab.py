@@ -14,7 +14,14 @@ import gradio as gr
 import spaces
 
 from profiling import job_request, jobs, views_shared, views_sweep
-from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
+from profiling.page.controls import (
+    DEVICE,
+    START,
+    read_optional,
+    shape_controls,
+    table,
+    variant_picker,
+)
 from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
@@ -54,9 +61,9 @@ def sweep(
     head_dim: float,
     causal: bool,
     mode: str = "forward",
-    kv_heads: float | None = None,
-    q_len: float | None = None,
-    window: float | None = None,
+    kv_heads: float | str | None = None,
+    q_len: float | str | None = None,
+    window: float | str | None = None,
     timing: str = "eager",
     steps: float = 3,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
@@ -73,9 +80,9 @@ def sweep(
         causal: causal mask (true) or full attention (false).
         mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
             backward of one step).
-        kv_heads: K/V heads, dividing heads (None: one per query head).
-        q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
-        window: sliding window, the last keys each query sees (None: none; needs causal).
+        kv_heads: K/V heads, dividing heads (None or "": one per query head).
+        q_len: query length, at most seq_len (None or "": seq_len; 1–64 for a decode).
+        window: sliding window, the last keys each query sees (None or "": none; causal).
         timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
         steps: measured steps per point (default 3).
 
@@ -83,6 +90,7 @@ def sweep(
         log–log chart of time per forward vs S, log–log chart of memory vs S, the table of
         points (with status and reason), a zip with one trace per point.
     """
+    kv_heads, q_len, window = read_optional(kv_heads, q_len, window)
     shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
     shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
     validate = partial(job_request.sweep_request, variants, seq_lens, **shape, device=DEVICE)
