@@ -46,19 +46,20 @@ def depth_and_overlap(
 
 
 def parents(depth: np.ndarray, lane: np.ndarray) -> np.ndarray:
-    """Row of the enclosing span: the last span one level up that started earlier in the lane."""
+    """Row of the enclosing span: the last span one level up that started earlier in the lane.
+    One stable sort by depth, then a binary search per row (a pass over every row per level
+    took 81 s for 200k spans nested in one another)."""
     parent = np.full(len(depth), -1, dtype=np.int64)
-    order = np.arange(len(depth))
-    for d in range(1, int(depth.max()) + 1 if len(depth) else 0):
-        child = order[depth == d]
-        above = order[depth == d - 1]
-        if not len(child) or not len(above):
-            continue
-        i = np.searchsorted(above, child, side="right") - 1
-        ok = i >= 0
-        cand = above[np.clip(i, 0, None)]
-        ok &= lane[cand] == lane[child]
-        parent[child[ok]] = cand[ok]
+    if not len(depth):
+        return parent
+    by_depth = np.argsort(depth, kind="stable")  # by depth, then row
+    key = depth[by_depth].astype(np.int64) * len(depth) + by_depth
+    child = np.flatnonzero(depth > 0)
+    at = np.searchsorted(key, (depth[child] - 1).astype(np.int64) * len(depth) + child) - 1
+    cand = by_depth[np.clip(at, 0, None)]
+    ok = (at >= 0) & (depth[cand] == depth[child] - 1)
+    ok &= lane[cand] == lane[child]
+    parent[child[ok]] = cand[ok]
     return parent
 
 

@@ -76,6 +76,11 @@ def _blocks(fh: io.BufferedIOBase, source: Any, max_bytes: int, progress: Progre
     total = 0
     try:
         while block := stream.read(BLOCK):
+            if total == 0 and stream is not fh and block[:2] == b"\x1f\x8b":
+                raise TraceError(
+                    "the file is gzip-compressed twice: gunzip it once (its content is "
+                    "another .gz), then upload it"
+                )
             total += len(block)
             if total > max_bytes:
                 raise too_big(max_bytes)
@@ -177,7 +182,10 @@ def _fast_pieces(buf: bytearray, blocks: Iterator[bytes]) -> Iterator[bytes]:
         if block is None:
             break
         buf += block
-    close = trace_frame.closing_bracket(buf)
+    try:
+        close = trace_frame.closing_bracket(buf)
+    except TraceError:  # depth or size counted from a guessed cut: exact mode judges
+        raise BadCut from None
     if close < 0:
         raise BadCut
     yield _take(buf, close)
