@@ -189,7 +189,9 @@ def parents_per_level(depth: np.ndarray, lane: np.ndarray) -> np.ndarray:
     return parent
 
 
-def test_parents_equal_the_per_level_rule_on_random_nestings():
+@pytest.mark.parametrize("shallow", [trace_nesting.SHALLOW, 0])  # a pass per level; one search
+def test_parents_equal_the_per_level_rule_on_random_nestings(shallow, monkeypatch):
+    monkeypatch.setattr(trace_nesting, "SHALLOW", shallow)
     rng = np.random.default_rng(0)
     for _ in range(400):
         n = int(rng.integers(0, 80))
