@@ -90,8 +90,8 @@ def _launch(o: _Out, rng: random.Random, tid: int, t: float, ids: list[int], fre
     rows, dims = rng.choice((512, 1024, 4096)), rng.choice((64, 128))
     o.put(SPAN % ("cpu_op", outer, PID, tid, t, dur, _op_args(ext, rows, dims)))
     o.put(SPAN % ("cpu_op", inner, PID, tid, t + 1.0, dur * 0.6, _op_args(ext + 1, rows, dims)))
-    at = t + dur * 0.5
-    o.put(SPAN % ("cuda_runtime", "cudaLaunchKernel", PID, tid, at, 4.5,
+    at = t + 1.0 + dur * 0.2  # inside the inner op, as torch records it
+    o.put(SPAN % ("cuda_runtime", "cudaLaunchKernel", PID, tid, at, dur * 0.3,
                   f'"External id": {ext + 1}, "cbid": 211, "correlation": {corr}'))  # fmt: skip
     stream = STREAMS[corr % 2]
     begin = max(free[stream], at + rng.uniform(2.0, 8.0))
