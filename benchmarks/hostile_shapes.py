@@ -79,7 +79,8 @@ def measure(path: Path) -> dict:
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     lines = done.stderr.strip().splitlines()
-    said = (done.stdout.strip().splitlines() or [""])[0] if done.returncode == 0 else lines[-2]
+    errors = [line for line in lines[:-1] if not line.startswith("Command exited")]
+    said = (done.stdout.strip().splitlines() or [""])[0] if done.returncode == 0 else errors[-1]
     return {
         "seconds": round(time.perf_counter() - began, 2),
         "peak_gb": round(int(lines[-1]) / 1024**2, 2),

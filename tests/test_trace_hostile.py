@@ -316,3 +316,24 @@ def test_the_plain_json_size_bound_is_checked_before_reading_at_its_boundary(tmp
     assert len(trace_model.load(path, max_bytes=len(data)).spans) == 1
     with pytest.raises(TraceTooBig):
         trace_model.load(path, max_bytes=len(data) - 1)
+
+
+@pytest.mark.parametrize("sub", [1, 2, 3, 7, 64])
+def test_exact_cuts_keep_their_state_across_sub_blocks(sub, monkeypatch):
+    """Sub-blocks of a few bytes split escapes, runs of backslashes, quotes and brackets: the
+    state carried between them finds the same events as one decode of the whole array."""
+    monkeypatch.setattr(trace_frame, "SUB", sub)
+    monkeypatch.setattr(trace_stream, "SUB", sub)
+    monkeypatch.setattr(trace_stream, "PIECE", 97)
+    monkeypatch.setattr(trace_stream, "BLOCK", 13)
+    names = ["a\\\\", '\\\\\\"}],[{', '"', "\\", "x\\\\\\\\y", "{[", "]}", ",", "\\\\\\"]
+    events = [
+        {**_event(names[i % len(names)] + str(i)), "args": {"k": [names[i % 3], {"n": [i]}]}}
+        for i in range(60)
+    ]
+    data = _trace(events, head={"s": '"traceEvents":[', "l": [[], {}]}, traceName="t")
+    framing = trace_stream.Framing()
+    blocks = iter([data[i : i + 13] for i in range(0, len(data), 13)])
+    got = [e for p in trace_stream.pieces(blocks, framing, exact=True) for e in json.loads(p)]
+    assert got == events
+    assert framing.meta == {"head": {"s": '"traceEvents":[', "l": [[], {}]}, "traceName": "t"}
