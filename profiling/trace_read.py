@@ -14,6 +14,7 @@ inflated bytes of a few pieces and the columns, never the whole JSON nor an obje
 from __future__ import annotations
 
 import threading
+import traceback
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ HELPER_AFTER = 1  # pieces decoded here before helper processes start (a trace p
 HELPERS = 2  # one per core of the 2-core target machine; this process only inflates and merges
 IN_FLIGHT = 2  # pieces waiting per helper at most (threads: one more piece than threads)
 THREADS = 2  # pieces scanned at once where the C scanner runs (it releases the GIL)
+MAX_EVENTS = 20_000_000  # events in one trace at most: twice the 10⁷ this reader is sized for
 
 
 @dataclass
@@ -54,10 +56,27 @@ def read_events(
     helper: bool = True,
 ) -> ReadEvents:
     """Stream a trace into columns. Raises TraceError (TraceTooBig past `max_bytes`)."""
-    try:
-        return _read(source, max_bytes, progress, exact=False, helper=helper)
-    except BadCut:  # a guess at where events end was wrong: read again, exactly
-        return _read(source, max_bytes, progress, exact=True, helper=helper)
+    for exact in (False, True):
+        try:
+            return _read(source, max_bytes, progress, exact=exact, helper=helper)
+        except BadCut as exc:  # a guess at where events end was wrong: read again, exactly
+            _forget(exc)  # (its frames held the first read's columns)
+        except BaseException as exc:
+            _forget(exc)
+            raise
+    raise AssertionError("exact mode raises TraceError, never BadCut")
+
+
+def _forget(exc: BaseException | None) -> None:
+    """Clear the frames of a failed read held by exc's traceback (and its context's): a caller
+    that keeps the error, or raises another from it (`raise ... from None` still keeps
+    `__context__`), would keep every column and block the read had made (2.7 GB after a
+    refused gzip bomb, until the next request)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc = exc.__context__ or exc.__cause__
 
 
 def _read(
@@ -72,10 +91,13 @@ def _read(
     decoders = _Decoders(exact, helper)
     stream = pieces(inflated(source, max_bytes, progress), framing, exact)
     try:
+        counted = _Counted()
         for number, piece in enumerate(stream):
             _wait_below(done, decoders.in_flight())
+            counted.check(done)
             done.append(decoders.submit(number, piece))
         chunks = [_result(d, exact) for d in done]
+        counted.check(chunks)
     finally:
         stream.close()  # stops the inflate thread when a piece failed
         decoders.close()
@@ -131,6 +153,28 @@ class _Decoders:
         with self.lock:
             for each in self.helpers:
                 each.close()
+
+
+class _Counted:
+    """Events of the pieces decoded so far, counted as they finish: past MAX_EVENTS the read
+    stops (10⁷ tiny events fit in a 1.2 MB gzip)."""
+
+    def __init__(self) -> None:
+        self.pieces = self.events = 0
+
+    def check(self, done: list[ChunkColumns | Future[ChunkColumns]]) -> None:
+        for each in done[self.pieces :]:
+            if isinstance(each, Future):
+                if not each.done() or each.exception() is not None:
+                    break  # counted later (a failure is raised by _result)
+                each = each.result()
+            self.events += each.n_events
+            self.pieces += 1
+        if self.events > MAX_EVENTS:
+            raise TraceError(
+                f"the trace has more than {MAX_EVENTS:,} events (the limit; torch.profiler "
+                "writes a few thousand per step): profile fewer steps"
+            )
 
 
 def _wait_below(done: list[ChunkColumns | Future[ChunkColumns]], most: int) -> None:

@@ -9,9 +9,11 @@ msgspec decodes one at a time (profiling.trace_chunks). The keys around the arra
 Where to cut is guessed fast (the last `}` `,` `{` in a piece: what every JSON writer puts
 between two events) and checked by the decoder: a piece cut anywhere but between two events of
 the array cannot decode (it ends inside a string or an object). Any failure makes the reader
-start again in exact mode, where a numpy scan that knows strings and nesting finds the cuts
-(75 MB/s instead of free), and a failure there is the file's fault. Hand-written because no
-maintained library splits a JSON array into pieces (ijson yields one Python object at a time).
+start again in exact mode, where a numpy scan that knows strings and nesting finds the cuts,
+and a failure there is the file's fault. Both look at each byte once, in bounded memory
+(profiling.trace_frame, which also sets the limits on one event's size and nesting).
+Hand-written because no maintained library splits a JSON array into pieces (ijson yields one
+Python object at a time).
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from profiling import trace_frame
 from profiling.trace_events import TraceError, check_not_named_gzip, too_big
+from profiling.trace_frame import SUB
 
 try:  # ISA-L's inflate is about twice zlib's speed (docs/performance.md); zlib otherwise
     from isal.igzip import GzipFile as _GzipFile
@@ -72,6 +76,11 @@ def _blocks(fh: io.BufferedIOBase, source: Any, max_bytes: int, progress: Progre
     total = 0
     try:
         while block := stream.read(BLOCK):
+            if total == 0 and stream is not fh and block[:2] == b"\x1f\x8b":
+                raise TraceError(
+                    "the file is gzip-compressed twice: gunzip it once (its content is "
+                    "another .gz), then upload it"
+                )
             total += len(block)
             if total > max_bytes:
                 raise too_big(max_bytes)
@@ -120,11 +129,9 @@ def inflated(source: str | Path | bytes, max_bytes: int, progress: Progress | No
 
 
 # -- framing: the document around the array, and the cuts between events -----------------
-_CUT = re.compile(rb"\}\s*(,)\s*\{")
 _KEY = re.compile(rb'"traceEvents"\s*:\s*')
 _DOC = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ANY = msgspec.json.Decoder()
-_LOOKAHEAD = 64 * 1024  # where the last cut is looked for first
 
 
 @dataclass
@@ -137,10 +144,10 @@ class Framing:
 def pieces(blocks: Iterator[bytes], framing: Framing, exact: bool) -> Iterator[bytes]:
     """Pieces `[ev, ev, ...]` of the `traceEvents` array, in order; `framing.meta` is complete
     once the generator is exhausted. Raises TraceError (or BadCut in fast mode)."""
-    buf = bytearray()
+    buf, head = bytearray(), _Head()
     for block in blocks:
         buf += block
-        if _head(buf, framing):
+        if head.found(buf, framing, final=False):
             break
         if len(buf) > HEAD:  # no events array where every writer puts it: read on (a gzip
             for _ in blocks:  # bomb must still be refused as one), keep nothing
@@ -149,25 +156,69 @@ def pieces(blocks: Iterator[bytes], framing: Framing, exact: bool) -> Iterator[b
                 f"not a Chrome trace: no `traceEvents` list in its first {HEAD // 1024**2} MiB"
             )
     else:
-        _no_array(buf)
+        if not head.found(buf, framing, final=True):
+            _no_array(buf)
+    del head
+    if exact:
+        yield from _exact_pieces(buf, blocks)
+    else:
+        yield from _fast_pieces(buf, blocks)
+    framing.meta.update(_tail(buf, framing.meta.pop("_bare", False), exact))
+
+
+def _fast_pieces(buf: bytearray, blocks: Iterator[bytes]) -> Iterator[bytes]:
+    """Cut at the last `}` `,` `{` once a piece's worth has arrived; the close is found at the
+    end. A stretch past MAX_EVENT without a guess is left to exact mode to judge."""
+    cuts = trace_frame.FastCuts()
     while True:
-        if len(buf) >= PIECE:
-            cut = _exact_cut(buf) if exact else _fast_cut(buf)
-            if cut > 0:
-                yield _take(buf, cut)
+        cuts.advance(buf)
+        if len(buf) >= PIECE and cuts.last_comma > 0:
+            cut = cuts.last_comma
+            yield _take(buf, cut)
+            cuts.taken(cut)
+        elif len(buf) > PIECE + trace_frame.MAX_EVENT:
+            raise BadCut
         block = next(blocks, None)
         if block is None:
             break
         buf += block
-    close = _scan(buf)[1]
+    try:
+        close = trace_frame.closing_bracket(buf)
+    except TraceError:  # depth or size counted from a guessed cut: exact mode judges
+        raise BadCut from None
     if close < 0:
-        if exact:
+        raise BadCut
+    yield _take(buf, close)
+
+
+def _exact_pieces(buf: bytearray, blocks: Iterator[bytes]) -> Iterator[bytes]:
+    """Cut at the last comma between events, each byte scanned once; after the close, what
+    follows (the document's other keys) is kept up to HEAD bytes."""
+    cuts = trace_frame.ExactCuts()
+    while True:
+        cuts.advance(buf)
+        if cuts.close >= 0:
+            break
+        if len(buf) >= PIECE and cuts.last_comma > 0:
+            cut = cuts.last_comma
+            yield _take(buf, cut)
+            cuts.taken(cut)
+        block = next(blocks, None)
+        if block is None:
             raise TraceError(
                 "not valid JSON: the trace is cut short (its `traceEvents` list never closes)"
             )
-        raise BadCut
+        buf += block
+    close = cuts.close
     yield _take(buf, close)
-    framing.meta.update(_tail(buf, framing.meta.pop("_bare", False), exact))
+    for block in blocks:
+        buf += block
+        if len(buf) > HEAD:
+            for _ in blocks:  # read on: a gzip bomb is still refused as one
+                pass
+            raise TraceError(
+                f"not a Chrome trace: more than {HEAD // 1024**2} MiB after the `traceEvents` list"
+            )
 
 
 def _take(buf: bytearray, cut: int) -> bytes:
@@ -182,27 +233,81 @@ def _take(buf: bytearray, cut: int) -> bytes:
     return piece
 
 
-def _head(buf: bytearray, framing: Framing) -> bool:
-    """Once the array has begun: the head's keys into framing.meta, buf from its `[` on."""
-    text = bytes(buf[:16]).lstrip()
-    if text[:1] == b"[":  # a bare array of events, which the Chrome format allows
-        del buf[: buf.index(b"[")]
-        framing.meta["_bare"] = True
-        return True
-    found = [(m.start(), m.end()) for m in _KEY.finditer(buf)]  # (no view kept on buf)
-    for start, end in found:
+_TRACE_EVENTS = np.frombuffer(b'"traceEvents"', dtype=np.uint8)
+_HOLD = 64  # bytes at the end of the head left unscanned until more arrive (or the stream ends)
+
+
+class _Head:
+    """The document before the events array: scanned once, block by block, for the first
+    `"traceEvents"` key of the top-level object (a candidate inside a string or a nested
+    object is never decoded: 160k of them once cost 35 s); its prefix is decoded once."""
+
+    def __init__(self) -> None:
+        self.structure = trace_frame.Structure()
+        self.scanned = 0
+        self.pending = -1  # a key whose value has not arrived yet
+
+    def found(self, buf: bytearray, framing: Framing, final: bool) -> bool:
+        """Once the array has begun: the head's keys into framing.meta, buf from its `[` on."""
+        if self.scanned == 0:
+            if buf[:3] == b"\xef\xbb\xbf":  # a UTF-8 byte order mark: text editors write one
+                del buf[:3]
+            text = bytes(buf[:16]).lstrip()
+            if text[:1] == b"[":  # a bare array of events, which the Chrome format allows
+                del buf[: buf.index(b"[")]
+                framing.meta["_bare"] = True
+                return True
+        if self.pending >= 0:
+            key, self.pending = self.pending, -1
+            if (answer := self._try(buf, key, framing, final)) is not None:
+                return answer
+        end = len(buf) if final else len(buf) - _HOLD
+        while self.scanned < end:
+            for key in self._scan_keys(buf, min(self.scanned + SUB, end)):
+                if (answer := self._try(buf, key, framing, final)) is not None:
+                    return answer
+        return False
+
+    def _scan_keys(self, buf: bytearray, end: int) -> list[int]:
+        """Scan buf up to `end`: where `"traceEvents"` opens a string at the top level."""
+        data = np.frombuffer(buf, dtype=np.uint8)
+        start, self.scanned = self.scanned, end
+        where, kind, depth = self.structure.scan(data[start:end])
+        keys = self._keys(data, start + where[(kind == 1) & (depth == 1)])
+        del data  # buf is resized once the key is found
+        return keys
+
+    @staticmethod
+    def _keys(data: np.ndarray, quotes: np.ndarray) -> list[int]:
+        """Of the strings opened at the top level, those that read `"traceEvents"`."""
+        quotes = quotes[quotes + len(_TRACE_EVENTS) <= len(data)]
+        if not len(quotes):
+            return []
+        text = data[quotes[:, None] + np.arange(len(_TRACE_EVENTS))]
+        return quotes[(text == _TRACE_EVENTS).all(axis=1)].tolist()
+
+    def _try(self, buf: bytearray, key: int, framing: Framing, final: bool) -> bool | None:
+        """True: the array begins after this key; None: look on (not a list, or not yet)."""
+        match = _KEY.match(buf, key)
+        if match is None:
+            return None
+        end = match.end()
         if end >= len(buf):
-            return False  # the value has not arrived yet
+            if not final:
+                self.pending = key
+                return False
+            return None
         if buf[end] != 0x5B:
-            continue  # `traceEvents` that is not a list: said at the end
-        try:  # at the top level only if the head before it is a valid object's start
-            head = _DOC.decode(bytes(buf[:start]) + b'"traceEvents":0}')
-        except (msgspec.DecodeError, RecursionError):
-            continue
+            return None  # `traceEvents` that is not a list: said at the end
+        try:
+            head = _DOC.decode(bytes(buf[:key]) + b'"traceEvents":0}')
+        except msgspec.DecodeError as exc:
+            raise TraceError(f"not valid JSON ({exc})") from None
+        except RecursionError:
+            raise trace_frame.too_deep() from None
         framing.meta.update(_values(head))
         del buf[:end]
         return True
-    return False
 
 
 def _values(raw: dict[str, msgspec.Raw]) -> dict[str, Any]:
@@ -244,51 +349,3 @@ def _tail(buf: bytearray, bare: bool, exact: bool) -> dict[str, Any]:
         if isinstance(exc, RecursionError):
             raise TraceError("not valid JSON (nested too deeply)") from None
         raise TraceError(f"not valid JSON after the events ({exc})") from None
-
-
-def _fast_cut(buf: bytearray) -> int:
-    """The comma after the last `}` `,` `{` in buf (0: none yet): usually between two events."""
-    for start in (max(len(buf) - _LOOKAHEAD, 1), 1):
-        commas = [m.start(1) for m in _CUT.finditer(buf, start)]
-        if commas:
-            return commas[-1]
-    return 0
-
-
-def _exact_cut(buf: bytearray) -> int:
-    """The last comma between two events of the array in buf (0: none yet)."""
-    commas, _close = _scan(buf)
-    return int(commas[-1]) if len(commas) else 0
-
-
-_CLASS = np.zeros(256, dtype=np.int8)
-for _byte, _code in ((b'"', 1), (b"\\", 2), (b"{", 3), (b"[", 3), (b"}", 4), (b"]", 4), (b",", 5)):
-    _CLASS[_byte[0]] = _code
-
-
-def _scan(buf: bytearray) -> tuple[np.ndarray, int]:
-    """Commas between the array's events in buf[1:], up to where it closes, and the position of
-    its closing `]` (-1 if it has not closed). buf[0] is a separator, outside any string."""
-    data = np.frombuffer(buf, dtype=np.uint8)
-    where = np.flatnonzero(_CLASS[data])
-    where = where[where > 0]
-    kind = _CLASS[data[where]]
-    slash = where[kind == 2]
-    if len(slash):  # a backslash escapes the next byte unless itself escaped
-        run_start = np.r_[True, np.diff(slash) != 1]
-        offset = np.arange(len(slash)) - np.maximum.accumulate(
-            np.where(run_start, np.arange(len(slash)), 0)
-        )
-        escaped = slash[offset % 2 == 0] + 1
-        keep = (kind != 2) & ~np.isin(where, escaped)
-        where, kind = where[keep], kind[keep]
-    quote = kind == 1
-    outside = ((np.cumsum(quote) - quote) % 2 == 0) & ~quote
-    where, kind = where[outside], kind[outside]
-    depth = np.cumsum(np.where(kind == 3, 1, np.where(kind == 4, -1, 0)))
-    closed = np.flatnonzero(depth < 0)
-    close = int(where[closed[0]]) if len(closed) else -1
-    commas = where[(kind == 5) & (depth == 0)]
-    if close >= 0:
-        commas = commas[commas < close]
-    return commas, close
