@@ -58,15 +58,18 @@ def _env_number(name: str, default: float) -> float:
 
 # -- the limits (README's "Limits" section quotes these) -------------------------------------
 # Memory of all upload workers together, with their helpers (RSS): with the server's own
-# ~0.5 GB, the Space stays near 3 GB. A worker alone may use all of it.
-UPLOAD_MEMORY_BYTES = int(_env_number("ATTNPROF_UPLOAD_MEMORY_MB", 2560) * MiB)
+# ~0.58 GB and the idle worker's ~0.12 GB, the Space stays under 3 GB. One may use all of it.
+UPLOAD_MEMORY_BYTES = int(_env_number("ATTNPROF_UPLOAD_MEMORY_MB", 2048) * MiB)
 # Wall-clock seconds one upload may be read for (inside the 60 s a request may take).
 UPLOAD_SECONDS = _env_number("ATTNPROF_UPLOAD_SECONDS", 50)
 # Address space one worker may reserve: the budget, plus what its libraries map and never
 # touch (numpy, pandas and plotly imported: 1.4 GB of address space, 0.12 GB resident).
 ADDRESS_SLACK_BYTES = 1536 * MiB
-POLL_SECONDS = 0.05  # how often the watchdog looks
-NICENESS = 10  # a worker yields the CPU to the server and to a run being timed (~90 %)
+POLL_SECONDS = 0.02  # how often the watchdog looks (a reader can grow ~0.1 GB in 50 ms)
+# A read that has taken LONG_READ_SECONDS yields the CPU (nice 19: ~1/70 of a nice-0 thread's
+# share) to new, small reads, to the server and to a run being timed on a CPU-only machine.
+LONG_READ_SECONDS = 1.0
+LONG_READ_NICENESS = 19
 
 TASKS: dict[str, tuple[str, str]] = {  # what a worker may be asked to do: module, function
     "analyze": ("profiling.views_analyze", "analyze_page"),
@@ -99,12 +102,11 @@ def over_time() -> str:
 
 # -- the worker process ------------------------------------------------------------------------
 def _limit_self() -> None:
-    """Run under the address-space cap and below the server's priority (helpers inherit both)."""
+    """Run under the address-space cap (the reader's helpers inherit it)."""
     import resource
 
     cap = UPLOAD_MEMORY_BYTES + ADDRESS_SLACK_BYTES
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    os.nice(NICENESS)
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -172,6 +174,7 @@ class _Worker:
     started: float = 0.0  # when it was given its task (0: idle)
     killed: str = ""  # why the watchdog killed it: "memory" or "time"
     shared: bool = False  # other workers were running when it was killed for memory
+    yielded: bool = False  # reading long enough to run at LONG_READ_NICENESS
 
 
 def _start() -> _Worker:
@@ -211,6 +214,13 @@ def _kill(worker: _Worker, why: str) -> None:
         os.killpg(worker.process.pid, signal.SIGKILL)
 
 
+def _yield_cpu(worker: _Worker) -> None:
+    """Every thread of the worker and of its helpers (its process group) at nice 19."""
+    worker.yielded = True
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PGRP, worker.process.pid, LONG_READ_NICENESS)
+
+
 @dataclass(eq=False)
 class _Pool:
     """The running workers, one idle worker kept started, and the watchdog over them."""
@@ -219,6 +229,7 @@ class _Pool:
     idle: _Worker | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     watching: bool = False
+    work: threading.Event = field(default_factory=threading.Event)  # set while any is running
 
     def take(self) -> _Worker:
         with self.lock:
@@ -227,6 +238,7 @@ class _Pool:
                 worker = _start()
             worker.started = time.monotonic()
             self.running.append(worker)
+            self.work.set()
             if not self.watching:
                 self.watching = True
                 threading.Thread(target=self._watch, name="upload-watchdog", daemon=True).start()
@@ -247,9 +259,12 @@ class _Pool:
 
     def _watch(self) -> None:
         while True:
+            self.work.wait()  # no polling while nothing is read
             time.sleep(POLL_SECONDS)
             with self.lock:
                 busy = list(self.running)
+                if not busy:
+                    self.work.clear()
             self.check(busy, time.monotonic())
 
     @staticmethod
@@ -261,6 +276,8 @@ class _Pool:
                 _kill(worker, "time")
             elif not worker.killed:
                 sizes[worker] = _resident(worker.process.pid)
+                if not worker.yielded and now - worker.started > LONG_READ_SECONDS:
+                    _yield_cpu(worker)
         while sizes and sum(sizes.values()) > UPLOAD_MEMORY_BYTES:
             largest = max(sizes, key=sizes.__getitem__)
             largest.shared = len(sizes) > 1

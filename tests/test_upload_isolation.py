@@ -136,3 +136,10 @@ def test_a_small_analysis_is_answered_while_a_hostile_upload_is_read(tmp_path):
             hostile.result()
     finally:
         app.demo.close()
+
+
+def test_the_readme_quotes_the_limits():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    seconds = f"at most {upload_worker.UPLOAD_SECONDS:g} s of wall-clock time"
+    memory = f"{upload_worker.memory_text(upload_worker.UPLOAD_MEMORY_BYTES)} of memory for all"
+    assert seconds in readme and memory in readme

@@ -7,7 +7,7 @@ let go (`let_go_on_unload`): its event ends, and the next click's bar says that 
 is still finishing instead of showing Gradio's estimate, which cannot know that wait. Diff and
 Analyse read traces on the CPU in their own concurrency group, never behind the device worker
 (a 2-second analysis waited behind a hostile upload's minute): uploads in worker processes
-bounded in memory and time, run at a lower CPU priority than a run (profiling.upload_worker).
+bounded in memory and time, a long read at the lowest CPU priority (profiling.upload_worker).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def let_go_on_unload(demo: gr.Blocks) -> None:
 
 def trace_job(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Diff and Analyse run at once in Gradio's threads, in their own lane (TRACE_JOB): on a
-    CPU-only machine too, where their workers' lower priority keeps a run's timing."""
+    CPU-only machine too, where a long read's lowest priority keeps a run's timing."""
     return fn
 
 
