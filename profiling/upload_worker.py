@@ -76,6 +76,8 @@ TASKS: dict[str, tuple[str, str]] = {  # what a worker may be asked to do: modul
     "diff": ("profiling.views_diff", "diff_upload_page"),
 }
 USER_ERRORS: dict[str, type[Exception]] = {"TraceError": TraceError, "ConfigError": ConfigError}
+# The server's upload limits travel with each task, so the server alone decides them.
+SENT_LIMITS = ("TRACE_MAX_UPLOAD_BYTES", "TRACE_MAX_EXPANDED_BYTES")  # of profiling.views_shared
 
 
 def memory_text(n: int) -> str:
@@ -125,6 +127,12 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 def _answer(task: str, args: tuple[Any, ...], send: Callable[[Any], None]) -> Any:
     module, name = TASKS[task]
+    from profiling import views_shared
+
+    limits = args[-1]
+    for limit in SENT_LIMITS:
+        setattr(views_shared, limit, int(limits[limit]))
+    args = args[:-1]
     fn = getattr(importlib.import_module(module), name)
     if task == "analyze":
         return ("ok", fn(*args, progress=lambda f, text: send(("progress", f, text))))
@@ -293,11 +301,15 @@ def run_upload(task: str, *args: Any, progress: Callable[[float, str], None] | N
 
     Raises TraceError when the worker ran out of memory or time (saying which), and the
     worker's own TraceError / ConfigError with its message."""
+    from profiling import views_shared
+
+    limits = {limit: getattr(views_shared, limit) for limit in SENT_LIMITS}
     worker = POOL.take()
     try:
         assert worker.process.stdin is not None and worker.process.stdout is not None
         try:
-            pickle.dump((task, args), worker.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            task_data = (task, (*args, limits))
+            pickle.dump(task_data, worker.process.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             worker.process.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # it died before its task: said below
