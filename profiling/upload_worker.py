@@ -154,8 +154,9 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
         answer: Any = _answer(task, args, send)
         send(answer)
         return
-    except (TraceError, ConfigError) as exc:
-        answer = ("user", type(exc).__name__, str(exc))
+    except (TraceError, ConfigError) as exc:  # subclasses (TraceTooBig) as their base
+        kind = next(name for name, base in USER_ERRORS.items() if isinstance(exc, base))
+        answer = ("user", kind, str(exc))
     except BaseException as exc:
         if _out_of_memory(exc):
             answer = ("memory", "", "")

@@ -19,7 +19,7 @@ from gradio_client import Client, handle_file
 
 import app
 from benchmarks import gen_trace
-from profiling import upload_worker
+from profiling import upload_worker, views_shared
 from profiling.page import analyze_tab, diff_tab
 
 MiB = 1024**2
@@ -143,3 +143,15 @@ def test_the_readme_quotes_the_limits():
     seconds = f"at most {upload_worker.UPLOAD_SECONDS:g} s of wall-clock time"
     memory = f"{upload_worker.memory_text(upload_worker.UPLOAD_MEMORY_BYTES)} of memory for all"
     assert seconds in readme and memory in readme
+
+
+def test_the_worker_s_own_errors_come_back_as_they_were_raised(pool, monkeypatch):
+    """A subclass (TraceTooBig, past the expansion limit the server sets) keeps its message."""
+    with pytest.raises(gr.Error) as same:
+        diff_tab.diff(str(SMALL), str(SMALL), "x", "x")
+    assert "the two labels must differ" in same.value.message
+    assert same.value.title == "Check the inputs"
+    monkeypatch.setattr(views_shared, "TRACE_MAX_EXPANDED_BYTES", 1024)
+    with pytest.raises(gr.Error) as big:
+        analyze_tab.analyze(str(SMALL))
+    assert "expands to more than" in big.value.message and big.value.title == "Unreadable trace"
