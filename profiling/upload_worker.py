@@ -125,6 +125,17 @@ def _out_of_memory(exc: BaseException) -> bool:
     return False
 
 
+def _near_cap() -> bool:
+    """Whether this worker's address space came within 256 MiB of its cap: a failure then is
+    one of memory, whatever exception the allocation that failed turned into."""
+    import resource
+
+    cap = resource.getrlimit(resource.RLIMIT_AS)[0]
+    with open("/proc/self/status") as status:
+        peak = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmPeak:"))
+    return cap != resource.RLIM_INFINITY and peak > cap - 256 * MiB
+
+
 def _answer(task: str, args: tuple[Any, ...], send: Callable[[Any], None]) -> Any:
     module, name = TASKS[task]
     from profiling import views_shared
@@ -158,7 +169,7 @@ def serve(source: IO[bytes], sink: IO[bytes]) -> None:
         kind = next(name for name, base in USER_ERRORS.items() if isinstance(exc, base))
         answer = ("user", kind, str(exc))
     except BaseException as exc:
-        if _out_of_memory(exc):
+        if _out_of_memory(exc) or _near_cap():
             answer = ("memory", "", "")
         else:
             log.exception("reading an uploaded trace failed")
