@@ -13,7 +13,7 @@ from typing import Any
 import gradio as gr
 import spaces  # noqa: F401 - before torch (imported by profiling) touches CUDA: ZeroGPU patches it
 
-from profiling import runner, views_profile, views_shared
+from profiling import runner, upload_worker, views_profile, views_shared
 from profiling.page import analyze_tab, compare_tab, diff_tab, profile_tab, sweep_tab
 from profiling.page.controls import DEVICE
 from profiling.page.listeners import let_go_on_unload
@@ -51,6 +51,7 @@ demo = build_demo()
 views_shared.STALE.maybe_sweep()  # a previous process's temp folders older than the cache age
 runner.quiet_profiler_logs()  # kineto's USDT/STAGE lines off, unless KINETO_LOG_LEVEL is set
 runner.prime_profiler()  # on this main thread, so a click's profiler is not the process's first
+upload_worker.POOL.warm()  # an idle worker waits for the first upload (its imports take ~0.4 s)
 
 
 if __name__ == "__main__":

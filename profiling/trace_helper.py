@@ -121,6 +121,7 @@ class Helper:
         self._outgoing: queue.Queue[bytes | None] = queue.Queue()
         self._waiting: queue.Queue[Future[ChunkColumns]] = queue.Queue()
         self._dead = threading.Event()
+        self._why = "the trace helper process died"
         self._threads = [
             threading.Thread(target=self._send, name="trace-helper-send", daemon=True),
             threading.Thread(target=self._receive, name="trace-helper-receive", daemon=True),
@@ -152,15 +153,19 @@ class Helper:
     def _receive(self) -> None:
         stdout = self._process.stdout
         assert stdout is not None
-        while (data := _read_message(stdout.fileno())) is not None:
-            kind, value = pickle.loads(data)
-            future = self._waiting.get()
-            if kind == "ok":
-                future.set_result(value.unpack())
-            else:
-                future.set_exception(PieceDecoded(kind, value))
-        self._dead.set()  # the helper ended (killed, out of memory, or closed)
-        self._fail_waiting()
+        try:
+            while (data := _read_message(stdout.fileno())) is not None:
+                kind, value = pickle.loads(data)
+                future = self._waiting.get()
+                if kind == "ok":
+                    future.set_result(value.unpack())
+                else:
+                    future.set_exception(PieceDecoded(kind, value))
+        except MemoryError:  # under a memory cap (profiling.upload_worker): said, not a hang
+            self._why = "the trace helper's answer did not fit in memory (MemoryError)"
+        finally:
+            self._dead.set()  # the helper ended (killed, out of memory, or closed)
+            self._fail_waiting()
 
     def _fail_waiting(self) -> None:
         while True:
@@ -168,7 +173,7 @@ class Helper:
                 future = self._waiting.get_nowait()
             except queue.Empty:
                 return
-            future.set_exception(RuntimeError("the trace helper process died"))
+            future.set_exception(RuntimeError(self._why))
 
     def close(self) -> None:
         """Stop the helper and wait for it (pieces still queued are dropped)."""
@@ -178,6 +183,8 @@ class Helper:
             except queue.Empty:
                 break
         self._outgoing.put(None)
+        if self._dead.is_set() and self._process.poll() is None:
+            self._process.kill()  # nobody reads its answers: the sender would wait on it
         for thread in self._threads:
             thread.join(timeout=30)
         if self._process.poll() is None:

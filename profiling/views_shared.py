@@ -41,7 +41,9 @@ KEEP_RUN_DIRS = 8  # our own temp dirs (one per run) kept before the oldest is d
 STALE_SWEEP_S = 60
 GPU_GROUP = "gpu"  # concurrency_id shared by every listener that uses the GPU
 TRACE_GROUP = "traces"  # concurrency_id of Diff and Analyse: CPU work, apart from the GPU jobs
-TRACE_CONCURRENCY = 2  # parses at a time; a big upload cannot hold the GPU queue
+# Parses at a time: a big upload holds neither the GPU queue nor a small upload (each is read in
+# a worker process; their memory together is bounded: profiling.upload_worker)
+TRACE_CONCURRENCY = 4
 
 # The post's shape on a GPU; on a CPU a small shape that profiles in well under a second.
 DEFAULTS: dict[str, dict[str, Any]] = {

@@ -55,6 +55,7 @@ TORCH_FREE = [
     "profiling.uploads",  # and the Analyse and Diff views they and the page read
     "profiling.views_analyze",
     "profiling.views_diff",
+    "profiling.upload_worker",  # the process that reads an upload imports no torch
     # issue 23: the spread, the NVML sampler, the memory timeline and their text
     "profiling.spread",
     "profiling.gpu_clocks",

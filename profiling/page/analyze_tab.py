@@ -1,6 +1,7 @@
 """The Analyse tab: any torch.profiler trace a user uploads, read on the CPU and shown like a run.
 
-Upload → views_analyze.gantt_window and analyze_page (bounded before a byte is parsed) →
+Upload → views_analyze.gantt_window, then analyze_page in a worker process (profiling.
+upload_worker: bounded in memory and time, the size checked before a byte is parsed) →
 components; names from the trace are shown as text everywhere.
 """
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import columns, views_analyze, views_shared
+from profiling import columns, upload_worker, views_analyze, views_shared
 from profiling.page.controls import kernel_table, roofline_table, table
 from profiling.page.errors import guarded
 from profiling.page.listeners import (
@@ -46,11 +47,14 @@ def analyze(
         why).
     """
     window = guarded("analyze", views_analyze.gantt_window, window_start_us, window_end_us)
-    shown = guarded(
-        "analyze", views_analyze.analyze_page, trace, window, progress_callback(progress)
-    )
+    shown = guarded("analyze", analyze_upload, trace, window, progress_callback(progress))
     return (shown.summary, shown.launch, shown.operators, shown.kernels, shown.figure,
             shown.roles, shown.roofline_figure, shown.roofline)  # fmt: skip
+
+
+def analyze_upload(trace: Any, window: Any, progress: Any) -> views_analyze.AnalyzePage:
+    """views_analyze.analyze_page in a worker process, bounded in memory and time."""
+    return upload_worker.run_upload("analyze", trace, window, progress=progress)
 
 
 def _inputs() -> list[Any]:

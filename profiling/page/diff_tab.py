@@ -1,7 +1,8 @@
 """The Diff tab: what changed between two traces, uploaded or two runs of the last Compare.
 
-Both read traces on the CPU (listeners.TRACE_JOB); the runs' paths come from the session's
-server-side state only, never from the client.
+Both read traces on the CPU (listeners.TRACE_JOB), two uploads in a worker process bounded in
+memory and time (profiling.upload_worker); the runs' paths come from the session's server-side
+state only, never from the client.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import views_diff
+from profiling import upload_worker, views_diff
 from profiling.page.controls import table
 from profiling.page.errors import guarded
 from profiling.page.listeners import QUIET, TRACE_JOB, trace_job
@@ -41,7 +42,7 @@ def diff(
         step or whole trace; structural changes first, each row's spread and change), and A
         and B aligned by role in attention (µs per window on each side, B − A).
     """
-    shown = guarded("diff", views_diff.diff_upload_page, trace_a, trace_b, label_a, label_b)
+    shown = guarded("diff", upload_worker.run_upload, "diff", trace_a, trace_b, label_a, label_b)
     return shown.headline, shown.kernels, shown.operators, shown.roles
 
 

@@ -5,8 +5,9 @@ Profile, Compare and Sweep run on profiling.jobs' one device worker, so a job a 
 stops instead of running on beside the next one, and a job whose page was closed or reloaded is
 let go (`let_go_on_unload`): its event ends, and the next click's bar says that an earlier run
 is still finishing instead of showing Gradio's estimate, which cannot know that wait. Diff and
-Analyse read uploads on the CPU in their own concurrency group; on a CPU-only machine they take
-the device worker too, or a parse beside a run would inflate the run's CPU times.
+Analyse read traces on the CPU in their own concurrency group, never behind the device worker
+(a 2-second analysis waited behind a hostile upload's minute): uploads in worker processes
+bounded in memory and time, a long read at the lowest CPU priority (profiling.upload_worker).
 """
 
 from __future__ import annotations
@@ -81,9 +82,9 @@ def let_go_on_unload(demo: gr.Blocks) -> None:
 
 
 def trace_job(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Diff and Analyse: on a CPU-only machine they queue for the device worker (their parse
-    would share the cores a run is timing); beside a GPU they run at once in Gradio's threads."""
-    return device_job(fn) if DEVICE == "cpu" else fn
+    """Diff and Analyse run at once in Gradio's threads, in their own lane (TRACE_JOB): on a
+    CPU-only machine too, where a long read's lowest priority keeps a run's timing."""
+    return fn
 
 
 def cleared(outputs: list[Any], said: dict[Any, Any] | None = None) -> Callable[[], tuple]:
