@@ -24,14 +24,14 @@ BACKEND_OPS: dict[str, str] = {
     "aten::_scaled_dot_product_attention_math": "math",
 }
 
-# A workload's choices and bounds (profiling.workload checks them; the CLI's flags name them
+# A workload's choices and bounds (profiling.workload.spec checks them; the CLI's flags name them
 # without importing torch, so `analyze` and `diff` start in a second, not four)
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 DEVICES = ("auto", "cuda", "cpu")
 # What a run measures: the forward (today's default), the backward alone (its forward runs
 # outside the measured phase), or one training step (forward + backward).
 MODES = ("forward", "backward", "train")
-# How the measured steps are timed (issue 23; profiling/timing_modes.py runs them): launched
+# How the measured steps are timed (issue 23; profiling/run/timing.py runs them): launched
 # eagerly (today's), replayed as a CUDA graph, or each after an L2 flush. The last two need a GPU.
 TIMINGS = ("eager", "cuda-graph", "cold-l2")
 # name: (lowest, highest). Wide enough for the H200's largest sensible runs; the memory

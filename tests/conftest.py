@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from profiling.trace import Trace, load
+from profiling.trace.model import Trace, load
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # The three H200 traces of h200-baseline.md (the post's shape), shared by the test modules.
@@ -105,7 +105,7 @@ def watch_inputs(monkeypatch) -> list:
     dead after a run means nothing (a traceback, a graph) kept them alive."""
     import weakref
 
-    from profiling import runner
+    from profiling.run import runner
 
     refs: list[weakref.ref] = []
     make_inputs = runner._inputs

@@ -11,7 +11,7 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import columns, upload_worker, views_analyze, views_shared
+from profiling.analysis import columns
 from profiling.page.controls import kernel_table, roofline_table, table
 from profiling.page.errors import guarded
 from profiling.page.listeners import (
@@ -22,6 +22,9 @@ from profiling.page.listeners import (
     trace_job,
 )
 from profiling.page.style import ROWS_CSS
+from profiling.views import analyze as views_analyze
+from profiling.views import shared as views_shared
+from profiling.views import upload_worker
 
 
 def analyze(

@@ -13,9 +13,9 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling import job_request, jobs, views_compare, views_shared, views_timing
-from profiling.compare import CompareResult
-from profiling.compare import compare_workloads as run_compare
+from profiling.jobs import queue as jobs
+from profiling.jobs.compare import CompareResult
+from profiling.jobs.compare import compare_workloads as run_compare
 from profiling.page.controls import (
     DEVICE,
     START,
@@ -37,6 +37,10 @@ from profiling.page.listeners import (
     relabel_on_dtype,
     run_device_job,
 )
+from profiling.views import compare as views_compare
+from profiling.views import shared as views_shared
+from profiling.views import timing as views_timing
+from profiling.workload import request as job_request
 
 MAX_VARIANTS = job_request.MAX_COMPARE_VARIANTS[DEVICE]
 BEFORE_RUN = views_shared.before_run_note("Compare", "the table, the charts and the zip")

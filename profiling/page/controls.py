@@ -11,9 +11,10 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import views_profile, views_shared
-from profiling.columns import ROOFLINE_COLUMNS
-from profiling.workload import device_key, page_ranges, resolve_device
+from profiling.analysis.columns import ROOFLINE_COLUMNS
+from profiling.views import profile as views_profile
+from profiling.views import shared as views_shared
+from profiling.workload.spec import device_key, page_ranges, resolve_device
 
 DEVICE = resolve_device()
 START = views_shared.defaults(DEVICE)

@@ -1,7 +1,7 @@
 """The Diff tab: what changed between two traces, uploaded or two runs of the last Compare.
 
 Both read traces on the CPU (listeners.TRACE_JOB), two uploads in a worker process bounded in
-memory and time (profiling.upload_worker); the runs' paths come from the session's server-side
+memory and time (profiling.views.upload_worker); the runs' paths come from the session's server-side
 state only, never from the client.
 """
 
@@ -11,10 +11,11 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import upload_worker, views_diff
 from profiling.page.controls import table
 from profiling.page.errors import guarded
 from profiling.page.listeners import QUIET, TRACE_JOB, trace_job
+from profiling.views import diff as views_diff
+from profiling.views import upload_worker
 
 # (label, elem_id, datatypes, column widths) of the kernel and the operator delta tables
 DELTA_TABLES = (

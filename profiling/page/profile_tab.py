@@ -1,7 +1,7 @@
 """The Profile tab: one variant at one shape, profiled on the device, and what really ran.
 
 Raw inputs → workload.page_workload (fields, page ranges) → profile_on_gpu (the GPU function
-of a run) → plain results → profiling.views_profile → components.
+of a run) → plain results → profiling.views.profile → components.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import gradio as gr
 import spaces
 
 from attention import VARIANTS
-from profiling import job_request, sdpa_account, views_profile, views_shared
 from profiling.page.controls import (
     DEVICE,
     START,
@@ -34,8 +33,12 @@ from profiling.page.listeners import (
     show_waiting,
 )
 from profiling.page.style import STRIP_CSS
-from profiling.runner import ProfileResult, run
-from profiling.workload import Workload, page_workload
+from profiling.run import sdpa_account
+from profiling.run.runner import ProfileResult, run
+from profiling.views import profile as views_profile
+from profiling.views import shared as views_shared
+from profiling.workload import request as job_request
+from profiling.workload.spec import Workload, page_workload
 
 # ZeroGPU lends the GPU to a run only: SDPA's checks, which need the GPU's tensors, wait for one
 ZERO_GPU = bool(getattr(getattr(spaces, "config", None), "Config", None) and

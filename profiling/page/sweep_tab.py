@@ -13,7 +13,9 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling import job_request, jobs, views_shared, views_sweep
+from profiling.jobs import queue as jobs
+from profiling.jobs.sweep import SweepResult
+from profiling.jobs.sweep import sweep_workloads as run_sweep
 from profiling.page.controls import (
     DEVICE,
     START,
@@ -34,8 +36,9 @@ from profiling.page.listeners import (
     relabel_on_dtype,
     run_device_job,
 )
-from profiling.sweep import SweepResult
-from profiling.sweep import sweep_workloads as run_sweep
+from profiling.views import shared as views_shared
+from profiling.views import sweep as views_sweep
+from profiling.workload import request as job_request
 
 BEFORE_RUN = views_shared.before_run_note("Sweep", "the charts, the points and the zip")
 
