@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from profiling.job_files import Progress, run_progress
+from profiling.user_values import ConfigError
 
 if TYPE_CHECKING:
     from profiling.workload import Workload
@@ -139,7 +140,12 @@ def executor_for(ray: str | None) -> Executor:
     every GPU of the machine; an address → the Ray cluster there. Ray is imported only here."""
     if ray is None:
         return SerialExecutor()
-    from profiling.ray_executor import RayExecutor
+    try:
+        from profiling.ray_executor import RayExecutor
+    except ImportError as exc:
+        raise ConfigError(
+            f"running on Ray needs Ray installed ({exc}): pip install -r requirements-ray.txt"
+        ) from None
 
     return RayExecutor(None if ray == LOCAL else ray)
 

@@ -33,8 +33,9 @@ from ray.exceptions import RayActorError
 
 from profiling.executor import Answer, Chains, Outcome, Placement, PointJob, placement_here
 from profiling.job_files import Progress
+from profiling.user_values import ConfigError
 
-DIE_ON_ENV = "ATTNPROF_TEST_DIE_ON"  # tests: "VARIANT:SEQ_LEN" makes a worker exit mid-point once
+DIE_ON_ENV = "ATTNPROF_TEST_DIE_ON"  # tests: a worker exits mid-point (see _die_hook)
 ATTEMPTS = 2  # a point's first run and one more on a fresh worker
 POLL_SECONDS = 0.5  # how often the driver looks at a cancel request while points run
 CANCELLED = "not run: cancelled (Ctrl-C)"
@@ -75,21 +76,26 @@ class PointWorker:
 
 
 def _die_hook(job: PointJob) -> Progress:
-    """The test hook: a worker whose point is DIE_ON_ENV's exits as the point reports progress
-    (mid-run), the first time only in this Ray job (a marker file says it happened)."""
-    wanted = os.environ.get(DIE_ON_ENV, "")
-    if wanted != f"{job.workload.variant}:{job.workload.seq_len}":
+    """The test hook: DIE_ON_ENV="VARIANT:SEQ_LEN[:TIMES]" makes the worker running that point
+    exit as the point reports progress (mid-run), the first TIMES times (default 1) in this
+    Ray job; marker files in the temp folder count the deaths across worker processes."""
+    variant, _, rest = os.environ.get(DIE_ON_ENV, "").partition(":")
+    seq_len, _, times = rest.partition(":")
+    if (variant, seq_len) != (job.workload.variant, str(job.workload.seq_len)):
         return lambda fraction, text: None
     job_id = ray.get_runtime_context().get_job_id()
-    marker = Path(tempfile.gettempdir()) / f"attnprof-died-{job_id}-{wanted.replace(':', '-')}"
+    marks = [
+        Path(tempfile.gettempdir()) / f"attnprof-died-{job_id}-{variant}-{seq_len}-{n}"
+        for n in range(int(times or 1))
+    ]
 
     def progress(fraction: float, text: str) -> None:
-        if fraction > 0:
+        for mark in marks if fraction > 0 else []:
             try:
-                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             except FileExistsError:
-                return
-            os._exit(17)
+                continue
+            os._exit(17)  # as a killed worker would: no cleanup, no answer
 
     return progress
 
@@ -170,6 +176,13 @@ class RayExecutor:
     def _connect(self) -> None:
         if ray.is_initialized():
             return
+        try:
+            self._init()
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            where = f"at {self.address}" if self.address else "on this machine"
+            raise ConfigError(f"cannot start or reach the Ray cluster {where}: {exc}") from None
+
+    def _init(self) -> None:
         if self.address is None:  # a local cluster: every GPU and CPU of this machine
             ray.init(logging_level=logging.WARNING, log_to_driver=False, include_dashboard=False)
             return
