@@ -63,9 +63,9 @@ class PointWorker:
         prime_profiler()  # kineto's client is registered on this, the actor's own thread
         self.root = Path(tempfile.mkdtemp(prefix="attnprof-ray-"))
 
-    def run(self, job: PointJob) -> Shipped:
+    def run(self, job: PointJob, die_on: str = "") -> Shipped:
         folder = Path(tempfile.mkdtemp(dir=self.root))
-        value = job.run(job.workload, folder / job.out_dir.name, _die_hook(job))
+        value = job.run(job.workload, folder / job.out_dir.name, _die_hook(job, die_on))
         files = {
             str(path.relative_to(folder)): path.read_bytes()
             for path in sorted(folder.rglob("*"))
@@ -75,19 +75,18 @@ class PointWorker:
         return Shipped(value, placement_here(job.workload), files, folder, _cuda_broken(job))
 
 
-def _die_hook(job: PointJob) -> Progress:
-    """The test hook: DIE_ON_ENV="VARIANT:SEQ_LEN[:TIMES]" makes the worker running that point
-    exit as the point reports progress (mid-run), the first TIMES times (default 1) in this
-    Ray job; marker files in the temp folder count the deaths across worker processes."""
-    variant, _, rest = os.environ.get(DIE_ON_ENV, "").partition(":")
+def _die_hook(job: PointJob, die_on: str) -> Progress:
+    """The test hook: DIE_ON_ENV="VARIANT:SEQ_LEN[:TIMES]", read where the job was started and
+    handed to the worker with each point (with "@" and a folder of that job's), makes the
+    worker running that point exit as the point reports progress (mid-run), the first TIMES
+    times (default 1) in the job: files in the folder count the deaths across workers, so the
+    hook needs workers on the driver's machine (a local cluster, as the tests use)."""
+    spec, _, folder = die_on.partition("@")
+    variant, _, rest = spec.partition(":")
     seq_len, _, times = rest.partition(":")
     if (variant, seq_len) != (job.workload.variant, str(job.workload.seq_len)):
         return lambda fraction, text: None
-    job_id = ray.get_runtime_context().get_job_id()
-    marks = [
-        Path(tempfile.gettempdir()) / f"attnprof-died-{job_id}-{variant}-{seq_len}-{n}"
-        for n in range(int(times or 1))
-    ]
+    marks = [Path(folder) / f"died-{n}" for n in range(int(times or 1))]
 
     def progress(fraction: float, text: str) -> None:
         for mark in marks if fraction > 0 else []:
@@ -202,9 +201,6 @@ class RayExecutor:
         kind, count = ("GPU", resources["GPU"]) if on_gpu else ("CPU", resources.get("CPU", 1))
         size = max(1, min(int(count), len(jobs), self.workers or len(jobs)))
         options: dict[str, Any] = {"num_gpus": 1} if on_gpu else {"num_cpus": 1}
-        hook = os.environ.get(DIE_ON_ENV)
-        if hook:  # the test hook reaches the workers, whatever environment they started in
-            options["runtime_env"] = {"env_vars": {DIE_ON_ENV: hook}}
         if options != self._pool_options:
             self.close()
             self._pool_options = options
@@ -249,6 +245,9 @@ class _Schedule:
         self.attempts = [1] * len(chains)
         self.busy: dict[Any, tuple[int, int]] = {}  # ref → (worker, chain)
         self.total = sum(len(chain) for chain in chains)
+        self.die_on = os.environ.get(DIE_ON_ENV, "")
+        if self.die_on:  # the test hook's deaths are counted per job, in a folder of its own
+            self.die_on += "@" + tempfile.mkdtemp(prefix="attnprof-die-")
 
     def run(self) -> Answer:
         try:
@@ -278,7 +277,8 @@ class _Schedule:
                 return
             self.before()  # a cancelled job ends here; points in flight finish on their own
             job = self.chains[chain][len(self.answer[chain])]
-            self.busy[self.executor.worker(worker).run.remote(job)] = (worker, chain)
+            ref = self.executor.worker(worker).run.remote(job, self.die_on)
+            self.busy[ref] = (worker, chain)
 
     def _finished(self, ref: Any) -> None:
         worker, chain = self.busy.pop(ref)
