@@ -150,6 +150,16 @@ def executor_for(ray: str | None) -> Executor:
     return RayExecutor(None if ray == LOCAL else ray)
 
 
-def app_ray_address() -> str | None:
-    """The app's cluster: ATTNPROF_RAY_ADDRESS (any non-empty value; "local" starts one here)."""
-    return os.environ.get(RAY_ADDRESS_ENV, "").strip() or None
+_APP_EXECUTOR: list[Executor] = []  # the app's, made on its first job
+
+
+def app_executor() -> Executor | None:
+    """Where the app's Sweeps and Compares run: None (this process, one after another) unless
+    the app was started with ATTNPROF_RAY_ADDRESS (an address, or "local" for a cluster on
+    this machine). One executor for the app's life, so its workers stay warm between jobs."""
+    address = os.environ.get(RAY_ADDRESS_ENV, "").strip()
+    if not address:
+        return None
+    if not _APP_EXECUTOR:
+        _APP_EXECUTOR.append(executor_for(address))
+    return _APP_EXECUTOR[0]

@@ -16,6 +16,7 @@ import spaces
 from profiling import job_request, jobs, views_compare, views_shared, views_timing
 from profiling.compare import CompareResult
 from profiling.compare import compare_workloads as run_compare
+from profiling.executor import app_executor
 from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
 from profiling.page.errors import translated
 from profiling.page.listeners import (
@@ -40,7 +41,10 @@ def compare_on_gpu(request: job_request.JobRequest, progress: Any = None) -> Com
     """The GPU work of a Compare: every variant profiled one after another, plain data back."""
     with translated("compare_on_gpu"):
         return run_compare(
-            request.workloads, progress=progress_callback(progress), stop=jobs.stop_requested
+            request.workloads,
+            progress=progress_callback(progress),
+            stop=jobs.stop_requested,
+            executor=app_executor(),  # a Ray cluster's GPUs with ATTNPROF_RAY_ADDRESS
         )
 
 

@@ -14,6 +14,7 @@ import gradio as gr
 import spaces
 
 from profiling import job_request, jobs, views_shared, views_sweep
+from profiling.executor import app_executor
 from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
 from profiling.page.errors import translated
 from profiling.page.listeners import (
@@ -42,6 +43,7 @@ def sweep_on_gpu(request: job_request.JobRequest, progress: Any = None) -> Sweep
             progress=progress_callback(progress),
             check=job_request.point_check(DEVICE),
             stop=jobs.stop_requested,
+            executor=app_executor(),  # a Ray cluster's GPUs with ATTNPROF_RAY_ADDRESS
         )
 
 
