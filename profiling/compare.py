@@ -22,8 +22,9 @@ import pandas as pd
 import torch
 
 from attention import VARIANTS
+from profiling import executor as placed
 from profiling.availability import error_text
-from profiling.executor import RAN_ON, Executor, Placement, PointJob, SerialExecutor, ran_on_texts
+from profiling.executor import RAN_ON, Executor, Placement, PointJob, SerialExecutor
 from profiling.job_files import Progress, cancelled, write_zip
 from profiling.launch import LaunchStats
 from profiling.peaks import Peak, peak_entry, peak_tflops, peaks_table
@@ -313,7 +314,7 @@ def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd
     table = pd.DataFrame(rows).reindex(columns=columns)
     table[numeric] = table[numeric].astype(float)
     table["idle gaps"] = table["idle gaps"].astype("Int64")
-    ran_on = ran_on_texts([variant_run.placement for variant_run in runs])
+    ran_on = placed.ran_on_texts([variant_run.placement for variant_run in runs])
     if ran_on is not None:
         table.insert(table.columns.get_loc("reason"), RAN_ON, ran_on)
     return table
@@ -353,6 +354,7 @@ def compare_zip(result: CompareResult) -> Path:
         ("glance.csv", result.glance.to_csv(index=False)),
         ("glance.md", markdown(result.glance)),
         ("peaks.csv", peaks_table().to_csv(index=False)),
+        ("ran_on.csv", placed.ran_on_csv((r.variant, r.placement) for r in result.runs)),
     ]
     for variant_run in result.runs:
         folder = variant_run.variant

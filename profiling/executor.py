@@ -11,9 +11,11 @@ No torch and no ray at import: the CLI and the app load this before they know wh
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -64,6 +66,15 @@ def ran_on_texts(placements: Sequence[Placement | None]) -> list[str] | None:
     if len({p.device for p in placements if p is not None}) < 2:
         return None
     return [p.text() if p is not None else "" for p in placements]
+
+
+def ran_on_csv(rows: Iterable[tuple[str, Placement | None]]) -> str:
+    """(name, placement) pairs as CSV: where each ran, and after how many attempts."""
+    text = io.StringIO()
+    table = csv.writer(text)
+    table.writerow(["variant", "host", "device", "uuid", "attempts"])
+    table.writerows([name, p.host, p.device, p.uuid, p.attempts] for name, p in rows if p)
+    return text.getvalue()
 
 
 # (workload, folder for its files, progress) -> the job's record of the point (picklable)

@@ -40,6 +40,7 @@ ATTEMPTS = 2  # a point's first run and one more on a fresh worker
 POLL_SECONDS = 0.5  # how often the driver looks at a cancel request while points run
 CANCELLED = "not run: cancelled (Ctrl-C)"
 PACKAGES = ("profiling", "attention")  # shipped to a remote cluster's workers
+CHECKOUT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -185,8 +186,7 @@ class RayExecutor:
         if self.address is None:  # a local cluster: every GPU and CPU of this machine
             ray.init(logging_level=logging.WARNING, log_to_driver=False, include_dashboard=False)
             return
-        here = Path(__file__).resolve().parent.parent
-        modules = [str(here / name) for name in PACKAGES]  # this checkout's code, not theirs
+        modules = [str(CHECKOUT / name) for name in PACKAGES]  # this checkout's code, not theirs
         ray.init(
             address=self.address,
             logging_level=logging.WARNING,
@@ -201,6 +201,9 @@ class RayExecutor:
         kind, count = ("GPU", resources["GPU"]) if on_gpu else ("CPU", resources.get("CPU", 1))
         size = max(1, min(int(count), len(jobs), self.workers or len(jobs)))
         options: dict[str, Any] = {"num_gpus": 1} if on_gpu else {"num_cpus": 1}
+        if self.address is None:  # workers on this machine import this checkout, from any cwd
+            path = os.pathsep.join(filter(None, [str(CHECKOUT), os.environ.get("PYTHONPATH")]))
+            options["runtime_env"] = {"env_vars": {"PYTHONPATH": path}}
         if options != self._pool_options:
             self.close()
             self._pool_options = options

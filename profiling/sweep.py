@@ -8,6 +8,7 @@ runs it; profiling/compare_figures.py draws it).
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 from collections.abc import Callable, Sequence
@@ -344,11 +345,13 @@ def sweep_table(points: Sequence[SweepPoint]) -> pd.DataFrame:
 
 
 def sweep_zip(result: SweepResult) -> Path:
-    """One zip: the table (CSV, Markdown, JSON) and one trace per point that ran."""
+    """One zip: the table (CSV, Markdown, JSON), every point's record (points.json: where it
+    ran too) and one trace per point that ran."""
     entries: list[tuple[str, Path | str]] = [
         ("sweep.csv", result.table.to_csv(index=False)),
         ("sweep.md", markdown(result.table)),
         ("sweep.json", result.table.to_json(orient="records", indent=1)),
+        ("points.json", json.dumps(points_json(result), indent=1)),  # with where each ran
     ]
     for point in result.points:
         if point.trace_gz is not None and point.trace_gz.exists():
