@@ -306,7 +306,7 @@ class _Schedule:
         if self.attempts[chain] < ATTEMPTS:
             self.attempts[chain] += 1  # the chain's point runs again on the next free worker
             return
-        self._record(chain, Outcome(job.failed(f"{reason} (twice)"), None))
+        self._record(chain, Outcome(job.failed(f"{reason} (tried on {ATTEMPTS} workers)"), None))
 
     def _record(self, chain: int, outcome: Outcome) -> None:
         """One point's outcome, once; the rest of its chain is not run if it ends the chain."""

@@ -14,7 +14,9 @@ import pandas as pd
 import pytest
 import ray
 
+import profiling.executor as executor_module
 from profiling.compare import compare
+from profiling.executor import RAY_ADDRESS_ENV, app_executor
 from profiling.ray_executor import DIE_ON_ENV, RayExecutor
 from profiling.sweep import sweep
 
@@ -93,7 +95,8 @@ def test_point_whose_worker_dies_twice_fails_with_the_reason(executor, tmp_path,
     )
     statuses = dict(zip(result.glance["variant"], result.glance["status"], strict=True))
     assert statuses == {"naive": "ok", "sdpa-math": "failed"}
-    assert "worker died" in result.runs[1].reason and "twice" in result.runs[1].reason
+    assert "worker died" in result.runs[1].reason
+    assert "tried on 2 workers" in result.runs[1].reason
     naive = result.runs[0]
     assert naive.table_txt is not None and naive.table_txt.is_relative_to(tmp_path)
     assert all(path.exists() for path in (naive.trace_gz, *naive.extra_files))
@@ -101,6 +104,16 @@ def test_point_whose_worker_dies_twice_fails_with_the_reason(executor, tmp_path,
 
 def _no_len() -> dict:
     return {k: v for k, v in SHAPE.items() if k != "seq_len"}
+
+
+def test_app_runs_on_ray_only_when_started_with_an_address(executor, monkeypatch):
+    monkeypatch.setattr(executor_module, "_APP_EXECUTOR", [])
+    monkeypatch.delenv(RAY_ADDRESS_ENV, raising=False)
+    assert app_executor() is None  # today's serial loop
+    monkeypatch.setenv(RAY_ADDRESS_ENV, "local")
+    on_ray = app_executor()
+    assert isinstance(on_ray, RayExecutor) and on_ray.address is None
+    assert app_executor() is on_ray  # one for the app's life: its workers stay warm
 
 
 def test_cli_and_app_do_not_import_ray():
