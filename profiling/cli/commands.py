@@ -13,11 +13,12 @@ from pathlib import Path
 from profiling.cli.flags import (
     SUBCOMMANDS,
     Parser,
+    add_ray_flag,
     add_shape_flags,
     at_least_one,
     check_out,
+    job_progress,
     lengths,
-    print_progress,
     printed_table,
     progress_bar,
     shape_of,
@@ -61,6 +62,7 @@ def _compare_flags(parser: argparse.ArgumentParser) -> None:
     )
     add_shape_flags(parser, seq_len=True)
     parser.add_argument("--out", default="traces/compare", help="folder for traces and the zip")
+    add_ray_flag(parser)
     parser.add_argument("--markdown", action="store_true", help=MARKDOWN_HELP)
 
 
@@ -86,6 +88,7 @@ def _sweep_flags(parser: argparse.ArgumentParser) -> None:
     )
     add_shape_flags(parser, seq_len=False)
     parser.add_argument("--out", default="traces/sweep", help="folder for traces and the zip")
+    add_ray_flag(parser)
     parser.add_argument("--markdown", action="store_true", help=MARKDOWN_HELP)
 
 
@@ -119,9 +122,14 @@ def views_main(argv: list[str]) -> int:
 def compare_command(args: argparse.Namespace) -> int:
     from profiling.analysis.role_views import role_matrix
     from profiling.jobs.compare import compare
+    from profiling.jobs.executor import executor_for
     from profiling.views.compare import sdpa_lines
 
-    result = compare(args.variants, out_dir=args.out, progress=print_progress, **shape_of(args))
+    on = executor_for(args.ray)
+    with job_progress(args.ray) as progress:
+        result = compare(
+            args.variants, out_dir=args.out, progress=progress, executor=on, **shape_of(args)
+        )
     print(f"== compare on {result.device_name} · {shape_text(result.shape)} ==")
     ran = result.glance[result.glance["status"] == "ok"]
     print(printed_table(ran[COMPARE_COLUMNS], args.markdown))
@@ -180,11 +188,19 @@ def diff_command(args: argparse.Namespace) -> int:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
+    from profiling.jobs.executor import executor_for
     from profiling.jobs.sweep import sweep
 
-    result = sweep(
-        args.variants, args.seq_lens, out_dir=args.out, progress=print_progress, **shape_of(args)
-    )
+    on = executor_for(args.ray)
+    with job_progress(args.ray) as progress:
+        result = sweep(
+            args.variants,
+            args.seq_lens,
+            out_dir=args.out,
+            progress=progress,
+            executor=on,
+            **shape_of(args),
+        )
     print(f"== sweep on {result.device_name} · {shape_text(result.shape)} ==")
     print(printed_table(result.table, args.markdown))
     print("\n" + "\n".join(result.notes))

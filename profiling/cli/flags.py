@@ -85,6 +85,22 @@ def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
     parser.add_argument("--timing", default="eager", choices=TIMINGS, help=timing)
 
 
+def add_ray_flag(parser: argparse.ArgumentParser) -> None:
+    """--ray [ADDRESS]: the points on a Ray cluster, one per GPU (profiling/jobs/ray.py)."""
+    from profiling.jobs.executor import LOCAL
+
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const=LOCAL,
+        default=None,
+        metavar="ADDRESS",
+        help="run the points on a Ray cluster, one per GPU at a time: at ADDRESS (e.g. "
+        "auto, or host:6379 of `ray start --head`), or, without one, on a cluster started "
+        "here with every GPU of this machine (default: one after another in this process)",
+    )
+
+
 def shape_of(args: argparse.Namespace) -> dict[str, Any]:
     """The Workload fields the shape flags gave (seq_len only where the command has it)."""
     shape = {
@@ -182,6 +198,17 @@ def progress_bar(what: str) -> Iterator[Callable[[float, str], None]]:
             bar.set_description_str(f"{what}: {text}", refresh=False)
             bar.update(max(0.0, round(100 * fraction, 1) - bar.n))
 
+        yield advance
+
+
+@contextmanager
+def job_progress(ray: str | None) -> Iterator[Callable[[float, str], None]]:
+    """A job's progress: a line per message in this process; on Ray, a bar over the points
+    that names each worker's current point."""
+    if ray is None:
+        yield print_progress
+        return
+    with progress_bar("points") as advance:
         yield advance
 
 

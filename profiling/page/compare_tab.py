@@ -16,6 +16,7 @@ import spaces
 from profiling.jobs import queue as jobs
 from profiling.jobs.compare import CompareResult
 from profiling.jobs.compare import compare_workloads as run_compare
+from profiling.jobs.executor import app_executor
 from profiling.page.controls import (
     DEVICE,
     START,
@@ -51,7 +52,10 @@ def compare_on_gpu(request: job_request.JobRequest, progress: Any = None) -> Com
     """The GPU work of a Compare: every variant profiled one after another, plain data back."""
     with translated("compare_on_gpu"):
         return run_compare(
-            request.workloads, progress=progress_callback(progress), stop=jobs.stop_requested
+            request.workloads,
+            progress=progress_callback(progress),
+            stop=jobs.stop_requested,
+            executor=app_executor(),  # a Ray cluster's GPUs with ATTNPROF_RAY_ADDRESS
         )
 
 

@@ -14,6 +14,7 @@ import gradio as gr
 import spaces
 
 from profiling.jobs import queue as jobs
+from profiling.jobs.executor import app_executor
 from profiling.jobs.sweep import SweepResult
 from profiling.jobs.sweep import sweep_workloads as run_sweep
 from profiling.page.controls import (
@@ -52,6 +53,7 @@ def sweep_on_gpu(request: job_request.JobRequest, progress: Any = None) -> Sweep
             progress=progress_callback(progress),
             check=job_request.point_check(DEVICE),
             stop=jobs.stop_requested,
+            executor=app_executor(),  # a Ray cluster's GPUs with ATTNPROF_RAY_ADDRESS
         )
 
 
