@@ -13,7 +13,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from profiling.cli_flags import SUBCOMMANDS, Parser, add_shape_flags, check_out, shape_of
+from profiling.cli_flags import (
+    SUBCOMMANDS,
+    Parser,
+    add_shape_flags,
+    check_out,
+    said_kept,
+    shape_of,
+    store_of,
+)
 from profiling.cli_views import views_main
 from profiling.user_values import ConfigError
 
@@ -57,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from attention import VARIANTS
     from profiling.runner import RunError, VariantUnavailable, quiet_profiler_logs, run
+    from profiling.store.hooks import keep, profile_run
     from profiling.workload import Workload, resolve_device
 
     quiet_profiler_logs(args.verbose)
@@ -89,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 failures += 1
             continue
         overview.append(_printed(result))
+        said_kept(keep([profile_run(result, "cli")], store_of(args)))
     if len(workloads) > 1:
         print(f"== {len(workloads)} variants on {device} ==")
         print("\n".join(overview))

@@ -20,7 +20,9 @@ from profiling.cli_flags import (
     print_progress,
     printed_table,
     progress_bar,
+    said_kept,
     shape_of,
+    store_of,
     variant_names,
 )
 from profiling.summary_text import shape_text
@@ -102,6 +104,10 @@ def _analyze_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def views_main(argv: list[str]) -> int:
+    if argv[0] == "history":
+        from profiling.cli_history import history_main
+
+        return history_main(argv[1:])
     args = views_parser().parse_args(argv)
     try:
         if args.command in ("compare", "sweep"):
@@ -118,9 +124,11 @@ def views_main(argv: list[str]) -> int:
 def compare_command(args: argparse.Namespace) -> int:
     from profiling.compare import compare
     from profiling.role_views import role_matrix
+    from profiling.store.hooks import compare_runs, keep
     from profiling.views_compare import sdpa_lines
 
     result = compare(args.variants, out_dir=args.out, progress=print_progress, **shape_of(args))
+    said_kept(keep(compare_runs(result, "cli"), store_of(args)))
     print(f"== compare on {result.device_name} · {shape_text(result.shape)} ==")
     ran = result.glance[result.glance["status"] == "ok"]
     print(printed_table(ran[COMPARE_COLUMNS], args.markdown))
@@ -179,11 +187,13 @@ def diff_command(args: argparse.Namespace) -> int:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
+    from profiling.store.hooks import keep, sweep_runs
     from profiling.sweep import sweep
 
     result = sweep(
         args.variants, args.seq_lens, out_dir=args.out, progress=print_progress, **shape_of(args)
     )
+    said_kept(keep(sweep_runs(result, "cli"), store_of(args)))
     print(f"== sweep on {result.device_name} · {shape_text(result.shape)} ==")
     print(printed_table(result.table, args.markdown))
     print("\n" + "\n".join(result.notes))

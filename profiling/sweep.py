@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,9 @@ import pandas as pd
 from profiling.availability import error_text
 from profiling.job_files import Progress, cancelled, run_progress, write_zip
 from profiling.memory_estimate import check_memory, estimate_bytes
+from profiling.roofline_runs import run_roofline
 from profiling.runner import RunError, VariantUnavailable, run
+from profiling.summary import Summary
 from profiling.text_tables import markdown
 from profiling.workload import (
     LIMITS,
@@ -39,6 +41,8 @@ SWEEP_COLUMNS = [
     "variant", "seq_len", "status", "GPU µs/fwd", "CPU µs/fwd", "peak MiB", "est. MiB",
     "TFLOP/s", "reason",
 ]  # fmt: skip
+# a point's fields the run store reads (issue 34), left out of its JSON, with its trace path
+STORED = ("trace_gz", "summary", "kernels", "roles", "roofline", "operators")
 SAVED = "saved MiB"  # a training sweep's column: what the forward keeps for backward
 
 
@@ -55,6 +59,12 @@ class SweepPoint:
     tflops: float | None = None
     trace_gz: Path | None = None
     saved_mib: float | None = None  # saved for backward beyond the inputs and output
+    # issue 34: what the run store keeps of a point that ran (profiling/store/hooks.py)
+    summary: Summary | None = field(default=None, repr=False)
+    kernels: pd.DataFrame | None = field(default=None, repr=False)
+    roles: pd.DataFrame | None = field(default=None, repr=False)
+    roofline: pd.DataFrame | None = field(default=None, repr=False)
+    operators: pd.DataFrame | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -248,6 +258,11 @@ def _profile_point(
         tflops=summary.tflops,
         trace_gz=result.trace_gz,
         saved_mib=None if summary.saved_extra_bytes is None else summary.saved_extra_bytes / 2**20,
+        summary=summary,
+        kernels=result.kernels,
+        roles=result.trace.roles(),
+        roofline=run_roofline(result),
+        operators=result.operators,
     )
     return point, summary.device_name
 
@@ -295,9 +310,10 @@ def sweep_zip(result: SweepResult) -> Path:
 def points_json(result: SweepResult) -> list[dict[str, Any]]:
     """The raw numbers, JSON-ready, so a chart can be drawn later on another machine."""
     return [
-        {**{k: v for k, v in asdict(p).items() if k != "trace_gz"}, "trace": _name(p.trace_gz)}
+        {**{f.name: getattr(p, f.name) for f in fields(p) if f.name not in STORED},
+         "trace": _name(p.trace_gz)}
         for p in result.points
-    ]
+    ]  # fmt: skip
 
 
 def _name(path: Path | None) -> str | None:

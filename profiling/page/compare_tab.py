@@ -30,6 +30,7 @@ from profiling.page.listeners import (
     relabel_on_dtype,
     run_device_job,
 )
+from profiling.store.hooks import compare_runs, keep
 
 MAX_VARIANTS = job_request.MAX_COMPARE_VARIANTS[DEVICE]
 BEFORE_RUN = views_shared.before_run_note("Compare", "the table, the charts and the zip")
@@ -96,7 +97,9 @@ def compare(
 
 
 def _view(result: CompareResult, device: str) -> tuple[Any, Any]:
-    """The Compare page, and issue 23's timing table and memory peaks beside it."""
+    """The Compare page, and issue 23's timing table and memory peaks beside it; each row is
+    kept in the run store first (issue 34)."""
+    keep(compare_runs(result, "app"))
     return views_compare.compare_page(result, device), views_timing.compare_timing(result.runs)
 
 

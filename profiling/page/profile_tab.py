@@ -12,7 +12,7 @@ import gradio as gr
 import spaces
 
 from attention import VARIANTS
-from profiling import job_request, sdpa_account, views_profile, views_shared
+from profiling import job_request, sdpa_account, views_history, views_profile, views_shared
 from profiling.page.controls import DEVICE, START, kernel_table, shape_controls, table
 from profiling.page.errors import translated
 from profiling.page.listeners import (
@@ -27,6 +27,7 @@ from profiling.page.listeners import (
 )
 from profiling.page.style import STRIP_CSS
 from profiling.runner import ProfileResult, run
+from profiling.store.hooks import keep, profile_run
 from profiling.workload import Workload, page_workload
 
 # ZeroGPU lends the GPU to a run only: SDPA's checks, which need the GPU's tensors, wait for one
@@ -96,6 +97,8 @@ def profile(
         result = profile_on_gpu(workload, progress)
         RUN_DIRS.add(result.trace_json.parent)  # kept in the count even if its page fails
         shown = views_profile.page(result)
+    roles, roofline = shown.summary.get("roles"), shown.summary.get("roofline")
+    views_history.mark_kept(shown, keep([profile_run(result, "app", roles, roofline)]))
     return _outputs(shown)
 
 
