@@ -66,6 +66,8 @@ def checked_filters(**raw: Any) -> Filters:
     """Filters from a caller's loosely typed values, or a ConfigError saying what is wrong."""
     texts = {name: _text(name, raw.get(name)) for name in ("variant", "shape", "mode", "device",
                                                             "since", "until")}  # fmt: skip
+    for name in ("since", "until"):
+        _day(name, texts[name], False)  # refused here, not when the list is asked for
     limit = raw.get("limit", DEFAULT_ROWS)
     if limit in (None, ""):
         limit = DEFAULT_ROWS

@@ -67,11 +67,11 @@ def record(store: Store, data: RunData) -> Recorded:
     """Store one run; the cap's pruning, if any, is logged and returned."""
     run_id, created = new_id(), time.time()
     run = run_columns(data, run_id, created, host_name(), this_space())
-    kept = None
-    if data.trace_gz is not None and data.trace_gz.is_file():
-        kept = traces.keep(data.trace_gz, store.traces)
-        run["trace_hash"], run["trace_bytes"] = kept
-    with opened(store.path) as connection:
+    with opened(store.path) as connection:  # checked first: a refused store gets no trace
+        kept = None
+        if data.trace_gz is not None and data.trace_gz.is_file():
+            kept = traces.keep(data.trace_gz, store.traces)
+            run["trace_hash"], run["trace_bytes"] = kept
         with transaction(connection):
             insert_run(connection, run, child_rows(data))
             if kept:
