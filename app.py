@@ -14,7 +14,7 @@ import gradio as gr
 import spaces  # noqa: F401 - before torch (imported by profiling) touches CUDA: ZeroGPU patches it
 
 from profiling import runner, views_profile, views_shared
-from profiling.page import analyze_tab, compare_tab, diff_tab, profile_tab, sweep_tab
+from profiling.page import analyze_tab, compare_tab, diff_tab, history_tab, profile_tab, sweep_tab
 from profiling.page.controls import DEVICE
 from profiling.page.listeners import let_go_on_unload
 from profiling.page.style import CSS
@@ -42,6 +42,7 @@ def build_demo(queue_size: int = views_shared.QUEUE_MAX_SIZE) -> gr.Blocks:
         diff_tab.build(compared, compare_runs)
         sweep_tab.build()
         analyze_tab.build()
+        history_tab.build()  # issue 34: the run store's runs
         let_go_on_unload(demo)  # a closed or reloaded page's jobs are let go
     demo.queue(max_size=queue_size)
     return demo

@@ -62,6 +62,14 @@ def reopened(store: Store, run_id: Any) -> tuple[views_profile.Page, str]:
     return views_profile.page(result, roofline=roofline), _origin(run)
 
 
+def kept_trace(store: Store, run_id: Any) -> Path | None:
+    """The run's kept trace file (None when it did not run or its trace was pruned)."""
+    try:
+        return stored_trace(store, query.get_run(store, run_id))
+    except TraceError:
+        return None
+
+
 def _origin(run: dict[str, Any]) -> str:
     from profiling.views_history import when
 

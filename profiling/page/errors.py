@@ -18,6 +18,7 @@ import gradio as gr
 from profiling import views_shared
 from profiling.jobs import JobCancelled
 from profiling.runner import RunError, VariantUnavailable
+from profiling.store import StoreError
 from profiling.trace_events import TraceError
 from profiling.workload import ConfigError
 
@@ -29,6 +30,7 @@ TITLES: dict[type[Exception], str] = {
     VariantUnavailable: "Variant unavailable",
     RunError: "The run failed",
     TraceError: "Unreadable trace",
+    StoreError: "Run store",  # issue 34: a store refused (foreign, newer, damaged) says why
 }
 USER_ERRORS = tuple(TITLES)
 
