@@ -221,7 +221,7 @@ def build() -> None:
                      max_height=360)  # fmt: skip
         picked = gr.Textbox(label="Picked runs (ids)", elem_id="history-picked")
         with gr.Row():
-            buttons = [gr.Button(label, elem_id=f"history-{name}") for name, label in
+            buttons = [gr.Button(label, elem_id=f"history-{name}-button") for name, label in
                        (("open", "Open"), ("diff", "Diff two"), ("compare", "Compare"),
                         ("trend", "Trend"), ("clear", "Clear picks"))]  # fmt: skip
         with gr.Accordion("Run", open=True):
