@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from profiling.spread import step_spread
 from profiling.store import Store
 from profiling.store.rows import RunData
 
@@ -22,19 +23,25 @@ CONFIG = {"variant": "sdpa-math", "seq_len": 1024, "dtype": "bfloat16", "batch":
 
 def summary(gpu_us: float = 500.0, spread: float = 5.0, device: str = "NVIDIA H200") -> dict:
     """The Summary fields the store's columns read (the rest of a Summary is kept as given)."""
-    steps = {"median": gpu_us, "q1": gpu_us - spread, "q3": gpu_us + spread}
+    steps = step_spread([80.0] * 3, [gpu_us - 2 * spread, gpu_us, gpu_us + 2 * spread])
     return {
-        "variant": CONFIG["variant"], "device": "cuda", "device_name": device,
+        "variant": CONFIG["variant"], "label": "SDPA · math backend", "config": CONFIG,
+        "memcpy_per_forward": 0.0, "memset_per_forward": 0.0, "cpu_bound": False,
+        "flops_per_forward": 2.2e10, "tflops_basis": "GPU time", "rel_err_note": "",
+        "dominant_kernel": "softmax_warp_forward", "dominant_decoded": "softmax",
+        "device": "cuda", "device_name": device,
         "torch_version": "2.11.0", "ran": "SDPA math", "forwards": 3,
         "gpu_us_per_forward": gpu_us, "cpu_us_per_forward": 80.0, "kernels_per_forward": 9.0,
         "tflops": 123.4, "peak_mib": 2048.0, "rel_err": 1e-3, "mode": "forward",
-        "step_spread": {"gpu_us": steps, "cpu_us": {"median": 80.0, "q1": 79.0, "q3": 81.0}},
-        "gpu_clocks": {"available": True, "sm_mhz_min": 1980, "sm_mhz_max": 1980,
-                       "throttled": [], "warning": None},
+        "step_spread": steps,
+        "gpu_clocks": {"available": True, "samples": 9, "sm_mhz_min": 1980, "sm_mhz_max": 1980,
+                       "sm_mhz_device_max": 1980, "mem_mhz_min": 3201, "mem_mhz_max": 3201,
+                       "power_w_mean": 400.0, "power_w_max": 450.0, "temp_c_max": 50,
+                       "reasons": [], "throttled": [], "warning": None},
         "machine": {"compute_capability": "9.0", "device_memory_gib": 139.8, "gpu_count": 1,
                     "driver_version": "570.1", "cuda_version": "12.8", "triton_version": "3.5"},
         "phases": [{"phase": "attn_fwd", "gpu_us_per_forward": gpu_us, "cpu_us": 80.0,
-                    "spread": {"gpu_us": steps}}],
+                    "spread": steps}],
     }  # fmt: skip
 
 
