@@ -36,7 +36,7 @@ class Filters:
     variant: str = ""
     shape: str = ""  # a part of the shape text, e.g. "S1024" or "bfloat16"
     mode: str = ""
-    device: str = ""  # a part of the device's name, or "cpu" / "cuda"
+    device: str = ""  # a part of the device's name ("h200", "cpu"), or "cuda": any GPU
     since: str = ""  # YYYY-MM-DD, from that day's start (UTC)
     until: str = ""  # YYYY-MM-DD, to that day's end (UTC)
     limit: int = DEFAULT_ROWS
@@ -78,21 +78,35 @@ def checked_filters(**raw: Any) -> Filters:
     return Filters(**texts, limit=int(limit))
 
 
-def _where(filters: Filters) -> tuple[str, list[Any]]:
+def _matching(connection, column: str, part: str) -> list[str]:
+    """The distinct values of an indexed text column that contain `part` (case-insensitive):
+    a substring filter becomes an indexed IN (a scan of 10⁵ rows' text took ~0.5 s)."""
+    part = part.lower()
+    found = connection.execute(f"SELECT DISTINCT {column} FROM runs WHERE {column} IS NOT NULL")
+    if column == "device_name" and part == "cuda":  # every GPU run, whatever its name
+        found = connection.execute(
+            "SELECT DISTINCT device_name FROM runs WHERE device_kind = 'cuda'"
+        )
+        return [value for (value,) in found]
+    return [value for (value,) in found if part in value.lower()]
+
+
+def _where(filters: Filters, connection) -> tuple[str, list[Any]]:
     """The SQL WHERE clause and its values (never the caller's text inside the SQL)."""
-    device = ("(device_kind = ? OR instr(lower(device_name), lower(?)) > 0)",
-              [filters.device, filters.device])  # fmt: skip
     since, until = _day("since", filters.since, False), _day("until", filters.until, True)
     space = public_space()
     wanted = [
         ("variant = ?", [filters.variant], bool(filters.variant)),
         ("mode = ?", [filters.mode], bool(filters.mode)),
-        ("instr(shape, ?) > 0", [filters.shape], bool(filters.shape)),
-        (*device, bool(filters.device)),
         ("created >= ?", [since], since is not None),
         ("created < ?", [until], until is not None),
         ("origin_space = ?", [space], bool(space)),
     ]
+    for column, part in (("shape", filters.shape), ("device_name", filters.device)):
+        if part:
+            values = _matching(connection, column, part)
+            marks = ", ".join("?" for _ in values)
+            wanted.append((f"{column} IN ({marks})", values, True))
     clauses = [clause for clause, _, used in wanted if used]
     values = [value for _, given, used in wanted if used for value in given]
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", values
@@ -101,9 +115,9 @@ def _where(filters: Filters) -> tuple[str, list[Any]]:
 def list_runs(store: Store, filters: Filters | None = None) -> tuple[pd.DataFrame, int]:
     """(the newest `limit` runs that match, newest first; how many match in all)."""
     filters = filters or Filters()
-    where, values = _where(filters)
     columns = ", ".join(LIST_COLUMNS)
     with opened(store.path) as connection:
+        where, values = _where(filters, connection)
         rows = connection.execute(
             f"SELECT {columns} FROM runs{where} ORDER BY created DESC LIMIT ?",
             [*values, filters.limit],
@@ -123,7 +137,11 @@ def get_run(store: Store, run_id: Any) -> dict[str, Any]:
         raise ConfigError(f"a run id is the text History shows, not {show(run_id)}")
     with opened(store.path) as connection:
         connection.row_factory = sqlite3.Row
-        row = connection.execute("SELECT * FROM runs WHERE id = ?", (run_id.strip(),)).fetchone()
+        row = connection.execute(
+            "SELECT runs.*, summaries.summary_json FROM runs LEFT JOIN summaries ON "
+            "summaries.run_id = runs.id WHERE runs.id = ?",
+            (run_id.strip(),),
+        ).fetchone()
     run = dict(row) if row is not None else None
     if run is None or not _visible(run):
         raise ConfigError(f"no run {show(run_id)} in the store {store.path}")
@@ -134,7 +152,7 @@ def children(store: Store, run_id: str) -> dict[str, pd.DataFrame]:
     """A run's child tables (phases, kernels, roles, roofline, operators), in stored order."""
     found = {}
     with opened(store.path) as connection:
-        for table in CHILD_TABLES:
+        for table in CHILD_TABLES[1:]:  # the summary is get_run's
             cursor = connection.execute(
                 f"SELECT * FROM {table} WHERE run_id = ? ORDER BY rowid", (run_id,)
             )

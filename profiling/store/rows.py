@@ -2,7 +2,7 @@
 
 Input is plain data only (RunData: the Workload's fields, the Summary as a dict, DataFrames),
 so the store never needs torch or the objects that made the run. Every figure the issue names
-is a column here; the whole Summary is kept beside them (summary_json) so a reopened run shows
+is a column here; the whole Summary is kept beside them (table summaries) so a reopened run shows
 exactly what the run showed, including its notes.
 """
 
@@ -59,8 +59,6 @@ MACHINE_FIELDS = ("compute_capability", "device_memory_gib", "gpu_count", "drive
 SAME_NAMED = ("tbps", "bytes_moved", "intensity", "pct_peak_tflops", "pct_peak_bandwidth",
               "roofline_bound", "cpu_bound", "peak_mib", "rel_err", "dominant_kernel",
               "dominant_decoded")  # Summary fields stored under their own name  # fmt: skip
-CHILD_FIELDS = {"phases": PHASE_FIELDS, "kernels": KERNEL_FIELDS, "roles": ROLE_FIELDS,
-                "roofline": ROOFLINE_FIELDS, "operators": OPERATOR_FIELDS}  # fmt: skip
 
 
 @dataclass
@@ -168,7 +166,6 @@ def run_columns(data: RunData, run_id: str, created: float, host: str, space: st
         "project_version": project_version(),
         "device_kind": "cuda" if config.get("device") == "cuda" else None,
         **(_figures(summary) if summary else {}),
-        "summary_json": json.dumps(summary, default=str, allow_nan=False) if summary else None,
     }  # fmt: skip
     return {name: plain(value) for name, value in columns.items()}
 
@@ -205,7 +202,11 @@ def frame_rows(frame: pd.DataFrame | None, fields: tuple[str, ...]) -> list[dict
 
 def child_rows(data: RunData) -> dict[str, list[dict[str, Any]]]:
     """Every child table's rows for one run."""
+    summary = data.summary
     return {
+        "summaries": [{"summary_json": json.dumps(summary, default=str, allow_nan=False)}]
+        if summary
+        else [],
         "phases": phase_rows(data.summary),
         "kernels": frame_rows(data.kernels, KERNEL_FIELDS),
         "roles": frame_rows(data.roles, ROLE_FIELDS),

@@ -34,14 +34,17 @@ CREATE TABLE runs (
   dominant_kernel TEXT, dominant_decoded TEXT,
   sm_mhz_min INTEGER, sm_mhz_max INTEGER, mem_mhz_min INTEGER, mem_mhz_max INTEGER,
   power_w_mean REAL, power_w_max REAL, temp_c_max REAL, throttled TEXT, clock_warning TEXT,
-  trace_hash TEXT, trace_bytes INTEGER, trace_pruned INTEGER NOT NULL DEFAULT 0,
-  summary_json TEXT
+  trace_hash TEXT, trace_bytes INTEGER, trace_pruned INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX runs_created ON runs (created);
 CREATE INDEX runs_variant ON runs (variant, created);
 CREATE INDEX runs_device ON runs (device_name, created);
+CREATE INDEX runs_shape ON runs (shape, created);
 CREATE INDEX runs_workload ON runs (workload_key, created);
 CREATE INDEX runs_trace ON runs (trace_hash);
+CREATE TABLE summaries (
+  run_id TEXT PRIMARY KEY REFERENCES runs (id), summary_json TEXT NOT NULL
+);
 CREATE TABLE phases (
   run_id TEXT NOT NULL REFERENCES runs (id), phase TEXT NOT NULL,
   gpu_us REAL, gpu_us_median REAL, gpu_us_q1 REAL, gpu_us_q3 REAL,
@@ -89,7 +92,8 @@ CREATE INDEX operators_run ON operators (run_id);
 
 MIGRATIONS: tuple[str, ...] = (RUNS_V1, V2)
 VERSION = len(MIGRATIONS)
-CHILD_TABLES = ("phases", "kernels", "roles", "roofline", "operators")
+# the whole Summary as JSON sits in its own table: a filter scans the runs' narrow rows only
+CHILD_TABLES = ("summaries", "phases", "kernels", "roles", "roofline", "operators")
 
 
 def statements(script: str) -> list[str]:
