@@ -1,4 +1,4 @@
-"""The Space: the page's five tabs put together, and served.
+"""The Space: the page's six tabs put together, and served.
 
 Each tab is built by its own module in profiling/page/ (components, listeners, handlers, and
 the GPU function of its job); what a tab shows is computed without gradio in its
