@@ -327,7 +327,8 @@ def test_a_true_zero_occupancy_stays():
 
 
 VIEW_MODULES = ("views_shared", "views_profile", "views_compare", "views_diff", "views_sweep",
-                "views_analyze", "uploads", "columns")  # fmt: skip
+                "views_analyze", "uploads", "columns", "views_history", "views_reopen",
+                "store", "store.hooks", "store.exchange")  # fmt: skip
 
 
 def test_the_views_are_pure_and_the_page_package_holds_gradio():
