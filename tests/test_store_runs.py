@@ -14,6 +14,7 @@ import pytest
 
 from profiling.page import analyze_tab, compare_tab, diff_tab, history_tab, profile_tab, sweep_tab
 from profiling.store import open_store, query
+from profiling.store.write import apply_cap
 from tests.conftest import FIXTURES, NAIVE
 from tests.store_helpers import count
 
@@ -55,6 +56,15 @@ def test_a_profile_click_is_kept_and_reopens_with_identical_figures(store):
     assert stored["cpu_us"] == shown[1]["cpu_us_per_forward"] and stored["origin"] == "app"
     listed, note = history_tab.history(variant="naive")
     assert listed["Run"].tolist() == [run_id] and "1 stored run" in note
+    # its trace pruned (the size cap): the row stays, and reopens with its stored figures
+    assert apply_cap(store, 0).traces == 1
+    assert history_tab.history()[0]["Trace"].tolist() == ["pruned"]
+    origin, strip, gantt, _kernels_again, *_, operators_again, _summary, trace = (
+        history_tab.history_run(run_id)
+    )
+    assert "pruned" in origin and "trace pruned" in strip and gantt is None and trace is None
+    assert _without_kept_line(shown[0]).split('<div class="ap-launch">')[0] in strip
+    pd.testing.assert_frame_equal(operators_again, shown[2], check_dtype=False)
 
 
 def test_uploads_to_analyse_and_diff_are_never_kept(store):
