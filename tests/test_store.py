@@ -290,3 +290,16 @@ def test_import_of_another_store_reads_it_without_writing(tmp_path):
     assert _digest(there.path) == before
     run_id = query.list_runs(there)[0]["id"][0]
     assert json.loads(query.get_run(open_store(tmp_path / "here.sqlite"), run_id)["summary_json"])
+
+
+def test_a_callers_filters_and_ids_are_values_never_sql(store):
+    record(store, run_data())
+    for hostile in ("x' OR '1'='1", "%", "'; DROP TABLE runs; --"):
+        assert query.list_runs(store, query.checked_filters(variant=hostile, shape=hostile))[1] == 0
+        with pytest.raises(ConfigError, match="no run"):
+            query.get_run(store, hostile)
+    for bad in ({"variant": ["naive"]}, {"shape": "S" * 10_000}, {"limit": "10"},
+                {"limit": True}, {"until": "2026-13-40"}):  # fmt: skip
+        with pytest.raises(ConfigError):
+            query.checked_filters(**bad)
+    assert count(store) == 1
