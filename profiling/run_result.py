@@ -9,6 +9,7 @@ it crosses a ZeroGPU worker boundary.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -258,12 +259,14 @@ def _machine(device: str) -> dict[str, Any]:
     return found
 
 
+@functools.cache  # importlib.metadata scans sys.path (~10 ms): once per process
 def _installed(package: str) -> str | None:
     with contextlib.suppress(importlib.metadata.PackageNotFoundError):
         return importlib.metadata.version(package)
     return None
 
 
+@functools.cache  # the driver does not change under a running process
 def _driver_version() -> str | None:
     """The NVIDIA driver's version through NVML (nvidia-ml-py), None where it cannot say."""
     try:
