@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from profiling.store import StoreError, location, open_store, query, schema
@@ -303,3 +304,24 @@ def test_a_callers_filters_and_ids_are_values_never_sql(store):
         with pytest.raises(ConfigError):
             query.checked_filters(**bad)
     assert count(store) == 1
+
+
+@pytest.mark.parametrize(
+    ("medians", "flags"),
+    [
+        ([100, 109], [False, False]),  # within 10% of the earlier median
+        ([100, 111], [False, True]),  # beyond 10%, and the one earlier run has no spread
+        # the last: 15% slower than the earlier median (100) but within their IQR (20)
+        ([60, 100, 140, 100, 115], [False, True, True, False, False]),
+        # the last: 11% slower, beyond both 10% and the earlier runs' IQR (10)
+        ([80, 100, 120, 100, 111], [False, True, True, False, True]),
+        ([100, 50, 300], [False, False, True]),  # faster is never flagged; baseline 75
+    ],
+)
+def test_the_regression_rule(medians, flags):
+    from profiling.store.trend import trend
+
+    runs = pd.DataFrame({"id": [f"r{i}" for i in range(len(medians))],
+                         "created": range(len(medians)), "gpu_us_median": medians,
+                         "gpu_us_q1": medians, "gpu_us_q3": medians})  # fmt: skip
+    assert trend(runs)["regression"].tolist() == flags

@@ -40,15 +40,15 @@ def trend(runs: pd.DataFrame) -> pd.DataFrame:
     baseline, spread, flagged = [], [], []
     for index, value in enumerate(medians):
         earlier = medians[:index][~np.isnan(medians[:index])]
-        if not len(earlier) or np.isnan(value):
-            baseline.append(np.nan), spread.append(np.nan), flagged.append(False)
-            continue
-        base = float(np.median(earlier))
-        q1, q3 = np.percentile(earlier, [25, 75])
-        spread.append(float(q3 - q1))
+        base, wide = np.nan, np.nan
+        if len(earlier):
+            base = float(np.median(earlier))
+            q1, q3 = np.percentile(earlier, [25, 75])
+            wide = float(q3 - q1)
         baseline.append(base)
-        slower = value - base
-        flagged.append(bool(slower > SLOWER_BY * base and slower > spread[-1]))
+        spread.append(wide)
+        slower = value - base  # NaN (never flagged) for the first run or a run without a time
+        flagged.append(bool(slower > SLOWER_BY * base and slower > wide))
     out = pd.DataFrame({"id": runs["id"], "created": runs["created"], "basis": basis})
     out = pd.concat([out.reset_index(drop=True), times.reset_index(drop=True)], axis=1)
     return out.assign(baseline_us=baseline, spread_us=spread, regression=flagged)[TREND_COLUMNS]
