@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "diff": "per-kernel and per-operator deltas between two traces",
     "sweep": "variants over sequence lengths",
     "analyze": "operator and kernel tables of any torch.profiler trace (alias: analyse)",
+    "history": "the run store: list | show | diff | compare | trend | export | import | prune",
 }
 
 
@@ -83,6 +84,38 @@ def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
         "launch cost), or after an L2 flush; the last two need a GPU (default %(default)s)"
     )
     parser.add_argument("--timing", default="eager", choices=TIMINGS, help=timing)
+    add_store_flags(parser, runs=True)
+
+
+def add_store_flags(parser: argparse.ArgumentParser, runs: bool = False) -> None:
+    """--store PATH (and, for commands that make runs, --no-store): issue 34's run store."""
+    where = "the run store (default: ATTNPROF_STORE, else ~/.local/share/attention-profiler/"
+    parser.add_argument("--store", default=None, metavar="PATH", help=where + "runs.sqlite)")
+    if runs:
+        parser.add_argument("--no-store", action="store_true", help="keep no record of the runs")
+
+
+def store_of(args: argparse.Namespace) -> Any:
+    """The store the flags name: None with --no-store, "default" without --store (the hooks
+    then follow ATTNPROF_STORE), else the store at PATH."""
+    if getattr(args, "no_store", False):
+        return None
+    if args.store is None:
+        return "default"
+    from profiling.store import open_store
+
+    return open_store(args.store)
+
+
+def said_kept(kept: Any) -> None:
+    """Where a command's runs were kept (or why not), on stderr: stdout stays the tables."""
+    ids = [run_id for run_id in kept.ids if run_id]
+    if ids:
+        shown = ", ".join(ids[:3]) + (f" … ({len(ids)} runs)" if len(ids) > 3 else "")
+        print(f"kept in the run store: {shown} (python -m profiling history show ID)",
+              file=sys.stderr)  # fmt: skip
+    for note in kept.notes:
+        print(f"run store: {note}", file=sys.stderr)
 
 
 def add_ray_flag(parser: argparse.ArgumentParser) -> None:

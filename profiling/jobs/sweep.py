@@ -12,13 +12,15 @@ import json
 import logging
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from profiling.analysis.roofline_runs import run_roofline
+from profiling.analysis.summary import Summary
 from profiling.jobs.executor import (
     RAN_ON,
     Answer,
@@ -54,6 +56,8 @@ STEP_NOTE = (
     f"{STEP_PEAK}: the most one measured step allocated at once beyond what was alive before "
     "it (the profiler's CPU memory records; a CPU has no allocator peak)"
 )
+# a point's fields the run store reads (issue 34), left out of its JSON, with its trace path
+STORED = ("trace_gz", "summary", "kernels", "roles", "roofline", "operators")
 SAVED = "saved MiB"  # a training sweep's column: what the forward keeps for backward
 
 
@@ -72,6 +76,12 @@ class SweepPoint:
     trace_gz: Path | None = None
     saved_mib: float | None = None  # saved for backward beyond the inputs and output
     placement: Placement | None = None  # where it ran (None: it did not, see status)
+    # issue 34: what the run store keeps of a point that ran (profiling/store/hooks.py)
+    summary: Summary | None = field(default=None, repr=False)
+    kernels: pd.DataFrame | None = field(default=None, repr=False)
+    roles: pd.DataFrame | None = field(default=None, repr=False)
+    roofline: pd.DataFrame | None = field(default=None, repr=False)
+    operators: pd.DataFrame | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -307,6 +317,11 @@ def _profile_point(
         tflops=summary.tflops,
         trace_gz=result.trace_gz,
         saved_mib=None if summary.saved_extra_bytes is None else summary.saved_extra_bytes / 2**20,
+        summary=summary,
+        kernels=result.kernels,
+        roles=result.trace.roles(),
+        roofline=run_roofline(result),
+        operators=result.operators,
     )
     return point, summary.device_name
 
@@ -360,9 +375,15 @@ def sweep_zip(result: SweepResult) -> Path:
 def points_json(result: SweepResult) -> list[dict[str, Any]]:
     """The raw numbers, JSON-ready, so a chart can be drawn later on another machine."""
     return [
-        {**{k: v for k, v in asdict(p).items() if k != "trace_gz"}, "trace": _name(p.trace_gz)}
+        {**{f.name: _plain(getattr(p, f.name)) for f in fields(p) if f.name not in STORED},
+         "trace": _name(p.trace_gz)}
         for p in result.points
-    ]
+    ]  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    """A point's field as JSON takes it (where it ran is a dataclass)."""
+    return asdict(value) if is_dataclass(value) else value
 
 
 def _name(path: Path | None) -> str | None:

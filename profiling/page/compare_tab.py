@@ -38,6 +38,7 @@ from profiling.page.listeners import (
     relabel_on_dtype,
     run_device_job,
 )
+from profiling.store.hooks import compare_runs, keep
 from profiling.views import compare as views_compare
 from profiling.views import shared as views_shared
 from profiling.views import timing as views_timing
@@ -112,7 +113,9 @@ def compare(
 
 
 def _view(result: CompareResult, device: str) -> tuple[Any, Any]:
-    """The Compare page, and issue 23's timing table and memory peaks beside it."""
+    """The Compare page, and issue 23's timing table and memory peaks beside it; each row is
+    kept in the run store first (issue 34)."""
+    keep(compare_runs(result, "app"))
     return views_compare.compare_page(result, device), views_timing.compare_timing(result.runs)
 
 

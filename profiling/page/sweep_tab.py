@@ -37,6 +37,7 @@ from profiling.page.listeners import (
     relabel_on_dtype,
     run_device_job,
 )
+from profiling.store.hooks import keep, sweep_runs
 from profiling.views import shared as views_shared
 from profiling.views import sweep as views_sweep
 from profiling.workload import request as job_request
@@ -99,10 +100,15 @@ def sweep(
     shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
     shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
     validate = partial(job_request.sweep_request, variants, seq_lens, **shape, device=DEVICE)
-    view = views_sweep.sweep_page
-    shown = run_device_job("sweep", validate, sweep_on_gpu, view, progress)
+    shown = run_device_job("sweep", validate, sweep_on_gpu, _view, progress)
     zip_path = str(shown.zip_path) if shown.zip_path else None
     return shown.time, shown.memory, shown.table, zip_path
+
+
+def _view(result: SweepResult, device: str) -> views_sweep.SweepPage:
+    """The Sweep page; each point is kept in the run store first (issue 34)."""
+    keep(sweep_runs(result, "app"))
+    return views_sweep.sweep_page(result, device)
 
 
 def _picks() -> tuple[gr.Dropdown, gr.CheckboxGroup]:
