@@ -50,6 +50,8 @@ class ProfileResult:
     memory_timeline: Timeline | None = field(default=None, repr=False)
     clocks: Clocks | None = field(default=None, repr=False)
     run_json: Path | None = None
+    # issue 36: the counter pass's per-kernel figures, or why there are none (Counters)
+    counters: Any = field(default=None, repr=False)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from attention import Built, Problem, VariantUnavailable
 from attention.sdpa_reasons import first_line
 from profiling import memory_record, timing_modes, training
 from profiling.availability import error_text
+from profiling.counters import collect
 from profiling.gpu_clocks import Clocks, Sampler
 from profiling.memory_estimate import check_memory
 from profiling.reference_check import relative_error
@@ -123,6 +124,10 @@ def _run_locked(workload: Workload, out_dir: str | Path | None, report: Progress
             shutil.rmtree(out, ignore_errors=True)
         raise failure
     result.seconds = time.perf_counter() - began
+    if workload.counters:
+        report(0.95, "measuring hardware counters under Nsight Compute (a second process)")
+        _release(device, collect=True)  # the child needs the memory this run held
+        result.counters = collect.measure({**workload.as_dict(), "device": device}, device, out)
     report(1.0, "done")
     return result
 
