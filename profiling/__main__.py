@@ -112,6 +112,10 @@ def _printed(result: ProfileResult) -> str:
     print()
     print(result.table_txt.read_text())
     print(views_profile.why_text(result))
+    if result.counters is not None:  # issue 36: --counters
+        from profiling import views_counters
+
+        print(views_counters.counters_text(result))
     gpu_us, kernels_per_forward = summary.gpu_us_per_forward, summary.kernels_per_forward
     gpu = f"{gpu_us:9.1f}" if gpu_us is not None else "      n/a"  # None: a CPU run has none
     kernels = f"{kernels_per_forward:5.2f}" if kernels_per_forward is not None else "  n/a"

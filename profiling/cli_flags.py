@@ -83,6 +83,11 @@ def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
         "launch cost), or after an L2 flush; the last two need a GPU (default %(default)s)"
     )
     parser.add_argument("--timing", default="eager", choices=TIMINGS, help=timing)
+    counters = (
+        "after each run, its step once more under Nsight Compute (ncu on PATH, counters allowed): "
+        "DRAM bytes, occupancy, tensor-pipe use per kernel, or why they cannot be measured"
+    )
+    parser.add_argument("--counters", action="store_true", help=counters)
 
 
 def shape_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -100,6 +105,7 @@ def shape_of(args: argparse.Namespace) -> dict[str, Any]:
         "q_len": args.q_len,
         "window": args.window,
         "timing": args.timing,
+        "counters": args.counters,
     }
     if hasattr(args, "seq_len"):
         shape["seq_len"] = args.seq_len

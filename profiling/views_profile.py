@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from attention import VARIANTS
+from profiling import views_counters
 from profiling.availability import unavailable_reasons
 from profiling.columns import OPERATOR_COLUMNS
 from profiling.gantt import FigureSpec
@@ -306,18 +307,26 @@ def page(result: Any) -> Page:
     summary: Summary = result.summary
     launch = result.trace.launch_stats()
     roles = result.trace.roles()
+    counted = views_counters.joined(result)  # issue 36: None unless counters were asked for
     roofline = run_roofline(result)
+    if counted is not None:
+        roofline = views_counters.roofline_rows(roofline, counted)
     why = {"roles": as_records(roles), "roofline": as_records(roofline)}
+    counters = {"counters": views_counters.counters_json(counted)} if counted else {}
     return Page(
-        strip=summary_html(summary) + launch_html(launch) + timing_html(summary),
+        strip=summary_html(summary)
+        + launch_html(launch)
+        + timing_html(summary)
+        + (views_counters.counters_html(counted) if counted else ""),
         summary={
             **summary_json(summary),
             "launch": launch_json(launch),
             **finite(why),
             "memory_timeline": timeline_json(result.memory_timeline),
+            **counters,
         },
         operators=operator_view(result.operators, summary.device),
-        kernels=phase_kernels(result),
+        kernels=views_counters.kernel_table(result, counted) if counted else phase_kernels(result),
         kernel_note=kernel_note(summary),
         figure=run_figure(result, run_title(summary)),
         files={
@@ -334,7 +343,9 @@ def page(result: Any) -> Page:
         roofline_figure=roofline_spec(
             roofline, summary.device_name, summary.config["dtype"], own_run=True
         ),
-        roofline=roofline_view(roofline),
+        roofline=views_counters.roofline_table(roofline_view(roofline), roofline)
+        if counted
+        else roofline_view(roofline),
     )
 
 
