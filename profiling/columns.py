@@ -91,3 +91,5 @@ MEASURED_ROOFLINE_COLUMNS = {
     "measured_intensity": "FLOP/byte (ncu bytes)",
     "bytes_gap": "Modelled vs measured",
 }
+# Added last to Compare's glance table for runs with counters: DRAM per step, as ncu measured
+GLANCE_COUNTER_COLUMNS = ["DRAM MB read (ncu)", "DRAM MB written (ncu)", "counters"]

@@ -22,6 +22,9 @@ import torch
 
 from attention import VARIANTS
 from profiling.availability import error_text
+from profiling.columns import GLANCE_COUNTER_COLUMNS as COUNTER_COLUMNS
+from profiling.counters import join
+from profiling.counters.report import Counters
 from profiling.job_files import Progress, cancelled, run_progress, write_zip
 from profiling.launch import LaunchStats
 from profiling.peaks import Peak, peak_entry, peak_tflops, peaks_table
@@ -78,6 +81,7 @@ class VariantRun:
     seconds: float = 0.0
     # issue 23: the run's figures (spread, clocks) and its allocator snapshot, for the zip
     extra_files: list[Path] = field(default_factory=list)
+    counters: Counters | None = None  # issue 36: ncu's pass, when asked for
 
     @property
     def ok(self) -> bool:
@@ -217,12 +221,22 @@ def from_profile(result: ProfileResult) -> VariantRun:
         operators=result.operators,
         timeline=timeline(result.trace.columns()),
         roles=result.trace.roles(),
-        roofline=run_roofline(result),
+        roofline=_roofline(result),
         trace_gz=result.trace_gz,
         table_txt=result.table_txt,
         seconds=result.seconds,
         extra_files=[p for p in (result.run_json, result.memory_snapshot) if p is not None],
+        counters=result.counters,
     )
+
+
+def _roofline(result: ProfileResult) -> pd.DataFrame:
+    """The run's roofline rows, with ncu's DRAM bytes where its counters were measured."""
+    rows = run_roofline(result)
+    if result.counters is None or not result.counters.measured:
+        return rows
+    measured, _ = join.per_kernel(result.counters, result.trace.phases)
+    return join.with_roofline(rows, measured)
 
 
 def timeline(spans: pd.DataFrame) -> pd.DataFrame:
@@ -268,6 +282,7 @@ def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd
                     "decoded": summary.dominant_decoded,
                     "reason": "; ".join(summary.notes),
                     **training_figures(summary),
+                    **join.glance_figures(variant_run.counters),
                 }
             )
         if launch is not None and launch.busy_pct is not None:
@@ -288,6 +303,8 @@ def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd
         at = GLANCE_COLUMNS.index("rel. err") + 1
         columns = [*GLANCE_COLUMNS[:at], *TRAINING_COLUMNS, *GLANCE_COLUMNS[at:]]
         numeric += TRAINING_COLUMNS
+    if any(COUNTER_COLUMNS[-1] in row for row in rows):
+        columns, numeric = [*columns, *COUNTER_COLUMNS], [*numeric, *COUNTER_COLUMNS[:2]]
     table = pd.DataFrame(rows).reindex(columns=columns)
     table[numeric] = table[numeric].astype(float)
     table["idle gaps"] = table["idle gaps"].astype("Int64")

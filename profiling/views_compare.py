@@ -18,6 +18,7 @@ from attention import on_zero_gpu
 from profiling.availability import unavailable_reasons
 from profiling.columns import ROOFLINE_COLUMNS
 from profiling.compare import (
+    COUNTER_COLUMNS,
     GLANCE_COLUMNS,
     POST_VARIANTS,
     TRAINING_COLUMNS,
@@ -68,7 +69,8 @@ GLANCE_CPU_SHARES = {"variant": 11, "status": 9, "CPU µs/fwd": 8, "TFLOP/s": 8,
 GLANCE_DIGITS = {"kernels/fwd": 2, "GPU µs/fwd": 1, "CPU µs/fwd": 1, "peak MiB": 1,
                  "% of peak": 1, "GPU busy %": 1, "launch delay µs": 1,
                  "CPU launch µs/fwd": 1, "fwd GPU µs": 1, "bwd GPU µs": 1, "fwd CPU µs": 1,
-                 "bwd CPU µs": 1, "saved MiB": 1, "% of BW peak": 1}  # fmt: skip
+                 "bwd CPU µs": 1, "saved MiB": 1, "% of BW peak": 1,
+                 "DRAM MB read (ncu)": 1, "DRAM MB written (ncu)": 1}  # fmt: skip
 GLANCE_SIGNIFICANT = {"TFLOP/s": 3, "TB/s": 3, "rel. err": 2, "dQ err": 2, "dK err": 2, "dV err": 2}
 
 
@@ -94,6 +96,7 @@ def glance_view(glance: pd.DataFrame, device: str) -> pd.DataFrame:
     if TRAINING_COLUMNS[0] in glance:  # a run with a backward: its phases beside "rel. err"
         at = columns.index("rel. err") + 1
         columns = [*columns[:at], *TRAINING_COLUMNS, *columns[at:]]
+    columns += [c for c in COUNTER_COLUMNS if c in glance]  # issue 36: ncu's bytes, last
     table = glance.reindex(columns=columns).copy()
     for column, digits in GLANCE_DIGITS.items():
         if column in table:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
 from profiling import run_trace, views_counters
@@ -109,3 +110,28 @@ def test_a_cpu_run_asked_for_counters_says_why_not():
     assert summary["counters"]["reason"] == collect.ON_CPU
     assert summary["counters"]["kernels"] == [] and summary["config"]["counters"] is True
     assert "No counters" in strip or "no counters" in strip
+
+
+def test_compare_shows_each_variants_measured_bytes_or_why_not():
+    from profiling.compare import VariantRun, glance_table
+    from profiling.views_compare import glance_view
+
+    summary = SimpleNamespace(**{name: None for name in (
+        "kernels_per_forward", "gpu_us_per_forward", "cpu_us_per_forward", "peak_mib", "tflops",
+        "tbps", "pct_peak_bandwidth", "roofline_bound", "rel_err", "ran", "dominant_kernel",
+        "dominant_decoded")}, notes=[], mode="forward")  # fmt: skip
+    runs = [
+        VariantRun("sdpa-cudnn", "cuDNN", "ok", summary=summary, counters=measured_counters()),
+        VariantRun(
+            "naive", "naive", "ok", summary=summary, counters=Counters(reason=collect.NO_NCU)
+        ),
+    ]
+    shown = glance_view(glance_table(runs, "NVIDIA H200", "bfloat16"), "cuda").set_index("variant")
+    assert shown.loc["sdpa-cudnn", "DRAM MB read (ncu)"] == 50.4
+    assert shown.loc["sdpa-cudnn", "DRAM MB written (ncu)"] == 8.8
+    assert shown.loc["sdpa-cudnn", "counters"] == "measured (15 s under ncu)"
+    assert pd.isna(shown.loc["naive", "DRAM MB read (ncu)"])
+    assert shown.loc["naive", "counters"] == collect.NO_NCU
+    plain = glance_table([VariantRun("naive", "naive", "ok", summary=summary)], "NVIDIA H200",
+                         "bfloat16")  # fmt: skip
+    assert "counters" not in plain  # not asked for: no columns

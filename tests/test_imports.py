@@ -60,6 +60,11 @@ TORCH_FREE = [
     "profiling.gpu_clocks",
     "profiling.memory_timeline",
     "profiling.timing_text",
+    # issue 36: an ncu report is read, joined and shown where no torch is
+    "profiling.counters.report",
+    "profiling.counters.join",
+    "profiling.counters.collect",
+    "profiling.views_counters",
 ]
 
 # A finder placed first on sys.meta_path makes any `import torch` (or torch.x) raise, as on a

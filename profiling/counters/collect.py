@@ -136,7 +136,11 @@ def measure(
         reason = "ncu wrote no report"
     if reason:
         return Counters(reason=reason, seconds=time.perf_counter() - began)
-    counters = read_report(report, load_module(ncu))
+    try:
+        counters = read_report(report, load_module(ncu))
+    except Exception as exc:  # a report ncu_report cannot read: said, the run kept
+        return Counters(reason=f"ncu's report could not be read: {type(exc).__name__}: {exc}",
+                        seconds=time.perf_counter() - began)  # fmt: skip
     counters.seconds = time.perf_counter() - began
     counters.how = HOW
     if counters.kernels.empty:

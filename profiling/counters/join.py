@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from profiling.columns import GLANCE_COUNTER_COLUMNS
 from profiling.counters.report import Counters
 
 MEASURED = [
@@ -146,3 +147,16 @@ def step_bytes(counters: Counters) -> tuple[float | None, float | None]:
         return None, None
     frame = counters.kernels
     return float(frame["dram_read_bytes"].sum()), float(frame["dram_write_bytes"].sum())
+
+
+def glance_figures(counters: Counters | None) -> dict[str, Any]:
+    """Compare's glance row: DRAM MB per step measured by ncu, or why there are none."""
+    if counters is None:
+        return {}
+    read, written = step_bytes(counters)
+    values = (
+        read / 1e6 if read is not None else None,
+        written / 1e6 if written is not None else None,
+        counters.reason or f"measured ({counters.seconds:.0f} s under ncu)",
+    )
+    return dict(zip(GLANCE_COUNTER_COLUMNS, values, strict=True))
