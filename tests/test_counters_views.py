@@ -135,3 +135,30 @@ def test_compare_shows_each_variants_measured_bytes_or_why_not():
     plain = glance_table([VariantRun("naive", "naive", "ok", summary=summary)], "NVIDIA H200",
                          "bfloat16")  # fmt: skip
     assert "counters" not in plain  # not asked for: no columns
+
+
+def test_the_h200_checks_pass_on_the_h200_report_and_fail_on_a_wrong_one():
+    from benchmarks.counters_h200 import qkv_check, ran_or_said
+
+    result = cudnn_result(measured_counters())
+    ok, said = qkv_check(result)
+    assert ok and said == "cuDNN fused forward DRAM read 50.4 MB vs Q+K+V 50.3 MB"
+    assert ran_or_said(result)[0]
+    doubled = measured_counters()
+    doubled.kernels["dram_read_bytes"] *= 2  # a kernel that read Q, K and V twice
+    assert not qkv_check(cudnn_result(doubled))[0]
+    assert ran_or_said(cudnn_result(Counters(reason=collect.NO_NCU))) == (
+        True,
+        f"no counters: {collect.NO_NCU}",
+    )
+
+
+def test_the_cli_with_counters_on_a_cpu_prints_why_not(tmp_path, capsys):
+    from tests.test_cli import TINY, _run
+
+    rc, stdout, err = _run(["--variant", "naive", *TINY, "--counters", "--out", str(tmp_path)],
+                           capsys)  # fmt: skip
+    assert rc == 0, err
+    assert f"Hardware counters (Nsight Compute):\n  no counters: {collect.ON_CPU}" in stdout
+    rc, stdout, _ = _run(["--variant", "naive", *TINY, "--out", str(tmp_path)], capsys)
+    assert rc == 0 and "Hardware counters" not in stdout  # not asked for: not said
