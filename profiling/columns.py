@@ -77,12 +77,12 @@ ROOFLINE_COLUMNS = {
 # issue 36: what Nsight Compute measured, beside a kernel-table row (profiling.counters.join;
 # per call, the mean of the calls matched). ncu's µs are ncu's: replayed, caches flushed.
 MEASURED_KERNEL_COLUMNS = {
-    "ncu_us": "ncu µs / call (replayed)",
+    "ncu_us": "ncu µs (replayed)",
     "dram_read_bytes": "DRAM read (B, ncu)",
     "dram_write_bytes": "DRAM written (B, ncu)",
     "tensor_pipe_pct": "Tensor pipe % (ncu)",
-    "sm_throughput_pct": "SM throughput % of peak (ncu)",
-    "dram_throughput_pct": "DRAM throughput % of peak (ncu)",
+    "sm_throughput_pct": "SM % of peak (ncu)",
+    "dram_throughput_pct": "DRAM % of peak (ncu)",
     "l2_hit_pct": "L2 hit % (ncu)",
 }
 # beside a roofline row: the measured DRAM bytes, the intensity they give, the gap in words

@@ -26,7 +26,7 @@ MEASURED_DIGITS = {"ncu_us": DIGITS, "dram_read_bytes": None, "dram_write_bytes"
                    "l2_hit_pct": 1, "occupancy_pct": 1}  # fmt: skip
 KERNEL_HEADERS = {
     **KERNEL_COLUMNS,
-    "occupancy_pct": "Occupancy % (achieved where ncu measured, else CUPTI's estimate)",
+    "occupancy_pct": "Occupancy % (achieved where ncu measured, else est.)",
     **MEASURED_KERNEL_COLUMNS,
 }
 ROOFLINE_DIGITS = {"measured_bytes_per_call": None, "measured_intensity": 2}

@@ -62,7 +62,8 @@ def test_the_join_matches_by_name_in_launch_order_and_says_so():
     measured, words = join.per_kernel(counters, trace.phases)
     assert words == (
         "ncu measured 1 kernels of one step; 1 of the profiled step's 1 matched "
-        "to them by function name in launch order"
+        "to them by function name in launch order; copies and memsets per step, not kernels (ncu "
+        "measures none): 1"
     )  # the memset is no kernel
     kernels = join.with_kernels(trace.kernels, measured, "attn_fwd")
     fused = kernels[kernels["name"].str.startswith("cudnn_generated")].iloc[0]

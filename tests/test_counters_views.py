@@ -44,9 +44,9 @@ def test_the_kernel_table_shows_what_ncu_measured_beside_the_profile():
     fused = table[table["Kernel"].str.startswith("cudnn_generated")].iloc[0]
     assert fused["DRAM read (B, ncu)"] == 50_355_712
     assert fused["DRAM written (B, ncu)"] == 8_831_744
-    assert fused["ncu µs / call (replayed)"] == pytest.approx(57.8)
+    assert fused["ncu µs (replayed)"] == pytest.approx(57.8)
     assert fused["µs / fwd"] == pytest.approx(57.4)  # the profiler's own, kept apart
-    header = "Occupancy % (achieved where ncu measured, else CUPTI's estimate)"
+    header = "Occupancy % (achieved where ncu measured, else est.)"
     assert fused[header] == pytest.approx(14.1)  # CUPTI made no estimate; ncu measured it
     memset = table[table["Kernel"] == "Memset"].iloc[0]
     assert memset[["DRAM read (B, ncu)", "L2 hit % (ncu)"]].isna().all()

@@ -43,15 +43,16 @@ def function_name(name: str) -> str:
     return text.rsplit("::", 1)[-1].strip()
 
 
-def step_kernels(phases: Mapping[str, Any]) -> list[tuple[str, str]]:
+def step_kernels(phases: Mapping[str, Any], copies: bool = False) -> list[tuple[str, str]]:
     """(phase, full name) of one profiled step's kernels: each phase's first step, in order
     (a phase's spans hold its `steps` steps' kernels one after another). Copies and memsets
-    are left out: they are not kernels, and ncu profiles kernels only."""
+    are left out (unless `copies`): they are not kernels, and ncu profiles kernels only."""
     kernels = []
     for phase, figures in phases.items():
         names = figures.spans.names
         per_step = len(names) // max(int(figures.steps), 1)
-        kernels += [(phase, str(n)) for n in names[:per_step] if not str(n).startswith(NOT_KERNELS)]
+        kernels += [(phase, str(n)) for n in names[:per_step]
+                    if copies or not str(n).startswith(NOT_KERNELS)]  # fmt: skip
     return kernels
 
 
@@ -82,6 +83,9 @@ def per_kernel(counters: Counters, phases: Mapping[str, Any]) -> tuple[pd.DataFr
     """Per (phase, full name): the mean of its matched calls' figures, and the match's words."""
     profiled = step_kernels(phases)
     positions, words = match(profiled, counters.kernels)
+    copies = sum(str(n).startswith(NOT_KERNELS) for _, n in step_kernels(phases, copies=True))
+    if copies:
+        words += f"; copies and memsets per step, not kernels (ncu measures none): {copies}"
     rows = [
         {"phase": profiled[p][0], "name": profiled[p][1],
          **{c: counters.kernels[c].iloc[i] for c in MEASURED}}
