@@ -140,7 +140,7 @@ def test_no_ncu_on_path_is_refused_with_its_reason(monkeypatch, tmp_path):
     assert collect.unavailable_reason("cuda", env=env) == collect.NO_NCU
 
 
-def test_restricted_counters_say_how_to_allow_them(tmp_path):
+def test_restricted_counters_say_how_to_allow_them(tmp_path, monkeypatch):
     # a real process that prints what ncu prints when counters are restricted, and fails
     fake = tmp_path / "ncu"
     fake.write_text("#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - The user does not have "
@@ -148,11 +148,8 @@ def test_restricted_counters_say_how_to_allow_them(tmp_path):
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     env = {**os.environ, collect.NCU_ENV: str(fake)}
     assert collect.unavailable_reason("cuda", env=env) == ""
-    os.environ[collect.NCU_ENV] = str(fake)
-    try:
-        counters = collect.measure({"variant": "naive"}, "cuda", tmp_path)
-    finally:
-        del os.environ[collect.NCU_ENV]
+    monkeypatch.setenv(collect.NCU_ENV, str(fake))
+    counters = collect.measure({"variant": "naive"}, "cuda", tmp_path)
     assert counters.reason == collect.HOW_TO_ALLOW
     assert "NVreg_RestrictProfilingToAdminUsers=0" in counters.reason
     assert counters.kernels.empty and counters.seconds > 0
@@ -176,3 +173,20 @@ def test_the_ncu_line_profiles_the_range_only_and_caps_the_kernels(tmp_path):
 def test_step_bytes_are_none_when_not_measured():
     assert join.step_bytes(Counters(reason="no")) == (None, None)
     assert join.step_bytes(read_report(CUDNN_REPORT)) == (50_355_712.0, 8_831_744.0)
+
+
+def test_a_pass_reads_the_report_where_ncu_writes_it(tmp_path, monkeypatch):
+    # a stand-in for ncu (no GPU here) that writes the H200's report where `-o NAME` puts it:
+    # NAME.ncu-rep; the pass then reads it, times itself and says what ncu did
+    fake = tmp_path / "ncu"
+    fake.write_text(
+        '#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\n'
+        f'cp {CUDNN_REPORT} "$2.ncu-rep"\necho "==PROF== Report: $2.ncu-rep"\n'
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv(collect.NCU_ENV, str(fake))
+    counters = collect.measure({"variant": "sdpa-cudnn"}, "cuda", tmp_path)
+    assert counters.measured and counters.reason == "" and counters.how == collect.HOW
+    assert counters.report == tmp_path / "counters.ncu-rep"
+    assert counters.kernels["dram_read_bytes"].tolist() == [50_355_712]
+    assert (tmp_path / "counters.log").read_text().startswith(str(fake))
