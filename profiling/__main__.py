@@ -38,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
     )
     variants = f"one of: {', '.join(VARIANTS)}, or all"
     profile_parser.add_argument("--variant", required=True, help=variants)
-    add_shape_flags(profile_parser, seq_len=True)
+    add_shape_flags(profile_parser, seq_len=True, counters=True)
     out = "folder for <variant>/<tag>.json.gz and .txt"
     profile_parser.add_argument("--out", default="traces", help=out)
     return profile_parser

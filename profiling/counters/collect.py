@@ -142,7 +142,8 @@ def measure(
         return Counters(reason=f"ncu's report could not be read: {type(exc).__name__}: {exc}",
                         seconds=time.perf_counter() - began)  # fmt: skip
     counters.seconds = time.perf_counter() - began
-    counters.how = HOW
+    eager = workload.get("timing", "eager") == "eager"
+    counters.how = HOW if eager else f"{HOW}; the step ran eagerly there (ncu replays kernels)"
     if counters.kernels.empty:
         counters.reason = f"ncu profiled no kernels inside the NVTX range '{RANGE}'"
     return counters
