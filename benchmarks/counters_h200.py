@@ -10,10 +10,11 @@ its step once more under ncu), and checks
   no kernel, so ncu cannot measure it: its bytes are the profiler's own, said as such;
 - every variant at both shapes ran with counters, or says why not.
 
-    python3 benchmarks/counters_h200.py --out DIR
+    python3 benchmarks/counters_h200.py --out DIR [--shapes post,long] [--variants naive,...]
 
 Writes DIR/counters-h200.md (the checks and a table per run: ncu's figures beside the
-profiler's time and the modelled bytes), DIR/counters-h200.json (the same, raw),
+profiler's time and the modelled bytes), DIR/counters-h200.jsonl (the same, raw; both appended
+run by run),
 DIR/roofline-measured-post.{png|html} and .fig.json (the post's variants, each measured point
 linked to its modelled one), and DIR/naive_1_2_256_64_bf16.ncu-rep (a small naive report, a
 CPU fixture). Prints PASS/FAIL per check; exits 1 on any FAIL.
@@ -127,39 +128,54 @@ def _table(result: ProfileResult) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    out = parser.parse_args().out
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="of: " + ", ".join(SHAPES))
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--no-small", action="store_true", help="skip the small naive report")
+    args = parser.parse_args()
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    lines, records, failed, post_rows = (
-        ["# Hardware counters on the H200 (issue 36)", ""],
-        [],
-        0,
-        [],
-    )
-    for shape_id, shape in SHAPES.items():
-        for variant in VARIANTS:
-            result = counted(variant, shape, out / f"{variant}_{shape_id}")
-            checks = [ran_or_said(result)]
-            if shape_id == "post" and variant == "sdpa-cudnn":
-                checks.append(qkv_check(result))
-            if shape_id == "post" and variant == "naive":
-                checks.append(scores_check(result))
-            for ok, said in checks:
-                failed += not ok
-                print(f"{'PASS' if ok else 'FAIL'} {variant} {shape_id}: {said}", flush=True)
-                lines.append(f"- **{'PASS' if ok else 'FAIL'}** {variant} {shape_id}: {said}")
-            lines += ["", f"## {variant} · {shape_id} ({result.config.shape_text()})", "",
-                      _table(result), ""]  # fmt: skip
+    failed, post_rows = 0, []
+    for shape_id in args.shapes.split(","):
+        for variant in args.variants.split(","):
+            result = counted(variant, SHAPES[shape_id], out / f"{variant}_{shape_id}")
+            checks = _checks(result, variant, shape_id)
+            failed += sum(not ok for ok, _ in checks)
             rows = measured_rows(result).assign(variant=variant)
-            records.append({"variant": variant, "shape": shape_id,
-                            "checks": [list(c) for c in checks],
-                            "rows": json.loads(rows.to_json(orient="records"))})  # fmt: skip
+            _write(out, variant, shape_id, result, checks, rows)  # as it goes: a cut run keeps
             if shape_id == "post":
                 post_rows.append(rows[rows["role"] != ""])
-    (out / "counters-h200.md").write_text("\n".join(lines) + "\n")
-    (out / "counters-h200.json").write_text(json.dumps(records, indent=1))
-    _figure(pd.concat(post_rows, ignore_index=True), out / "roofline-measured-post")
-    _small_report(out)
+    if post_rows:
+        _figure(pd.concat(post_rows, ignore_index=True), out / "roofline-measured-post")
+    if not args.no_small:
+        _small_report(out)
     return 1 if failed else 0
+
+
+def _checks(result: ProfileResult, variant: str, shape_id: str) -> list[tuple[bool, str]]:
+    checks = [ran_or_said(result)]
+    if shape_id == "post" and variant == "sdpa-cudnn":
+        checks.append(qkv_check(result))
+    if shape_id == "post" and variant == "naive":
+        checks.append(scores_check(result))
+    for ok, said in checks:
+        print(f"{'PASS' if ok else 'FAIL'} {variant} {shape_id}: {said}", flush=True)
+    return checks
+
+
+def _write(out: Path, variant: str, shape_id: str, result: ProfileResult,
+           checks: list[tuple[bool, str]], rows: pd.DataFrame) -> None:  # fmt: skip
+    """Append one run to counters-h200.md and counters-h200.jsonl."""
+    lines = [
+        f"- **{'PASS' if ok else 'FAIL'}** {variant} {shape_id}: {said}" for ok, said in checks
+    ]
+    lines += ["", f"## {variant} · {shape_id} ({result.config.shape_text()})", "",
+              _table(result), ""]  # fmt: skip
+    with open(out / "counters-h200.md", "a") as md:
+        md.write("\n".join(lines) + "\n")
+    record = {"variant": variant, "shape": shape_id, "checks": [list(c) for c in checks],
+              "rows": json.loads(rows.to_json(orient="records"))}  # fmt: skip
+    with open(out / "counters-h200.jsonl", "a") as fh:
+        fh.write(json.dumps(record) + "\n")
 
 
 def _figure(rows: pd.DataFrame, stem: Path) -> None:
