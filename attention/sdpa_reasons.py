@@ -4,7 +4,9 @@ refuses, and the one `F.scaled_dot_product_attention` picks when left to choose.
 torch decides this in C++ (sdp_utils.cpp); `torch.backends.cuda.can_use_*_attention(params,
 debug=True)` run the same checks and warn the reasons, and `torch._fused_sdp_choice` returns
 the backend its dispatcher would take. Asking them, rather than restating their rules, keeps
-the reasons torch's own. On a CPU the CUDA checks refuse without a reason: said as such.
+the reasons torch's own. On a CPU the CUDA checks refuse without a reason: said as such, and
+the dispatcher's "flash" there is the CPU's own kernel (CPU_FLASH_KERNEL), not the CUDA backend
+those checks ask about (issue 31: "picks flash · flash refuses" read as a contradiction).
 
 The checks' bindings install no Python warning handler, so their C++ warnings bypass the
 `warnings` module and go to the process's stderr (c10's default handler): they are read from
@@ -36,6 +38,10 @@ NAMES = {
     SDPBackend.EFFICIENT_ATTENTION: "efficient",
     SDPBackend.CUDNN_ATTENTION: "cudnn",
 }
+CPU_FLASH_KERNEL = "_scaled_dot_product_flash_attention_for_cpu"  # what "flash" is on a CPU
+CPU_REFUSAL = (
+    f"a CUDA backend: its checks refuse tensors on the CPU, whose flash is {CPU_FLASH_KERNEL}"
+)
 TRIGGERED = re.compile(r"\s*\(Triggered internally at [^)]*\)\.?")
 # c10's default handler: "[W1201 19:00:00.000 123 file.cpp:45] Warning: text (function name)"
 C10_LINE = re.compile(r"^\[W\S* [^\]]*\] (?:Warning: )?(?P<text>.*)$")
@@ -122,7 +128,7 @@ def backend_checks(
             accepts = bool(getattr(torch.backends.cuda, check)(params, True))
         reasons = tuple(dict.fromkeys(r for r in map(first_line, heard) if r))
         if not accepts and not reasons and q.device.type != "cuda":
-            reasons = ("a CUDA backend: its checks refuse tensors on the CPU",)
+            reasons = (CPU_REFUSAL,)
         found.append(BackendCheck(backend, accepts, reasons))
     return found
 

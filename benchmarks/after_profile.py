@@ -33,13 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from profiling import reference_check, run_export, runner
-from profiling import trace as trace_model
-from profiling.gantt import gantt_spec
-from profiling.kernels import kernel_table
-from profiling.memory_estimate import check_memory
-from profiling.summary import forward_work, per_forward
-from profiling.workload import Workload, resolve_device
+from profiling.analysis.summary import forward_work, per_forward
+from profiling.gantt.spec import gantt_spec
+from profiling.kernels.names import kernel_table
+from profiling.run import export as run_export
+from profiling.run import reference_check, runner
+from profiling.trace import model as trace_model
+from profiling.workload.memory import check_memory
+from profiling.workload.spec import Workload, resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "sdpa_flash_8_16_1024_64_bf16.json.gz"

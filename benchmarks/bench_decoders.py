@@ -8,7 +8,7 @@ the `traceEvents` array of the inflated JSON, each decoder alone in a fresh proc
 peak RSS): json.loads, orjson.loads, msgspec's untyped decode, msgspec into the typed structs the
 trace reader uses, and pysimdjson where installed. Each prints seconds, MB/s of JSON and peak
 RSS; the best of 3 for the time. Then straight into columns, over the reader's own ~8 MiB
-pieces of the array (profiling.trace_stream): ours (msgspec structs → numpy columns,
+pieces of the array (profiling.trace.stream): ours (msgspec structs → numpy columns,
 `trace_chunks.decode_piece`), the C scanner on one thread (`trace_scan_columns`), polars'
 `read_json` with a schema of the fields the views read, and pyarrow's `read_json` after each
 piece is rewritten as one event per line (its reader takes no JSON array); the last two only
@@ -61,7 +61,7 @@ def decode(kind: str, path: str) -> float:
 
         return _best(lambda: msgspec.json.decode(data), 1)
     if kind == "msgspec-typed":  # the structs the reader decodes a piece into, whole file
-        from profiling import trace_events
+        from profiling.trace import events as trace_events
 
         return _best(lambda: trace_events.typed_events(data), 1)
     if kind.startswith("pieces-"):
@@ -77,16 +77,16 @@ def decode(kind: str, path: str) -> float:
 
 
 def _into_columns(kind: str, path: str) -> float:
-    from profiling.trace_stream import Framing, inflated, pieces
+    from profiling.trace.stream import Framing, inflated, pieces
 
     parts = list(pieces(inflated(path, 2**34), Framing(), exact=True))
     if kind == "ours":
-        from profiling.trace_chunks import decode_piece
+        from profiling.trace.chunks import decode_piece
 
         return _best(lambda: [decode_piece(part) for part in parts], 1)
     if kind == "scanner":
-        from profiling.trace_scan import scanner
-        from profiling.trace_scan_columns import scanned_columns
+        from profiling.trace.scan import scanner
+        from profiling.trace.scan_columns import scanned_columns
 
         scanner()  # built (or loaded) before the clock starts
         chunks = [scanned_columns(part) for part in parts]
@@ -121,7 +121,7 @@ def _args_schema(polars: Any) -> dict[str, Any]:  # built where polars is import
 
 def _one_per_line(part: bytes) -> bytes:
     """A piece `[ev, ev, ...]` as one event per line (exact cuts: commas between events)."""
-    from profiling.trace_stream import _scan
+    from profiling.trace.stream import _scan
 
     body = bytearray(part)
     commas, close = _scan(body)

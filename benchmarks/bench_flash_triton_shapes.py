@@ -67,7 +67,7 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 def visible(sq: int, sk: int, causal: bool, window: tuple[int, int]) -> torch.Tensor:
-    """The API's bottom-right mask, [sq, sk] bool (as tests/test_flash_triton_shapes.py)."""
+    """The API's bottom-right mask, [sq, sk] bool (as its test does)."""
     left, right = window
     right = 0 if causal else right
     diag = torch.arange(sq, device="cuda")[:, None] + (sk - sq)

@@ -9,7 +9,7 @@ interpreter: `python -m venv /tmp/hta-venv && /tmp/hta-venv/bin/pip install
 HolisticTraceAnalysis==0.5.0 "pandas<3" psutil`, then pass --hta-python.
 
 Each measurement runs in a fresh subprocess so its peak RSS is its own. Our pipeline: trace
-load (profiling.trace) + per-forward summary + kernel table + launch/idle stats + operator
+load (profiling.trace.model) + per-forward summary + kernel table + launch/idle stats + operator
 table from cpu_op spans (what the Analyse tab computes) + Gantt figure + its JSON (what the
 browser receives). HTA: `TraceAnalysis(trace_dir=...)` loading the same file (parse only: its
 analyses would come on top). `cli`: `python -m profiling analyze FILE` end to end, as a user
@@ -35,7 +35,9 @@ sys.path.insert(0, str(ROOT))
 
 def ours(path: str) -> dict:
     began = time.perf_counter()
-    from profiling import analyze, gantt, trace
+    from profiling.analysis import analyze
+    from profiling.gantt import spec as gantt
+    from profiling.trace import model as trace
 
     imported = time.perf_counter()
     tr = trace.load(path)

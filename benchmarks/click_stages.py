@@ -26,9 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from benchmarks.overhead import TINY, bare
-from profiling import reference_check, run_export, run_trace, runner
-from profiling.memory_estimate import check_memory
-from profiling.workload import Workload, resolve_device
+from profiling.run import export as run_export
+from profiling.run import reference_check, runner
+from profiling.run import trace as run_trace
+from profiling.workload.memory import check_memory
+from profiling.workload.spec import Workload, resolve_device
 
 
 def stages(config: Workload, device: str, out: Path) -> dict[str, float]:

@@ -34,13 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pandas as pd
 
 from benchmarks.shapes import SHAPES
-from profiling.counters import join
-from profiling.kernels import short_name
-from profiling.roofline_figure import roofline_spec
-from profiling.roofline_runs import run_roofline
-from profiling.runner import ProfileResult, run
+from profiling.analysis import counters_join as join
+from profiling.analysis.roofline_runs import run_roofline
+from profiling.kernels.names import short_name
+from profiling.run.runner import ProfileResult, run
 from profiling.text_tables import markdown
-from profiling.workload import Workload
+from profiling.views.roofline_figure import roofline_spec
+from profiling.workload.spec import Workload
 
 VARIANTS = ["naive", "naive-inplace", "sdpa-math", "sdpa-flash", "sdpa-efficient", "sdpa-cudnn"]
 SMALL = {"batch": 1, "heads": 2, "seq_len": 256, "head_dim": 64, "dtype": "bfloat16"}

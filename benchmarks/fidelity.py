@@ -47,9 +47,9 @@ import torch
 
 from attention import VARIANTS
 from benchmarks.shapes import SHAPES
-from profiling.runner import RunError, VariantUnavailable, _inputs, run
-from profiling.summary import Summary
-from profiling.workload import WAIT, WARMUP, ConfigError, Workload
+from profiling.analysis.summary import Summary
+from profiling.run.runner import RunError, VariantUnavailable, _inputs, run
+from profiling.workload.spec import WAIT, WARMUP, ConfigError, Workload
 
 PER_GRAPH, REPLAYS = 3, 30
 APP_RUNS = 3

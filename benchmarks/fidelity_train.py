@@ -25,10 +25,10 @@ import torch
 
 from attention import VARIANTS
 from benchmarks.shapes import SHAPES
-from profiling import training
-from profiling.runner import run
+from profiling.run import training
+from profiling.run.runner import run
 from profiling.vocabulary import BACKWARD, FORWARD
-from profiling.workload import Workload
+from profiling.workload.spec import Workload
 
 TARGET = 0.05  # the issue's ±5%
 

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from benchmarks.shapes import SHAPES
-from profiling import runner
-from profiling.runner import run
-from profiling.workload import Workload
+from profiling.run import runner
+from profiling.run.runner import run
+from profiling.workload.spec import Workload
 
 
 def main() -> None:

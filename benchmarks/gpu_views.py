@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from attention import VARIANTS  # noqa: E402
-from profiling.compare import compare  # noqa: E402
-from profiling.sweep import doubling, points_json, sweep  # noqa: E402
+from profiling.jobs.compare import compare  # noqa: E402
+from profiling.jobs.sweep import doubling, points_json, sweep  # noqa: E402
 from profiling.text_tables import markdown  # noqa: E402
 
 SWEEP_VARIANTS = ("naive", "sdpa-flash", "sdpa-cudnn")
@@ -127,9 +127,9 @@ def _offline_if_no_hub() -> None:
 
 
 def _figures():
-    """profiling.compare_figures, or None when plotly is not installed (tables still written)."""
+    """profiling.views.compare_figures, or None without plotly (tables still written)."""
     try:
-        from profiling import compare_figures
+        from profiling.views import compare_figures
     except ImportError as exc:
         print(f"no figures: {exc}", flush=True)
         return None

@@ -30,9 +30,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.shapes import SHAPES
-from profiling.kernel_roles import UNKNOWN
-from profiling.runner import run
-from profiling.workload import Workload
+from profiling.kernels.roles import UNKNOWN
+from profiling.run.runner import run
+from profiling.workload.spec import Workload
 
 RUNS = [("naive", "forward"), ("sdpa-flash", "forward"), ("naive", "train"),
         ("sdpa-flash", "train"), ("sdpa-math", "forward")]  # fmt: skip

@@ -19,7 +19,7 @@ for step in $steps; do
   case $step in
     tests)
       ATTNPROF_RESULTS="$OUT/res" timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider \
-        tests/test_gpu.py tests/test_flash_triton.py 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25
+        tests/gpu/test_gpu.py tests/attention/test_flash_triton.py 2>&1 | tee "$OUT/pytest-gpu.log" | tail -25
       python3 benchmarks/results_h200.py --from "$OUT/res" > /dev/null ;;
     fidelity) timeout 500 python3 benchmarks/fidelity.py --out "$OUT/fidelity" 2>&1 \
         | tee "$OUT/fidelity.log" | grep "^|" | tail -30 ;;
@@ -49,20 +49,20 @@ for step in $steps; do
         | tee "$OUT/fidelity_train.md" | grep "^|" ;;
     gputrain)
       ATTNPROF_RESULTS="$OUT/res" timeout 420 python3 -m pytest -m gpu -q -p no:cacheprovider \
-        tests/test_gpu_training.py tests/test_flash_triton_bwd.py 2>&1 | tee "$OUT/pytest-gpu-training.log" | tail -30 ;;
+        tests/gpu/test_gpu_training.py tests/attention/test_flash_triton_bwd.py 2>&1 | tee "$OUT/pytest-gpu-training.log" | tail -30 ;;
     gpuinfer)
       ATTNPROF_RESULTS="$OUT/res" timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider \
-        tests/test_gpu_inference.py ${INFER_EXTRA:-} 2>&1 | tee "$OUT/pytest-gpu-inference.log" | tail -40 ;;
+        tests/gpu/test_gpu_inference.py ${INFER_EXTRA:-} 2>&1 | tee "$OUT/pytest-gpu-inference.log" | tail -40 ;;
     fixtures) timeout 300 python3 benchmarks/capture_fixtures.py --out "$OUT/fixtures" 2>&1 \
         | grep -v USDT | tail -40 ;;
     training) timeout 480 python3 benchmarks/training_h200.py --out "$OUT/training" \
         ${TRAINING_ARGS:-} 2>&1 | grep -v USDT | tee "$OUT/training.md" ;;
     timing)
       ATTNPROF_RESULTS="$OUT/res" timeout ${TIMING_TEST_S:-240} python3 -m pytest -m gpu -q \
-        -p no:cacheprovider tests/test_gpu_timing.py 2>&1 | tee "$OUT/pytest-gpu-timing.log" | tail -30
+        -p no:cacheprovider tests/gpu/test_gpu_timing.py 2>&1 | tee "$OUT/pytest-gpu-timing.log" | tail -30
       timeout ${TIMING_BENCH_S:-300} python3 benchmarks/timing_h200.py --out "$OUT/timing" 2>&1 \
         | grep -v USDT | tee "$OUT/timing.log" | tail -60
-      if [ -n "${TIMING_EXTRA:-}" ]; then  # e.g. "tests/test_gpu.py -k post": the eager path too
+      if [ -n "${TIMING_EXTRA:-}" ]; then  # e.g. "tests/gpu/test_gpu.py -k post": the eager path too
         timeout ${TIMING_EXTRA_S:-200} python3 -m pytest -m gpu -q -p no:cacheprovider \
           $TIMING_EXTRA 2>&1 | tee "$OUT/pytest-gpu-extra.log" | tail -15
       fi ;;

@@ -1,4 +1,4 @@
-"""Cross-check profiling/launch.py against HTA's TraceAnalysis on the same traces.
+"""Cross-check profiling/analysis/launch.py against HTA's TraceAnalysis on the same traces.
 
     pip install HolisticTraceAnalysis psutil     # dev only (requirements-dev.txt)
     python benchmarks/hta_crosscheck.py [TRACE.json[.gz] ...] [--markdown] [--rounding]
@@ -37,9 +37,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from profiling.launch import launch_stats  # noqa: E402
+from profiling.analysis.launch import launch_stats  # noqa: E402
 from profiling.text_tables import markdown, text_table  # noqa: E402
-from profiling.trace import load  # noqa: E402
+from profiling.trace.model import load  # noqa: E402
 
 FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("*.json.gz"))
 HTA_LAUNCH_APIS = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaMemcpyAsync", "cudaMemsetAsync"}
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n### {path.name}\n\nHTA failed: AssertionError {exc}".rstrip())
             continue
         print(f"\n### {c.trace}\n")
-        print("GPU time (ours: profiling.launch; HTA: get_temporal_breakdown)\n")
+        print("GPU time (ours: profiling.analysis.launch; HTA: get_temporal_breakdown)\n")
         print(show(c.temporal.assign(diff=c.temporal["diff"].map(lambda d: f"{d:+.2e}"))))
         summary = (
             c.launches.groupby(["kernel", "launch_api"], sort=False)

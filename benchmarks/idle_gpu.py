@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.shapes import SHAPES
-from profiling.runner import run
-from profiling.workload import Workload
+from profiling.run.runner import run
+from profiling.workload.spec import Workload
 
 IDLE_S = (0.0, 0.1, 2.0)
 

@@ -9,11 +9,11 @@ registry's, so every variant is covered; for SDPA it is F.scaled_dot_product_att
 sdpa_kernel, as in the post). Also timed once per variant: the bare script as a fresh
 process, which is what a user of the post's scripts waits for.
 
-App: everything a Profile click computes before Gradio serialises it — profiling.runner.run
+App: everything a Profile click computes before Gradio serialises it — profiling.run.runner.run
 (validation, memory check, warm-up, profile, export .json/.json.gz/.txt, float64 reference,
 trace parse, operator and kernel tables, summary) plus views_profile.page (launch/idle statistics,
 table views, Gantt) and the Gantt's JSON as gr.Plot sends it. The Gantt is
-`views_profile.run_figure`, the page's: from the trace the run read once (profiling.run_trace), as
+`views_profile.run_figure`, the page's: from the trace the run read once (profiling.run.trace), as
 records where it could (`small_trace_path` in overhead.json says whether every run did).
 
 Both warm (untimed runs first), then bare and app alternate, `--repeats` times each, so drift
@@ -38,9 +38,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from attention import VARIANTS
-from profiling import views_profile
-from profiling.runner import run
-from profiling.workload import Workload, resolve_device
+from profiling.run.runner import run
+from profiling.views import profile as views_profile
+from profiling.workload.spec import Workload, resolve_device
 
 TINY = {"batch": 1, "heads": 2, "seq_len": 128, "head_dim": 32, "dtype": "float32"}  # a CPU check
 
@@ -80,7 +80,7 @@ def bare_process(config: Workload, device: str, out: Path) -> float:
     code = (
         "import sys; sys.path.insert(0, 'benchmarks'); sys.path.insert(0, '.');"
         "from pathlib import Path; from overhead import bare; "
-        "from profiling.workload import Workload; "
+        "from profiling.workload.spec import Workload; "
         f"bare(Workload.from_user(**{config.as_dict()!r}), {device!r}, Path({str(out)!r}))"
     )
     began = time.perf_counter()

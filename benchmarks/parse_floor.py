@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 import pandas as pd
 
-from profiling import trace as trace_model
-from profiling.gantt import gantt_spec
-from profiling.kernels import kernel_table
-from profiling.summary import forward_work, per_forward
+from profiling.analysis.summary import forward_work, per_forward
+from profiling.gantt.spec import gantt_spec
+from profiling.kernels.names import kernel_table
+from profiling.trace import model as trace_model
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ("sdpa_flash_8_16_1024_64_bf16", "h200_kernels-local-triton_8_16_1024_64_bf16")

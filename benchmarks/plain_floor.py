@@ -1,6 +1,6 @@
 """What option (c) of issue #7 could reach: the run's post-processing as plain Python loops.
 
-(The measurement that decided it: option (c) is built since as profiling/small_trace.py, which
+(The measurement that decided it: option (c) is built since as profiling/run/records.py, which
 has every rule this lower bound leaves out and is held equal to the trace model by tests.)
 
     python benchmarks/plain_floor.py          # this machine; the H200 host via h200_session.sh
@@ -35,7 +35,7 @@ import orjson
 import pandas as pd
 
 from benchmarks.parse_floor import FIXTURES, best_us, steps, stored_trace
-from profiling.kernels import classify, decode, short_name
+from profiling.kernels.names import classify, decode, short_name
 
 GPU = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH = {"cuda_runtime", "cuda_driver"}

@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiling import gantt_records, run_trace, small_trace
-from profiling import trace as trace_model
-from profiling.launch import launch_stats
+from profiling.analysis.launch import launch_stats
+from profiling.run import gantt_records
+from profiling.run import records as small_trace
+from profiling.run import trace as run_trace
+from profiling.trace import model as trace_model
 
 if TYPE_CHECKING:
-    from profiling.workload import Workload
+    from profiling.workload.spec import Workload
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 
@@ -68,22 +70,22 @@ def alternate(path: Path, repeats: int) -> dict[str, float]:
 
 def cpu_workload() -> Workload:
     """The CPU default's small shape; imported late: the trace-only table needs no torch."""
-    from profiling.workload import Workload
+    from profiling.workload.spec import Workload
 
     return Workload.from_user(variant="naive", device="cpu", batch=1, heads=2, seq_len=128,
                               head_dim=32, dtype="float32")  # fmt: skip
 
 
 def cpu_run_trace() -> Path:
-    from profiling.runner import run
+    from profiling.run.runner import run
 
     return run(cpu_workload(), out_dir=tempfile.mkdtemp(prefix="read-once-")).trace_json
 
 
 def click(second_read: bool) -> float:
     """One Profile click's computation in ms; with `second_read`, as before issue 18."""
-    from profiling import views_profile
-    from profiling.runner import run
+    from profiling.run.runner import run
+    from profiling.views import profile as views_profile
 
     began = time.perf_counter()
     result = run(cpu_workload(), out_dir=tempfile.mkdtemp(prefix="read-once-"))

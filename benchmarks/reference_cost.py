@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from profiling import reference_check
-from profiling.memory_estimate import check_memory
-from profiling.workload import Workload, resolve_device
+from profiling.run import reference_check
+from profiling.workload.memory import check_memory
+from profiling.workload.spec import Workload, resolve_device
 
 
 def timed(fn, repeats: int = 30) -> tuple[float, float]:

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from playwright.sync_api import sync_playwright
 from plotly.offline import get_plotlyjs
 
-from profiling import run_trace
+from profiling.run import trace as run_trace
 from profiling.vocabulary import BACKWARD, FORWARD, STEP
 
 CHROMIUM = "/usr/bin/chromium"

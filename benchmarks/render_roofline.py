@@ -5,7 +5,7 @@ on one roofline, and the decode preset's runs (B16 H32/KV8, one query against 8,
     python benchmarks/render_roofline.py OUT_DIR
 
 Each point is a kernel (FLOP/byte, TFLOP/s over its own time), sized by its time, placed as
-the page places it (profiling.roofline_runs: the workload's formulas, a copy's own bytes).
+the page places it (profiling.analysis.roofline_runs: the workload's formulas, a copy's own bytes).
 Drawn by Chromium as benchmarks/render_gantt.py draws a Gantt; prints each point as Markdown.
 """
 
@@ -19,11 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd
 
 from benchmarks.render_gantt import png
-from profiling import run_trace
-from profiling.roofline_figure import roofline_spec
-from profiling.roofline_runs import phases_roofline, workload_shape
+from profiling.analysis.roofline_runs import phases_roofline, workload_shape
+from profiling.run import trace as run_trace
 from profiling.text_tables import markdown
-from profiling.workload import Workload
+from profiling.views.roofline_figure import roofline_spec
+from profiling.workload.spec import Workload
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 POST = dict(batch=8, heads=16, seq_len=1024, head_dim=64)

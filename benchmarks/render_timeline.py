@@ -21,8 +21,8 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from benchmarks.render_gantt import CHROMIUM, PAGE
-from profiling import memory_timeline
-from profiling.views_timing import memory_figure
+from profiling.analysis import memory_timeline
+from profiling.views.timing import memory_figure
 
 POST_SCORES = 8 * 16 * 1024 * 1024
 

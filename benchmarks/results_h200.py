@@ -21,8 +21,8 @@ import torch
 
 from attention import VARIANTS
 from benchmarks.shapes import SHAPES
-from profiling.runner import RunError, VariantUnavailable, run
-from profiling.workload import ConfigError, Workload
+from profiling.run.runner import RunError, VariantUnavailable, run
+from profiling.workload.spec import ConfigError, Workload
 
 KEEP = {"naive-inplace", "sdpa-math", "sdpa-efficient", "flex", "compiled-naive", "naive"}
 

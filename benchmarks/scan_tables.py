@@ -17,7 +17,7 @@ and two threads scan, so at most ~0.3 GB of tables in all for any content.
 
 from __future__ import annotations
 
-from profiling import trace_scan
+from profiling.trace import scan as trace_scan
 
 SIZE = 12 * 1024**2
 KERNEL = (

@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attention import VARIANTS
 from benchmarks.shapes import SHAPES
-from profiling.runner import RunError, VariantUnavailable, run
-from profiling.workload import TIMINGS, Workload
+from profiling.run.runner import RunError, VariantUnavailable, run
+from profiling.workload.spec import TIMINGS, Workload
 
 POST_SIX = [v.id for v in VARIANTS.values() if v.compare_default == "always"]
 DECODE_IN_L2 = dict(batch=8, heads=32, kv_heads=8, q_len=1, seq_len=1024, head_dim=128)

@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attention import VARIANTS
 from benchmarks.shapes import SHAPES
-from profiling import reference_check, runner
-from profiling.memory_estimate import REFERENCE_CHUNK, estimate_bytes
-from profiling.runner import run
-from profiling.workload import Workload
+from profiling.run import reference_check, runner
+from profiling.run.runner import run
+from profiling.workload.memory import REFERENCE_CHUNK, estimate_bytes
+from profiling.workload.spec import Workload
 
 PICTURED = ("naive", "sdpa-flash")  # their post-shape training traces are kept
 
@@ -34,7 +34,7 @@ def measured(workload: Workload, out: Path) -> dict:
     """One run: its summary, per-phase kernels, the whole run's peak vs the estimate, and the
     peak of each stage (warm-up, profiled steps, saved-tensor count, the two reference checks)
     over the memory held before the run. The reference checks run at their smallest chunk,
-    the one the estimate counts (tests/test_gpu.py does the same)."""
+    the one the estimate counts (tests/gpu/test_gpu.py does the same)."""
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     baseline = torch.cuda.memory_allocated()

@@ -13,9 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiling import views_profile
-from profiling.runner import run
-from profiling.workload import Workload
+from profiling.run.runner import run
+from profiling.views import profile as views_profile
+from profiling.workload.spec import Workload
 
 POST = dict(batch=8, heads=16, seq_len=1024, head_dim=64)
 DECODE = dict(batch=16, heads=32, kv_heads=8, seq_len=8192, q_len=1, head_dim=128)

@@ -13,12 +13,20 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from profiling.cli_flags import SUBCOMMANDS, Parser, add_shape_flags, check_out, shape_of
-from profiling.cli_views import views_main
+from profiling.cli.commands import views_main
+from profiling.cli.flags import (
+    SUBCOMMANDS,
+    Parser,
+    add_shape_flags,
+    check_out,
+    said_kept,
+    shape_of,
+    store_of,
+)
 from profiling.user_values import ConfigError
 
 if TYPE_CHECKING:
-    from profiling.runner import ProfileResult
+    from profiling.run.runner import ProfileResult
 
 # attention/, the runner and the workload import torch (seconds): only a profile run needs
 # them, so `analyze` and `diff` import them never and the rest only once they are parsed
@@ -56,8 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = parser().parse_args(argv)
     from attention import VARIANTS
-    from profiling.runner import RunError, VariantUnavailable, quiet_profiler_logs, run
-    from profiling.workload import Workload, resolve_device
+    from profiling.run.runner import RunError, VariantUnavailable, quiet_profiler_logs, run
+    from profiling.store.hooks import keep, profile_run
+    from profiling.workload.spec import Workload, resolve_device
 
     quiet_profiler_logs(args.verbose)
     names = list(VARIANTS) if args.variant == "all" else [args.variant]
@@ -89,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 failures += 1
             continue
         overview.append(_printed(result))
+        said_kept(keep([profile_run(result, "cli")], store_of(args)))
     if len(workloads) > 1:
         print(f"== {len(workloads)} variants on {device} ==")
         print("\n".join(overview))
@@ -97,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _printed(result: ProfileResult) -> str:
     """Print a finished run (summary, files, operator table); its line of the overview."""
-    from profiling import views_profile
-    from profiling.summary_text import summary_rows
+    from profiling.views import profile as views_profile
+    from profiling.views.summary_text import summary_rows
 
     result.trace_json.unlink(missing_ok=True)  # keep what the post keeps: .json.gz and .txt
     summary = result.summary
@@ -113,7 +123,7 @@ def _printed(result: ProfileResult) -> str:
     print(result.table_txt.read_text())
     print(views_profile.why_text(result))
     if result.counters is not None:  # issue 36: --counters
-        from profiling import views_counters
+        from profiling.views import counters as views_counters
 
         print(views_counters.counters_text(result))
     gpu_us, kernels_per_forward = summary.gpu_us_per_forward, summary.kernels_per_forward

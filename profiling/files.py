@@ -4,7 +4,7 @@ Every trace, table and zip the app writes lives in a fresh `tempfile.mkdtemp` fo
 the temp dir, named `attnprof-XXXXXXXX` (a run), `attnprof-compare-…`, `attnprof-sweep-…` or
 `attnprof-zip-…`; no path is ever built from user input. Gradio serves copies from its own cache
 (`GRADIO_TEMP_DIR`), which `gr.Blocks(delete_cache=...)` empties; these folders are ours to
-delete: the newest few are kept (RunDirs in profiling.views_shared), and any older than the
+delete: the newest few are kept (RunDirs in profiling.views.shared), and any older than the
 cache age is deleted, including those a previous process left behind.
 
 No gradio here: the page's wiring calls these, and the tests drive them directly.

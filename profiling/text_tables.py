@@ -7,15 +7,35 @@ CLI, the Compare and Sweep zips and the benchmarks' reports.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
+# C0 and C1 controls and the Unicode line and paragraph separators: a name read from a trace
+# that holds one would end a printed line or table row early, or drive the terminal (ESC)
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """`text` with each control character written as its escape (a tab as \\t, ESC as
+    \\x1b): one line whatever a trace's names hold."""
+    return CONTROL.sub(lambda found: found.group().encode("unicode_escape").decode(), text)
+
+
+def count_text(value: float) -> str:
+    """A count per step: `1,428` when whole, `2.50` when the steps differ."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
 
 def format_cell(value: Any, digits: int = 3) -> str:
-    """One number as the tables print it: 3 significant digits, scientific when tiny or huge."""
+    """One number as the tables print it: 3 significant digits, scientific when tiny or huge;
+    text with its control characters escaped."""
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return ""
+    if isinstance(value, str):
+        return printable(value)
     if isinstance(value, float):
         if value != 0 and (abs(value) < 10 ** -(digits - 1) or abs(value) >= 1e7):
             return f"{value:.{digits - 1}e}"
@@ -47,3 +67,17 @@ def markdown(table: pd.DataFrame, digits: int = 3) -> str:
 def cut(text: str, width: int) -> str:
     """`text`, ending in … when it is longer than `width` characters."""
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def shape_text(shape: Mapping[str, Any]) -> str:
+    """`B8 H16 S1024 D64 bfloat16 causal`, without S when the shape has no seq_len (a sweep)."""
+    length = f" S{shape['seq_len']}" if "seq_len" in shape else ""
+    mask = "causal" if shape["causal"] else "full"
+    mode = "" if shape.get("mode", "forward") == "forward" else f" {shape['mode']}"
+    heads = f"H{shape['heads']}" + (f"/KV{shape['kv_heads']}" if shape.get("kv_heads") else "")
+    queries = f" Q{shape['q_len']}" if shape.get("q_len") else ""
+    window = f" window {shape['window']}" if shape.get("window") else ""
+    return (
+        f"B{shape['batch']} {heads}{queries}{length} D{shape['head_dim']} {shape['dtype']} "
+        f"{mask}{window}{mode}"
+    )

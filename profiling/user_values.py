@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import math
 import reprlib
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -103,10 +104,31 @@ def coerced(
             if not optional:
                 raise ConfigError(f"{name} is missing")
         elif kind == "int":
-            value = whole_number(name, value, limits[name])
+            value = _whole_or_unset(name, value, limits[name], optional)
         elif kind == "bool":
             value = boolean(name, value)
         else:
             value = choice_text(name, value)
         values[name] = value
     return values
+
+
+LABEL_PUNCTUATION = " _-.+()/:@"
+
+
+def plain_label(text: str) -> bool:
+    """Whether a caller's label is plain text: letters, marks and digits of any script ('ранг
+    0', '第一', 'é'), spaces and LABEL_PUNCTUATION; no control or format character (a tab, a
+    right-to-left override, a zero-width space) and nothing that is markup (<, `, *, |, [)."""
+    return all(unicodedata.category(char)[0] in "LMN" or char in LABEL_PUNCTUATION for char in text)
+
+
+def _whole_or_unset(name: str, value: Any, limits: tuple[int, int], optional: bool) -> int:
+    """`whole_number`; for a field that may be left unset, the refusal says how (a 0 is not
+    "unset": it is refused, as the page's empty field sends None)."""
+    try:
+        return whole_number(name, value, limits)
+    except ConfigError as error:
+        if not optional:
+            raise
+        raise ConfigError(f"{error}; leave {name} empty (None) for not set") from None

@@ -12,7 +12,16 @@ STEP = "attn_step"  # around a train run's forward and backward: one measured st
 # Spans whose GPU work any thread may launch while they last: autograd runs the backward on its
 # own thread (a ProfilerStep holds every thread's work too); an attn_fwd holds its own thread's.
 ALL_THREADS = (BACKWARD, STEP)
+# The spans one measured step of each mode is made of, in order (Workload.phases, and a stored
+# run's trace read again: profiling/views/reopen.py)
+MODE_PHASES = {"forward": (FORWARD,), "backward": (BACKWARD,), "train": (FORWARD, BACKWARD)}
 GPU_WORK = ("kernel", "memcpy", "memset")  # the span categories counted as a forward's GPU work
+
+
+def measured_span(mode: str) -> str:
+    """The span around one measured step: the phase itself, or a train step's STEP."""
+    return STEP if mode == "train" else MODE_PHASES[mode][0]
+
 
 # The aten op each SDPA backend dispatches to: how a trace tells which backend really ran.
 BACKEND_OPS: dict[str, str] = {
@@ -24,14 +33,14 @@ BACKEND_OPS: dict[str, str] = {
     "aten::_scaled_dot_product_attention_math": "math",
 }
 
-# A workload's choices and bounds (profiling.workload checks them; the CLI's flags name them
+# A workload's choices and bounds (profiling.workload.spec checks them; the CLI's flags name them
 # without importing torch, so `analyze` and `diff` start in a second, not four)
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 DEVICES = ("auto", "cuda", "cpu")
 # What a run measures: the forward (today's default), the backward alone (its forward runs
 # outside the measured phase), or one training step (forward + backward).
 MODES = ("forward", "backward", "train")
-# How the measured steps are timed (issue 23; profiling/timing_modes.py runs them): launched
+# How the measured steps are timed (issue 23; profiling/run/timing.py runs them): launched
 # eagerly (today's), replayed as a CUDA graph, or each after an L2 flush. The last two need a GPU.
 TIMINGS = ("eager", "cuda-graph", "cold-l2")
 # name: (lowest, highest). Wide enough for the H200's largest sensible runs; the memory

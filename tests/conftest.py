@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from profiling.trace import Trace, load
+from profiling.trace.model import Trace, load
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # The three H200 traces of h200-baseline.md (the post's shape), shared by the test modules.
@@ -54,6 +54,9 @@ class RecordingProgress:
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="attnprof-gradio-"))
+# Issue 34: every run the tests make is stored, never in the user's own run store (set, not
+# defaulted: a shell's ATTNPROF_STORE must not receive test runs either)
+os.environ["ATTNPROF_STORE"] = str(Path(tempfile.mkdtemp(prefix="attnprof-store-")) / "runs.sqlite")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -106,7 +109,7 @@ def watch_inputs(monkeypatch) -> list:
     dead after a run means nothing (a traceback, a graph) kept them alive."""
     import weakref
 
-    from profiling import runner
+    from profiling.run import runner
 
     refs: list[weakref.ref] = []
     make_inputs = runner._inputs

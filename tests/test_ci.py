@@ -1,5 +1,5 @@
 """CI requires the browser tests (issue 17): `.ci/run` fails where Chromium cannot be installed
-and sets ATTNPROF_REQUIRE_BROWSER=1, under which tests/test_browser.py fails instead of skipping
+and sets ATTNPROF_REQUIRE_BROWSER=1, under which the browser tests fail instead of skipping
 when Chromium or playwright is missing; without the variable a developer's machine still skips.
 
 Each case runs in a child: pytest collecting only the browser module (without conftest, whose
@@ -23,19 +23,19 @@ SCANNER = "ATTNPROF_REQUIRE_SCANNER"
 
 
 def collect_browser_tests(required: bool, **env_changes: str) -> str:
-    """Collect tests/test_browser.py in a child pytest; check that it failed (required) or
+    """Collect tests/page/test_browser.py in a child pytest; check that it failed (required) or
     skipped the module (not required), and return its output."""
     env = {key: value for key, value in os.environ.items() if key != REQUIRE}
     env.update(env_changes, **({REQUIRE: "1"} if required else {}))
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "--collect-only", "--noconftest",
-         "-p", "no:cacheprovider", "tests/test_browser.py"],
+         "-p", "no:cacheprovider", "tests/page/test_browser.py"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     output = done.stdout + done.stderr
     if required:  # 5 is pytest's "nothing collected", what the skip gives
         assert done.returncode not in (0, 5), output
-        assert "ERROR tests/test_browser.py" in output and f"{REQUIRE}=1 requires" in output
+        assert "ERROR tests/page/test_browser.py" in output and f"{REQUIRE}=1 requires" in output
     else:
         assert done.returncode == 5 and "SKIPPED" in output, output
     return output
@@ -97,18 +97,20 @@ def test_ci_runs_the_tests_with_the_browser_and_the_scanner_required(tmp_path):
 
 @pytest.mark.parametrize("required", [True, False])
 def test_a_scanner_that_does_not_load_fails_only_where_it_is_required(required):
-    """ATTNPROF_SCANNER=off stands for a trace_scan.c that no longer compiles: both leave
+    """ATTNPROF_SCANNER=off stands for a profiling/trace/scan.c that no longer compiles: both leave
     scanner() None (docs/testing.md shows the broken file failing the suite the same way)."""
     env = {key: value for key, value in os.environ.items() if key != SCANNER}
     env.update(ATTNPROF_SCANNER="off", **({SCANNER: "1"} if required else {}))
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "--collect-only", "--noconftest",
-         "-p", "no:cacheprovider", "tests/test_trace_scan.py"],
+         "-p", "no:cacheprovider", "tests/trace/test_trace_scan.py"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     output = done.stdout + done.stderr
     if required:
         assert done.returncode not in (0, 5), output
-        assert "ERROR tests/test_trace_scan.py" in output and f"{SCANNER}=1 requires" in output
+        assert (
+            "ERROR tests/trace/test_trace_scan.py" in output and f"{SCANNER}=1 requires" in output
+        )
     else:
         assert done.returncode == 5 and "SKIPPED" in output, output

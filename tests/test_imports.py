@@ -19,52 +19,40 @@ FIXTURES = ROOT / "tests" / "fixtures"
 GPU_TRACE = FIXTURES / "h200_sdpa-math_8_16_1024_64_bf16.json.gz"
 OTHER_GPU_TRACE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
 
+# The trace, analysis, kernels and gantt packages are held torch-free by the import contract
+# (pyproject.toml, tests/test_layers.py); these are the modules above them that must still
+# start without torch, which a layer contract cannot say: the run's own trace readers, the CLI's
+# analyze | diff, the upload worker and the views they read.
 TORCH_FREE = [
-    "profiling.vocabulary",
-    "profiling.trace_events",
-    "profiling.trace_columns",
-    "profiling.trace_nesting",
-    "profiling.trace_query",
-    "profiling.trace",
-    "profiling.small_trace",
-    "profiling.gantt_records",
-    "profiling.run_trace",
-    "profiling.kernels",
-    "profiling.summary",
-    "profiling.summary_text",
-    "profiling.launch",
-    "profiling.launch_tables",
-    "profiling.gantt_rows",
-    "profiling.gantt_bars",
-    "profiling.gantt_detail",
-    "profiling.gantt",
-    "profiling.diff",
-    "profiling.diff_phases",
-    "profiling.analyze",
-    "profiling.peaks",
+    "profiling.run.records",
+    "profiling.run.gantt_records",
+    "profiling.run.trace",
+    "profiling.run.clocks",  # the NVML sampler
     "profiling.text_tables",
-    "profiling.job_files",
-    "profiling.kernel_work",
-    "profiling.kernel_shapes",
-    "profiling.kernel_roofline",
-    "profiling.roofline_figure",
-    "profiling.kernel_chains",
-    "profiling.cli_flags",
-    "profiling.cli_views",
+    "profiling.jobs.files",
+    "profiling.views.summary_text",
+    "profiling.views.timing_text",
+    "profiling.views.roofline_figure",
+    "profiling.cli.flags",
+    "profiling.cli.commands",
     "profiling.__main__",  # `python -m profiling analyze | diff` start without torch
-    "profiling.uploads",  # and the Analyse and Diff views they and the page read
-    "profiling.views_analyze",
-    "profiling.views_diff",
-    # issue 23: the spread, the NVML sampler, the memory timeline and their text
-    "profiling.spread",
-    "profiling.gpu_clocks",
-    "profiling.memory_timeline",
-    "profiling.timing_text",
+    "profiling.views.uploads",  # and the Analyse and Diff views they and the page read
+    "profiling.views.analyze",
+    "profiling.views.diff",
+    "profiling.views.upload_worker",  # the process that reads an upload imports no torch
+    # issue 34: the run store is written from plain data and read without torch (a laptop
+    # reads an H200's exported runs), and so are History's views and `history` commands
+    "profiling.store",
+    "profiling.store.hooks",
+    "profiling.store.exchange",
+    "profiling.store.trend",
+    "profiling.views.history",
+    "profiling.cli.history",
     # issue 36: an ncu report is read, joined and shown where no torch is
-    "profiling.counters.report",
-    "profiling.counters.join",
-    "profiling.counters.collect",
-    "profiling.views_counters",
+    "profiling.analysis.counters",
+    "profiling.analysis.counters_join",
+    "profiling.run.counters",
+    "profiling.views.counters",
 ]
 
 # A finder placed first on sys.meta_path makes any `import torch` (or torch.x) raise, as on a
@@ -88,7 +76,12 @@ assert not loaded, f"using the analyses loaded {{loaded[:5]}}"
 
 # What the Analyse and Diff tabs and a run's summary do with a trace, torch-free.
 USE = f"""
-from profiling import analyze, diff, gantt, gantt_records, run_trace, small_trace
+from profiling.analysis import analyze
+from profiling.analysis import diff
+from profiling.gantt import spec as gantt
+from profiling.run import gantt_records
+from profiling.run import trace as run_trace
+from profiling.run import records as small_trace
 result = analyze.analyze({str(GPU_TRACE)!r})
 assert result.has_gpu and not result.kernels.empty and result.launch is not None
 assert result.stats.backend == "math", result.stats.backend
@@ -118,7 +111,7 @@ def test_module_imports_without_torch_or_attention(module: str):
 
 
 def test_analyses_run_on_traces_without_torch():
-    done = run_child("profiling.analyze", USE)
+    done = run_child("profiling.analysis.analyze", USE)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -147,3 +140,26 @@ def test_the_child_does_fail_when_torch_is_imported():
     done = run_child("attention.sdpa")
     assert done.returncode != 0
     assert "torch is not installed here" in done.stderr
+
+
+def test_the_history_commands_run_without_torch(tmp_path):
+    """Issue 34: a machine without torch lists, shows, compares, diffs and exports stored runs
+    (an H200's export read on a laptop)."""
+    store = tmp_path / "runs.sqlite"
+    use = f"""
+import contextlib, io
+from profiling.__main__ import main
+from profiling.store import open_store, query
+from profiling.store.write import record
+from tests.store.store_helpers import OTHER_TRACE, run_data
+
+store = open_store({str(store)!r})
+ids = [record(store, run_data()).run_id, record(store, run_data(trace=OTHER_TRACE)).run_id]
+for command in (["list"], ["show", ids[0]], ["compare", *ids], ["diff", *ids], ["trend", ids[0]],
+                ["export", {str(tmp_path / "out.parquet")!r}]):
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert main(["history", "--store", {str(store)!r}, *command]) == 0, command
+    assert out.getvalue(), command
+"""
+    done = run_child("profiling.__main__", use)
+    assert done.returncode == 0, done.stderr[-2000:]

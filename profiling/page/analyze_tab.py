@@ -1,6 +1,7 @@
 """The Analyse tab: any torch.profiler trace a user uploads, read on the CPU and shown like a run.
 
-Upload → views_analyze.gantt_window and analyze_page (bounded before a byte is parsed) →
+Upload → views_analyze.gantt_window, then analyze_page in a worker process (profiling.
+upload_worker: bounded in memory and time, the size checked before a byte is parsed) →
 components; names from the trace are shown as text everywhere.
 """
 
@@ -10,8 +11,8 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import columns, views_analyze, views_shared
-from profiling.page.controls import kernel_table, table
+from profiling.analysis import columns
+from profiling.page.controls import kernel_table, roofline_table, table
 from profiling.page.errors import guarded
 from profiling.page.listeners import (
     QUIET,
@@ -21,6 +22,9 @@ from profiling.page.listeners import (
     trace_job,
 )
 from profiling.page.style import ROWS_CSS
+from profiling.views import analyze as views_analyze
+from profiling.views import shared as views_shared
+from profiling.views import upload_worker
 
 
 def analyze(
@@ -46,11 +50,14 @@ def analyze(
         why).
     """
     window = guarded("analyze", views_analyze.gantt_window, window_start_us, window_end_us)
-    shown = guarded(
-        "analyze", views_analyze.analyze_page, trace, window, progress_callback(progress)
-    )
+    shown = guarded("analyze", analyze_upload, trace, window, progress_callback(progress))
     return (shown.summary, shown.launch, shown.operators, shown.kernels, shown.figure,
             shown.roles, shown.roofline_figure, shown.roofline)  # fmt: skip
+
+
+def analyze_upload(trace: Any, window: Any, progress: Any) -> views_analyze.AnalyzePage:
+    """views_analyze.analyze_page in a worker process, bounded in memory and time."""
+    return upload_worker.run_upload("analyze", trace, window, progress=progress)
 
 
 def _inputs() -> list[Any]:
@@ -80,8 +87,8 @@ def _inputs() -> list[Any]:
 def _results() -> list[Any]:
     """Summary, launch block, the two tables and the Gantt, in the order of analyze()'s outputs
     (laid out in the page's), then the page-only line that says why the kernel table is hidden."""
-    summary = gr.HTML("", elem_id="an-summary", css_template=ROWS_CSS)
-    launch = gr.HTML("", elem_id="an-launch", css_template=ROWS_CSS)
+    summary = gr.HTML("", label="Summary", elem_id="an-summary", css_template=ROWS_CSS)
+    launch = gr.HTML("", label="CPU launch cost", elem_id="an-launch", css_template=ROWS_CSS)
     gantt = gr.Plot(label="Timeline", elem_id="an-gantt")
     operators = table(
         "Operators and record_function spans (whole trace, counted as key_averages)",
@@ -95,7 +102,7 @@ def _results() -> list[Any]:
     roles = table("Kernels by role in attention", "an-roles", max_height=360)
     roofline_plot = gr.Plot(label="Roofline (kernels the trace's shapes or bytes place)",
                             elem_id="an-roofline")  # fmt: skip
-    roofline = table("Roofline per kernel", "an-roofline-table")
+    roofline = roofline_table("Roofline per kernel", "an-roofline-table")
     return [summary, launch, operators, kernels, gantt, roles, roofline_plot, roofline,
             kernel_note]  # fmt: skip
 

@@ -13,10 +13,18 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling import job_request, jobs, views_compare, views_shared, views_timing
-from profiling.compare import CompareResult
-from profiling.compare import compare_workloads as run_compare
-from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
+from profiling.jobs import queue as jobs
+from profiling.jobs.compare import CompareResult
+from profiling.jobs.compare import compare_workloads as run_compare
+from profiling.jobs.executor import app_executor
+from profiling.page.controls import (
+    DEVICE,
+    START,
+    read_optional,
+    shape_controls,
+    table,
+    variant_picker,
+)
 from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
@@ -30,6 +38,11 @@ from profiling.page.listeners import (
     relabel_on_dtype,
     run_device_job,
 )
+from profiling.store.hooks import compare_runs, keep
+from profiling.views import compare as views_compare
+from profiling.views import shared as views_shared
+from profiling.views import timing as views_timing
+from profiling.workload import request as job_request
 
 MAX_VARIANTS = job_request.MAX_COMPARE_VARIANTS[DEVICE]
 BEFORE_RUN = views_shared.before_run_note("Compare", "the table, the charts and the zip")
@@ -40,7 +53,10 @@ def compare_on_gpu(request: job_request.JobRequest, progress: Any = None) -> Com
     """The GPU work of a Compare: every variant profiled one after another, plain data back."""
     with translated("compare_on_gpu"):
         return run_compare(
-            request.workloads, progress=progress_callback(progress), stop=jobs.stop_requested
+            request.workloads,
+            progress=progress_callback(progress),
+            stop=jobs.stop_requested,
+            executor=app_executor(),  # a Ray cluster's GPUs with ATTNPROF_RAY_ADDRESS
         )
 
 
@@ -53,9 +69,9 @@ def compare(
     head_dim: float,
     causal: bool,
     mode: str = "forward",
-    kv_heads: float | None = None,
-    q_len: float | None = None,
-    window: float | None = None,
+    kv_heads: float | str | None = None,
+    q_len: float | str | None = None,
+    window: float | str | None = None,
     timing: str = "eager",
     steps: float = 3,
     counters: bool = False,
@@ -74,9 +90,9 @@ def compare(
         causal: causal mask (true) or full attention (false).
         mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
             backward of one step).
-        kv_heads: K/V heads, dividing heads (None: one per query head).
-        q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
-        window: sliding window, the last keys each query sees (None: none; needs causal).
+        kv_heads: K/V heads, dividing heads (None or "": one per query head).
+        q_len: query length, at most seq_len (None or "": seq_len; 1–64 for a decode).
+        window: sliding window, the last keys each query sees (None or "": none; causal).
         timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
         steps: measured steps per variant (default 3): median and IQR over them.
         counters: after each run, its step once more under Nsight Compute (default false): the
@@ -88,6 +104,7 @@ def compare(
         run's figures .json and memory snapshot), the variants × roles table (µs
         per step) and every variant's attention kernels on one roofline (plotly).
     """
+    kv_heads, q_len, window = read_optional(kv_heads, q_len, window)
     shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
     shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
     shape |= dict(counters=counters)
@@ -100,15 +117,20 @@ def compare(
 
 
 def _view(result: CompareResult, device: str) -> tuple[Any, Any]:
-    """The Compare page, and issue 23's timing table and memory peaks beside it."""
+    """The Compare page, and issue 23's timing table and memory peaks beside it; each row is
+    kept in the run store first (issue 34)."""
+    keep(compare_runs(result, "app"))
     return views_compare.compare_page(result, device), views_timing.compare_timing(result.runs)
 
 
-def _results() -> list[Any]:
-    """What a Compare shows, in the order of compare()'s outputs (laid out in the page's)."""
-    note = gr.Markdown(BEFORE_RUN, elem_id="cmp-note")  # says why the zip is disabled
+def _results() -> tuple[list[Any], gr.Markdown]:
+    """What a Compare shows, in the order of compare()'s outputs (laid out in the page's), and
+    the page-only line that stands in for an empty role table."""
+    note = gr.Markdown(
+        BEFORE_RUN, label="Note", show_label=False, elem_id="cmp-note"
+    )  # says why the zip is disabled
     glance = table(
-        "At a glance (per forward)",
+        "At a glance (per forward; per step of a train step)",
         "glance",
         headers=views_compare.glance_columns(DEVICE),
         datatype=views_compare.glance_datatypes(DEVICE),
@@ -117,7 +139,7 @@ def _results() -> list[Any]:
         max_height=640,
     )
     zip_file = download_button("Every trace and table (.zip)", "cmp-zip")
-    bars = gr.Plot(label="GPU vs CPU time per forward", elem_id="cmp-bars")
+    bars = gr.Plot(label="GPU vs CPU time", elem_id="cmp-bars")
     gantts = gr.Plot(label="Timelines on one time axis", elem_id="cmp-gantts")
     with gr.Accordion("Datasheet peaks (what “% of peak” divides by)", open=False):
         table(
@@ -127,16 +149,30 @@ def _results() -> list[Any]:
             max_chars=140,
         )
     roles = table("Kernels by role: µs per step, variant by variant", "cmp-roles", max_height=360)
+    roles_note = gr.Markdown("", elem_id="cmp-roles-note")  # page only: why there is no table
     roofline = gr.Plot(label="Every variant's attention kernels on one roofline",
                        elem_id="cmp-roofline")  # fmt: skip
-    return [glance, note, bars, gantts, zip_file, roles, roofline]
+    return [glance, note, bars, gantts, zip_file, roles, roofline], roles_note
 
 
 def _timing_results() -> list[Any]:
     """Issue 23: the timing table and the memory peaks (a page-only follow-up fills them)."""
-    timing = table("Timing, clocks and memory per variant", "cmp-timing", max_height=420)
+    timing = table("Timing, clocks and memory per variant", "cmp-timing", max_height=420,
+                   column_widths=views_timing.timing_widths())  # fmt: skip
     peaks = gr.Plot(label="Memory at each variant's peak, by what it is", elem_id="cmp-peaks")
     return [timing, peaks]
+
+
+def fit_glance(glance: Any) -> Any:
+    """The glance table's widths for the columns it shows (a training run adds eight)."""
+    columns = [str(c) for c in getattr(glance, "columns", [])]
+    return gr.update(column_widths=views_compare.glance_widths(DEVICE, columns or None))
+
+
+def show_roles(roles: Any) -> tuple[Any, str]:
+    """The role table where it has roles; where none ran a kernel, a line that says so."""
+    why = views_compare.no_roles_note(roles)
+    return gr.update(visible=not why), why
 
 
 def show_timing(shown: tuple[Any, Any] | None) -> tuple[Any, Any]:
@@ -164,7 +200,7 @@ def build() -> tuple[Any, gr.State]:
             with gr.Column(scale=3, min_width=320):
                 shape = shape_controls("cmp-", counters=True)
         button = gr.Button("Compare", variant="primary", elem_id="compare-button")
-        outputs = _results()
+        outputs, roles_note = _results()
         timing = _timing_results()
         runs, timing_state = gr.State({}), gr.State(None)
     compared = button.click(
@@ -175,8 +211,10 @@ def build() -> tuple[Any, gr.State]:
         **DEVICE_JOB,
     )
     said = {outputs[1]: views_shared.failed_note("Compare")}
-    clear_on_failure(compared, [*outputs, *timing], said=said)
+    clear_on_failure(compared, [*outputs, *timing, roles_note], said=said)
     enable_downloads(compared, outputs[4:5])  # the zip
     compared.success(show_timing, timing_state, timing, **QUIET)
+    compared.success(show_roles, outputs[5], [outputs[5], roles_note], **QUIET)
+    compared.success(fit_glance, outputs[0], outputs[0], **QUIET)
     relabel_on_dtype(variants, shape["dtype"])
     return compared, runs

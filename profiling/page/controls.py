@@ -11,9 +11,11 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import views_profile, views_shared
-from profiling.counters import collect
-from profiling.workload import device_key, page_ranges, resolve_device
+from profiling.analysis.columns import ROOFLINE_COLUMNS
+from profiling.run import counters as collect
+from profiling.views import profile as views_profile
+from profiling.views import shared as views_shared
+from profiling.workload.spec import device_key, page_ranges, resolve_device
 
 DEVICE = resolve_device()
 START = views_shared.defaults(DEVICE)
@@ -122,16 +124,39 @@ def inference_controls(prefix: str) -> tuple[gr.Dropdown, dict[str, Any]]:
             elem_id=prefix + "preset", filterable=False,
         )  # fmt: skip
         with gr.Row():
-            controls = {
-                name: gr.Number(value=None, precision=0, label=label, info=info,
-                                elem_id=prefix + name, minimum=1)
-                for name, label, info in (
-                    ("kv_heads", "K/V heads", "empty: one per query head; 1: multi-query"),
-                    ("q_len", "Query length", "empty: S; 1–64 for a decode against S keys"),
-                    ("window", "Sliding window", "empty: none; each query sees its last keys"),
-                )
-            }  # fmt: skip
+            controls = {name: optional_number(prefix + name, *texts)
+                        for name, texts in OPTIONAL_FIELDS.items()}  # fmt: skip
     return preset, controls
+
+
+# name → (label, placeholder shown while empty, info)
+OPTIONAL_FIELDS = {
+    "kv_heads": ("K/V heads", "one per query head", "empty: one per query head; 1: multi-query"),
+    "q_len": ("Query length", "S", "empty: S; 1–64 for a decode against S keys"),
+    "window": ("Sliding window", "none", "empty: none; each query sees its last keys"),
+}
+
+
+def optional_number(elem_id: str, label: str, placeholder: str, info: str) -> gr.Textbox:
+    """A whole number that may stay empty (not set). A text box, not a gr.Number: Gradio 6's
+    Number shows and sends 0 for None, below the minimum of 1, so opening the accordion made
+    Profile fail and each keystroke's listener end in a 500 (issue 31). `read_optional` reads
+    what it sends."""
+    return gr.Textbox(value="", label=label, info=info, placeholder=placeholder, max_lines=1,
+                      elem_id=elem_id, elem_classes=["optional-number"])  # fmt: skip
+
+
+def read_optional(*values: Any) -> list[Any]:
+    """The optional fields as the backend reads them: None or blank text is not set (None),
+    text of a whole number is that number; anything else goes on as it came, for the backend
+    to refuse by name. An API caller's number is left as it is (0 is refused there)."""
+    read = []
+    for value in values:
+        if isinstance(value, str):
+            text = value.strip()
+            value = None if not text else int(text) if text.isdecimal() else value
+        read.append(value)
+    return read
 
 
 def timing_controls(prefix: str) -> dict[str, Any]:
@@ -172,6 +197,21 @@ def kernel_table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:
         max_chars=100,
         **options,
     )
+
+
+# pixels per roofline column (by header): at a share of the page each, 15 headers broke letter
+# by letter into a 120–190 px tall header; at these widths they keep whole words and the table
+# scrolls sideways
+ROOFLINE_WIDTHS = {"Kernel": 220, "Role": 120, "Figures from": 280, "Bound": 120,
+                   "Compute roof": 140, "Full name": 420}  # fmt: skip
+
+
+def roofline_table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:
+    """The per-kernel roofline table as Profile and Analyse show it."""
+    headers = list(ROOFLINE_COLUMNS.values())
+    return table(label, elem_id, headers=headers, max_chars=100,
+                 column_widths=[ROOFLINE_WIDTHS.get(h, 96) for h in headers],
+                 **options)  # fmt: skip
 
 
 def variant_picker(

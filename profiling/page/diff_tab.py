@@ -1,7 +1,8 @@
 """The Diff tab: what changed between two traces, uploaded or two runs of the last Compare.
 
-Both read traces on the CPU (listeners.TRACE_JOB); the runs' paths come from the session's
-server-side state only, never from the client.
+Both read traces on the CPU (listeners.TRACE_JOB), two uploads in a worker process bounded in
+memory and time (profiling.views.upload_worker); the runs' paths come from the session's server-side
+state only, never from the client.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import views_diff
 from profiling.page.controls import table
 from profiling.page.errors import guarded
 from profiling.page.listeners import QUIET, TRACE_JOB, trace_job
+from profiling.views import diff as views_diff
+from profiling.views import upload_worker
 
 # (label, elem_id, datatypes, column widths) of the kernel and the operator delta tables
 DELTA_TABLES = (
@@ -41,7 +43,7 @@ def diff(
         step or whole trace; structural changes first, each row's spread and change), and A
         and B aligned by role in attention (µs per window on each side, B − A).
     """
-    shown = guarded("diff", views_diff.diff_upload_page, trace_a, trace_b, label_a, label_b)
+    shown = guarded("diff", upload_worker.run_upload, "diff", trace_a, trace_b, label_a, label_b)
     return shown.headline, shown.kernels, shown.operators, shown.roles
 
 
@@ -74,7 +76,7 @@ def _results() -> tuple[list[Any], list[Any]]:
     """diff()'s outputs (the plain headline, hidden: it is what /diff returns, and the two delta
     tables) and what the page shows of them (the headline as Markdown, the line saying why the
     kernel table is hidden, and that table)."""
-    headline_text = gr.Textbox(visible=False, elem_id="diff-headline-text")
+    headline_text = gr.Textbox(label="Headline", visible=False, elem_id="diff-headline-text")
     headline = gr.Markdown("", elem_id="diff-headline")
     no_kernels = gr.Markdown("", visible=False, elem_id="diff-no-kernels")
     kernels, operators = [

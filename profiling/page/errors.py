@@ -15,11 +15,12 @@ from typing import Any, TypeVar
 
 import gradio as gr
 
-from profiling import views_shared
-from profiling.jobs import JobCancelled
-from profiling.runner import RunError, VariantUnavailable
-from profiling.trace_events import TraceError
-from profiling.workload import ConfigError
+from profiling.jobs.queue import JobCancelled
+from profiling.run.runner import RunError, VariantUnavailable
+from profiling.store import StoreError
+from profiling.trace.events import TraceError
+from profiling.views import shared as views_shared
+from profiling.workload.spec import ConfigError
 
 log = logging.getLogger("attention_profiler")
 R = TypeVar("R")
@@ -29,6 +30,7 @@ TITLES: dict[type[Exception], str] = {
     VariantUnavailable: "Variant unavailable",
     RunError: "The run failed",
     TraceError: "Unreadable trace",
+    StoreError: "Run store",  # issue 34: a store refused (foreign, newer, damaged) says why
 }
 USER_ERRORS = tuple(TITLES)
 
@@ -60,7 +62,7 @@ LET_GO = "this job's page was closed: nobody waits for its result"
 
 @contextmanager
 def released() -> Iterator[None]:
-    """Around the wait for a device job: a job whose page was closed (profiling.jobs.abandon)
+    """Around the wait for a device job: a job whose page was closed (profiling.jobs.queue.abandon)
     ends its event with an error nobody sees, and nothing in the log."""
     try:
         yield

@@ -1,12 +1,13 @@
 """How the tabs' listeners run: which queue a job waits in, what a failure leaves behind, how
 progress reaches the bar, and which job folders are kept.
 
-Profile, Compare and Sweep run on profiling.jobs' one device worker, so a job a client cancels
+Profile, Compare and Sweep run on profiling.jobs.queue' one device worker, so a job a client cancels
 stops instead of running on beside the next one, and a job whose page was closed or reloaded is
 let go (`let_go_on_unload`): its event ends, and the next click's bar says that an earlier run
 is still finishing instead of showing Gradio's estimate, which cannot know that wait. Diff and
-Analyse read uploads on the CPU in their own concurrency group; on a CPU-only machine they take
-the device worker too, or a parse beside a run would inflate the run's CPU times.
+Analyse read traces on the CPU in their own concurrency group, never behind the device worker
+(a 2-second analysis waited behind a hostile upload's minute): uploads in worker processes
+bounded in memory and time, a long read at the lowest CPU priority (profiling.views.upload_worker).
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from typing import Any
 
 import gradio as gr
 
-from profiling import job_request, jobs, views_profile, views_shared
+from profiling.jobs import queue as jobs
 from profiling.page.controls import DEVICE
 from profiling.page.errors import guarded, released
+from profiling.views import profile as views_profile
+from profiling.views import shared as views_shared
+from profiling.workload import request as job_request
 
 QUIET: dict[str, Any] = {"api_visibility": "private", "queue": False}  # page-only follow-ups
 # One device job at a time, each click once. preprocess=False: Gradio answers a string in a
@@ -69,7 +73,7 @@ def device_job(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def let_go(request: gr.Request) -> None:
-    """A page was closed or reloaded: its jobs are let go (profiling.jobs.abandon)."""
+    """A page was closed or reloaded: its jobs are let go (profiling.jobs.queue.abandon)."""
     if request is not None and request.session_hash:
         jobs.abandon(request.session_hash)
 
@@ -81,9 +85,9 @@ def let_go_on_unload(demo: gr.Blocks) -> None:
 
 
 def trace_job(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Diff and Analyse: on a CPU-only machine they queue for the device worker (their parse
-    would share the cores a run is timing); beside a GPU they run at once in Gradio's threads."""
-    return device_job(fn) if DEVICE == "cpu" else fn
+    """Diff and Analyse run at once in Gradio's threads, in their own lane (TRACE_JOB): on a
+    CPU-only machine too, where a long read's lowest priority keeps a run's timing."""
+    return fn
 
 
 def cleared(outputs: list[Any], said: dict[Any, Any] | None = None) -> Callable[[], tuple]:

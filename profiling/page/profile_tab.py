@@ -1,7 +1,7 @@
 """The Profile tab: one variant at one shape, profiled on the device, and what really ran.
 
 Raw inputs → workload.page_workload (fields, page ranges) → profile_on_gpu (the GPU function
-of a run) → plain results → profiling.views_profile → components.
+of a run) → plain results → profiling.views.profile → components.
 """
 
 from __future__ import annotations
@@ -12,8 +12,15 @@ import gradio as gr
 import spaces
 
 from attention import VARIANTS
-from profiling import job_request, sdpa_account, views_profile, views_shared
-from profiling.page.controls import DEVICE, START, kernel_table, shape_controls, table
+from profiling.page.controls import (
+    DEVICE,
+    START,
+    kernel_table,
+    read_optional,
+    roofline_table,
+    shape_controls,
+    table,
+)
 from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
@@ -26,8 +33,14 @@ from profiling.page.listeners import (
     show_waiting,
 )
 from profiling.page.style import STRIP_CSS
-from profiling.runner import ProfileResult, run
-from profiling.workload import Workload, page_workload
+from profiling.run import sdpa_account
+from profiling.run.runner import ProfileResult, run
+from profiling.store.hooks import keep, profile_run
+from profiling.views import history as views_history
+from profiling.views import profile as views_profile
+from profiling.views import shared as views_shared
+from profiling.workload import request as job_request
+from profiling.workload.spec import Workload, page_workload
 
 # ZeroGPU lends the GPU to a run only: SDPA's checks, which need the GPU's tensors, wait for one
 ZERO_GPU = bool(getattr(getattr(spaces, "config", None), "Config", None) and
@@ -56,9 +69,9 @@ def profile(
     head_dim: float,
     causal: bool,
     mode: str = "forward",
-    kv_heads: float | None = None,
-    q_len: float | None = None,
-    window: float | None = None,
+    kv_heads: float | str | None = None,
+    q_len: float | str | None = None,
+    window: float | str | None = None,
     timing: str = "eager",
     steps: float = 3,
     counters: bool = False,
@@ -75,9 +88,9 @@ def profile(
         head_dim: head dimension D (a multiple of 8).
         causal: causal mask (true) or full attention (false).
         mode: "forward" (default), "backward" (alone) or "train" (forward + backward).
-        kv_heads: K/V heads, dividing heads (None: one per query head).
-        q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
-        window: sliding window, the last keys each query sees (None: none; needs causal).
+        kv_heads: K/V heads, dividing heads (None or "": one per query head).
+        q_len: query length, at most seq_len (None or "": seq_len; 1–64 for a decode).
+        window: sliding window, the last keys each query sees (None or "": none; causal).
         timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
         steps: measured steps (default 3): median and IQR over them.
         counters: after the run, the step once more under Nsight Compute (default false):
@@ -89,6 +102,7 @@ def profile(
         µs per step by role in attention, the roofline chart (plotly) and the per-kernel
         roofline table (FLOP, bytes and their source, TFLOP/s, TB/s, FLOP/byte, bound).
     """
+    kv_heads, q_len, window = read_optional(kv_heads, q_len, window)
     with translated("profile's checks"):
         raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
                    head_dim=head_dim, causal=causal, mode=mode, kv_heads=kv_heads, q_len=q_len,
@@ -99,6 +113,8 @@ def profile(
         result = profile_on_gpu(workload, progress)
         RUN_DIRS.add(result.trace_json.parent)  # kept in the count even if its page fails
         shown = views_profile.page(result)
+    roles, roofline = shown.summary.get("roles"), shown.summary.get("roofline")
+    views_history.mark_kept(shown, keep([profile_run(result, "app", roles, roofline)]))
     return _outputs(shown)
 
 
@@ -146,9 +162,10 @@ def sdpa_checks(variant: str, *shape: Any) -> str:
     if ZERO_GPU:
         picked = VARIANTS.get(variant)
         return views_profile.ZERO_GPU_CHECKS if picked and picked.ran_from_trace else ""
-    account = sdpa_account.page_account(
-        DEVICE, variant, dict(zip(SHAPE_FIELDS, shape, strict=False))
-    )
+    values = dict(zip(SHAPE_FIELDS, shape, strict=False))
+    optional = ("kv_heads", "q_len", "window")
+    values |= zip(optional, read_optional(*(values.get(name) for name in optional)), strict=True)
+    account = sdpa_account.page_account(DEVICE, variant, values)
     return views_profile.sdpa_checks_markdown(account, DEVICE)
 
 
@@ -212,7 +229,8 @@ def _checks(variant: gr.Dropdown, shape: dict[str, Any]) -> gr.Markdown:
 
 def _results() -> list[Any]:
     """What a run shows, in the order of profile()'s outputs (laid out in the page's order)."""
-    strip = gr.HTML(views_profile.placeholder_html(), elem_id="summary", css_template=STRIP_CSS)
+    strip = gr.HTML(views_profile.placeholder_html(), label="Summary strip", elem_id="summary",
+                    css_template=STRIP_CSS)  # fmt: skip
     with gr.Row():  # disabled until a run: the strip above says so
         json_file = download_button("Trace .json", "download-json")
         gz_file = download_button("Trace .json.gz (Perfetto)", "download-gz")
@@ -226,7 +244,9 @@ def _results() -> list[Any]:
         column_widths=views_profile.operator_widths(DEVICE),
         max_chars=90,  # key_averages lists kernels too; click a cell for the full name
     )
-    kernel_note = gr.Markdown("", elem_id="kernel-note")
+    kernel_note = gr.Markdown(
+        "", label="Kernel table note", show_label=False, elem_id="kernel-note"
+    )
     kernels = kernel_table(
         "GPU kernels per forward, names decoded",
         "kernels",
@@ -239,7 +259,7 @@ def _results() -> list[Any]:
     )
     roofline_plot = gr.Plot(label="Roofline: each kernel", elem_id="roofline",
                             visible=DEVICE == "cuda")  # fmt: skip
-    roofline = table("Roofline per kernel", "roofline-table", visible=DEVICE == "cuda")
+    roofline = roofline_table("Roofline per kernel", "roofline-table", visible=DEVICE == "cuda")
     with gr.Accordion("Summary as JSON", open=False):
         summary = gr.JSON(label="summary", elem_id="summary-json")
     return [strip, summary, operators, kernels, kernel_note, gantt, json_file, gz_file, txt_file,

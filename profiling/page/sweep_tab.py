@@ -13,8 +13,18 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling import job_request, jobs, views_shared, views_sweep
-from profiling.page.controls import DEVICE, START, shape_controls, table, variant_picker
+from profiling.jobs import queue as jobs
+from profiling.jobs.executor import app_executor
+from profiling.jobs.sweep import SweepResult
+from profiling.jobs.sweep import sweep_workloads as run_sweep
+from profiling.page.controls import (
+    DEVICE,
+    START,
+    read_optional,
+    shape_controls,
+    table,
+    variant_picker,
+)
 from profiling.page.errors import translated
 from profiling.page.listeners import (
     DEVICE_JOB,
@@ -27,8 +37,10 @@ from profiling.page.listeners import (
     relabel_on_dtype,
     run_device_job,
 )
-from profiling.sweep import SweepResult
-from profiling.sweep import sweep_workloads as run_sweep
+from profiling.store.hooks import keep, sweep_runs
+from profiling.views import shared as views_shared
+from profiling.views import sweep as views_sweep
+from profiling.workload import request as job_request
 
 BEFORE_RUN = views_shared.before_run_note("Sweep", "the charts, the points and the zip")
 
@@ -42,6 +54,7 @@ def sweep_on_gpu(request: job_request.JobRequest, progress: Any = None) -> Sweep
             progress=progress_callback(progress),
             check=job_request.point_check(DEVICE),
             stop=jobs.stop_requested,
+            executor=app_executor(),  # a Ray cluster's GPUs with ATTNPROF_RAY_ADDRESS
         )
 
 
@@ -54,9 +67,9 @@ def sweep(
     head_dim: float,
     causal: bool,
     mode: str = "forward",
-    kv_heads: float | None = None,
-    q_len: float | None = None,
-    window: float | None = None,
+    kv_heads: float | str | None = None,
+    q_len: float | str | None = None,
+    window: float | str | None = None,
     timing: str = "eager",
     steps: float = 3,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
@@ -73,9 +86,9 @@ def sweep(
         causal: causal mask (true) or full attention (false).
         mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
             backward of one step).
-        kv_heads: K/V heads, dividing heads (None: one per query head).
-        q_len: query length, at most seq_len (None: seq_len; 1–64 for a decode step).
-        window: sliding window, the last keys each query sees (None: none; needs causal).
+        kv_heads: K/V heads, dividing heads (None or "": one per query head).
+        q_len: query length, at most seq_len (None or "": seq_len; 1–64 for a decode).
+        window: sliding window, the last keys each query sees (None or "": none; causal).
         timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
         steps: measured steps per point (default 3).
 
@@ -83,13 +96,19 @@ def sweep(
         log–log chart of time per forward vs S, log–log chart of memory vs S, the table of
         points (with status and reason), a zip with one trace per point.
     """
+    kv_heads, q_len, window = read_optional(kv_heads, q_len, window)
     shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
     shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
     validate = partial(job_request.sweep_request, variants, seq_lens, **shape, device=DEVICE)
-    view = views_sweep.sweep_page
-    shown = run_device_job("sweep", validate, sweep_on_gpu, view, progress)
+    shown = run_device_job("sweep", validate, sweep_on_gpu, _view, progress)
     zip_path = str(shown.zip_path) if shown.zip_path else None
     return shown.time, shown.memory, shown.table, zip_path
+
+
+def _view(result: SweepResult, device: str) -> views_sweep.SweepPage:
+    """The Sweep page; each point is kept in the run store first (issue 34)."""
+    keep(sweep_runs(result, "app"))
+    return views_sweep.sweep_page(result, device)
 
 
 def _picks() -> tuple[gr.Dropdown, gr.CheckboxGroup]:

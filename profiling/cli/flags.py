@@ -1,0 +1,259 @@
+"""The command line's flags: one parser type, the shape flags every command shares, the values
+they take, and how a command prints its tables and progress.
+
+`python -m profiling` (profiling/__main__.py) and its compare | diff | sweep | analyze
+commands (profiling/cli/commands.py) both build their parsers from these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm
+
+from profiling.text_tables import markdown, text_table
+from profiling.user_values import ConfigError
+from profiling.vocabulary import DEVICES, DTYPE_NAMES, LIMITS, MODES, TIMINGS
+
+SUBCOMMANDS = {
+    "compare": "several variants at one shape, one after another",
+    "diff": "per-kernel and per-operator deltas between two traces",
+    "sweep": "variants over sequence lengths",
+    "analyze": "operator and kernel tables of any torch.profiler trace (alias: analyse)",
+    "history": "the run store: list | show | diff | compare | trend | export | import | prune",
+}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse without abbreviations, and its errors as one line with exit status 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # no abbreviations: `sweep --seq-len 1024` must not quietly mean --seq-lens
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+        print(f"error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def flag_range(name: str, extra: str = "") -> str:
+    """The help of a shape flag: its limits (workload.LIMITS, which the CLI checks; the app's
+    sliders and its CPU budget are narrower) and its default."""
+    low, high = LIMITS[name]
+    return f"{low}–{high}{extra} (default %(default)s)"
+
+
+def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool, counters: bool = False) -> None:
+    """--dtype, --batch, --heads, --head-dim, --no-causal, --device, --steps (and --seq-len;
+    --counters for the profile and compare commands)."""
+    if seq_len:
+        parser.add_argument("--seq-len", type=int, default=1024, help=flag_range("seq_len"))
+    dtypes = f"{', '.join(DTYPE_NAMES)} (default %(default)s)"
+    parser.add_argument("--dtype", default="bfloat16", help=dtypes)
+    parser.add_argument("--batch", type=int, default=8, help=flag_range("batch"))
+    parser.add_argument("--heads", type=int, default=16, help=flag_range("heads"))
+    head_dim = flag_range("head_dim", ", a multiple of 8")
+    parser.add_argument("--head-dim", type=int, default=64, help=head_dim)
+    parser.add_argument("--no-causal", action="store_true", help="full (non-causal) attention")
+    parser.add_argument("--device", default="auto", choices=DEVICES)
+    verbose = "also show torch.profiler's own log lines (kineto's USDT/STAGE) on stderr"
+    parser.add_argument("--verbose", action="store_true", help=verbose)
+    steps = "measured (active profiler) steps, median and IQR over them, " + flag_range("steps")
+    parser.add_argument("--steps", type=int, default=3, help=steps)
+    modes = (
+        "what one step measures: the forward, the backward alone, or forward + backward "
+        "(default %(default)s)"
+    )
+    parser.add_argument("--mode", default="forward", choices=MODES, help=modes)
+    inference = (
+        ("--kv-heads", "K/V heads, dividing --heads (default: one per query head)"),
+        ("--q-len", "query length, at most the keys' (default: the same; 1–64: a decode)"),
+        ("--window", "sliding window: each query sees its last WINDOW keys (needs causal)"),
+    )
+    for flag, text in inference:
+        parser.add_argument(flag, type=int, default=None, help=text)
+    timing = (
+        "how the steps are timed: launched eagerly, each phase replayed as a CUDA graph (no CPU "
+        "launch cost), or after an L2 flush; the last two need a GPU (default %(default)s)"
+    )
+    parser.add_argument("--timing", default="eager", choices=TIMINGS, help=timing)
+    if counters:
+        counters_help = (
+            "after each run, its step once more under Nsight Compute (ncu on PATH, counters "
+            "allowed): DRAM bytes, occupancy, tensor-pipe use per kernel, or why not"
+        )
+        parser.add_argument("--counters", action="store_true", help=counters_help)
+    add_store_flags(parser, runs=True)
+
+
+def add_store_flags(parser: argparse.ArgumentParser, runs: bool = False) -> None:
+    """--store PATH (and, for commands that make runs, --no-store): issue 34's run store."""
+    where = "the run store (default: ATTNPROF_STORE, else ~/.local/share/attention-profiler/"
+    parser.add_argument("--store", default=None, metavar="PATH", help=where + "runs.sqlite)")
+    if runs:
+        parser.add_argument("--no-store", action="store_true", help="keep no record of the runs")
+
+
+def store_of(args: argparse.Namespace) -> Any:
+    """The store the flags name: None with --no-store, "default" without --store (the hooks
+    then follow ATTNPROF_STORE), else the store at PATH."""
+    if getattr(args, "no_store", False):
+        return None
+    if args.store is None:
+        return "default"
+    from profiling.store import open_store
+
+    return open_store(args.store)
+
+
+def said_kept(kept: Any) -> None:
+    """Where a command's runs were kept (or why not), on stderr: stdout stays the tables."""
+    ids = [run_id for run_id in kept.ids if run_id]
+    if ids:
+        shown = ", ".join(ids[:3]) + (f" … ({len(ids)} runs)" if len(ids) > 3 else "")
+        print(f"kept in the run store: {shown} (python -m profiling history show ID)",
+              file=sys.stderr)  # fmt: skip
+    for note in kept.notes:
+        print(f"run store: {note}", file=sys.stderr)
+
+
+def add_ray_flag(parser: argparse.ArgumentParser) -> None:
+    """--ray [ADDRESS]: the points on a Ray cluster, one per GPU (profiling/jobs/ray.py)."""
+    from profiling.jobs.executor import LOCAL
+
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const=LOCAL,
+        default=None,
+        metavar="ADDRESS",
+        help="run the points on a Ray cluster, one per GPU at a time: at ADDRESS (e.g. "
+        "auto, or host:6379 of `ray start --head`), or, without one, on a cluster started "
+        "here with every GPU of this machine (default: one after another in this process)",
+    )
+
+
+def shape_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The Workload fields the shape flags gave (seq_len only where the command has it)."""
+    shape = {
+        "dtype": args.dtype,
+        "batch": args.batch,
+        "heads": args.heads,
+        "head_dim": args.head_dim,
+        "causal": not args.no_causal,
+        "device": args.device,
+        "steps": args.steps,
+        "mode": args.mode,
+        "kv_heads": args.kv_heads,
+        "q_len": args.q_len,
+        "window": args.window,
+        "timing": args.timing,
+    }
+    if hasattr(args, "counters"):
+        shape["counters"] = args.counters
+    if hasattr(args, "seq_len"):
+        shape["seq_len"] = args.seq_len
+    return shape
+
+
+def variant_names(text: str) -> list[str]:
+    """--variants: comma-separated registered ids."""
+    try:
+        from profiling.workload.spec import known_variants  # torch: only for runs
+
+        return known_variants(name.strip() for name in text.split(",") if name.strip())
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def at_least_one(text: str) -> int:
+    """--top and --max-mib: head(-3) would drop rows and 0 prints nothing, silently."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer ≥ 1, not {text!r}")
+    return value
+
+
+def lengths(text: str) -> list[int]:
+    """--seq-lens: comma-separated whole numbers (their range is the sweep's to check)."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of integers: {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError("no sequence length given")
+    return values
+
+
+def check_out(out: str) -> None:
+    """Make --out and write a file in it before any run: a bad folder found after the runs (or
+    as a traceback) wastes them. Folders made for the check are removed again, so a command
+    refused later for a bad shape leaves nothing behind; the run makes them. Raises ConfigError."""
+    path = Path(out)
+    made = [folder for folder in (path, *path.parents) if not folder.exists()]  # innermost first
+    try:
+        if path.exists() and not path.is_dir():
+            raise NotADirectoryError(0, "it exists and is not a folder")
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"cannot write to --out '{out}': {exc.strerror or exc}") from None
+    finally:
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:  # never made, or no longer empty
+                break
+
+
+def printed_table(table: pd.DataFrame, as_markdown: bool) -> str:
+    """A table as the commands print it: Markdown with --markdown, else aligned text."""
+    if table.empty and not as_markdown:
+        return "(empty)"
+    return markdown(table) if as_markdown else text_table(table)
+
+
+@contextmanager
+def progress_bar(what: str) -> Iterator[Callable[[float, str], None]]:
+    """A bar on stderr (tqdm) while a trace is read and analysed, as progress(fraction, text).
+    Drawn only when stderr is a terminal (tqdm's own rule), so piped output stays clean."""
+    shape = "{desc}: {percentage:3.0f}%|{bar}| {elapsed}<{remaining}"
+    with tqdm(
+        total=100, desc=what, file=sys.stderr, disable=None, leave=False, bar_format=shape
+    ) as bar:
+
+        def advance(fraction: float, text: str) -> None:
+            bar.set_description_str(f"{what}: {text}", refresh=False)
+            bar.update(max(0.0, round(100 * fraction, 1) - bar.n))
+
+        yield advance
+
+
+@contextmanager
+def job_progress(ray: str | None) -> Iterator[Callable[[float, str], None]]:
+    """A job's progress: a line per message in this process; on Ray, a bar over the points
+    that names each worker's current point."""
+    if ray is None:
+        yield print_progress
+        return
+    with progress_bar("points") as advance:
+        yield advance
+
+
+def print_progress(fraction: float, text: str) -> None:
+    """A job's progress on stderr, so stdout stays the tables."""
+    print(f"[{fraction:4.0%}] {text}", file=sys.stderr, flush=True)

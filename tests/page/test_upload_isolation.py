@@ -1,0 +1,158 @@
+"""Issue 32, item 4: an upload is read in a worker process (views.upload_worker) bounded in
+memory and in wall-clock time; hitting either is a clear error for that user, the server's
+memory does not grow, and another user's small /analyze is answered while a hostile one runs.
+
+The worker limits are lowered here (the watchdog's, in this process; the address-space cap
+through the worker's environment) so a 10⁶-event trace crosses them in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import zlib
+from pathlib import Path
+
+import gradio as gr
+import pytest
+from gradio_client import Client, handle_file
+
+import app
+from benchmarks import gen_trace
+from profiling.page import analyze_tab, diff_tab
+from profiling.views import shared as views_shared
+from profiling.views import upload_worker
+
+MiB = 1024**2
+FIXTURES = Path(__file__).parent / "fixtures"
+SMALL = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
+
+
+@pytest.fixture(scope="module")
+def big_trace(tmp_path_factory) -> Path:
+    """10⁶ events (20 MB gzip): ~0.35 GB and a few seconds to read."""
+    return gen_trace.write(1_000_000, tmp_path_factory.mktemp("big") / "t1e6.json.gz")
+
+
+@pytest.fixture
+def pool(monkeypatch):
+    """A pool of this test's own, its idle worker stopped afterwards."""
+    fresh = upload_worker._Pool()
+    monkeypatch.setattr(upload_worker, "POOL", fresh)
+    fresh.before = _children()  # app.py's own idle worker, started when it was imported
+    yield fresh
+    with fresh.lock:
+        idle, fresh.idle = fresh.idle, None
+    if idle is not None:
+        idle.process.kill()
+        idle.process.wait()
+
+
+def _rss() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+
+
+def _children() -> set[int]:
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as children:
+            found |= {int(pid) for pid in children.read().split()}
+    return found
+
+
+def _settled(pool: upload_worker._Pool) -> set[int]:
+    """This process's children once the idle worker has started: nothing but that worker."""
+    time.sleep(0.5)
+    pool.warm()
+    assert pool.idle is not None
+    return _children() - {pool.idle.process.pid} - pool.before
+
+
+def test_a_worker_over_the_memory_budget_is_stopped_with_a_clear_error(
+    pool, big_trace, monkeypatch
+):
+    """The watchdog: workers together past the budget → the largest killed, its user told."""
+    monkeypatch.setattr(upload_worker, "UPLOAD_MEMORY_BYTES", 200 * MiB)  # a worker at rest: ~0.12
+    analyze_tab.analyze(str(SMALL))  # the server's tables and imports in place before measuring
+    before = _rss()
+    with pytest.raises(gr.Error, match=r"needed more than the 0\.2 GiB of memory"):
+        analyze_tab.analyze(str(big_trace))
+    with pytest.raises(gr.Error, match=r"needed more than the 0\.2 GiB of memory"):
+        diff_tab.diff(str(SMALL), str(big_trace))
+    assert _rss() - before < 64 * MiB  # the trace was never in this process
+    assert not pool.running and _settled(pool) == set()  # the worker and its helpers are gone
+
+
+def test_an_allocation_past_the_address_space_cap_fails_in_the_worker(pool, big_trace, monkeypatch):
+    """RLIMIT_AS: the worker's own MemoryError (numpy, msgspec, a helper's answer, a thread)
+    comes back as the same clear error, not a hang and not a dead server."""
+    monkeypatch.setenv("ATTNPROF_UPLOAD_MEMORY_MB", "1")  # cap: 1 MiB + the slack, ~0.2 GB free
+    with pytest.raises(gr.Error, match=r"needed more than the .* GiB of memory"):
+        analyze_tab.analyze(str(big_trace))
+    assert not pool.running and _settled(pool) == set()
+
+
+def test_a_worker_past_the_wall_clock_limit_is_stopped_with_a_clear_error(
+    pool, big_trace, monkeypatch
+):
+    analyze_tab.analyze(str(SMALL))  # the idle worker started: the limit counts the reading
+    monkeypatch.setattr(upload_worker, "UPLOAD_SECONDS", 0.5)
+    before, began = _rss(), time.monotonic()
+    with pytest.raises(gr.Error, match=r"took longer than 0\.5 s"):
+        analyze_tab.analyze(str(big_trace))
+    assert time.monotonic() - began < 0.5 + 5  # killed, not waited for
+    assert _rss() - before < 64 * MiB
+    assert not pool.running and _settled(pool) == set()
+
+
+def whitespace_bomb(path: Path, expanded: int) -> Path:
+    """A trace's opening, then `expanded` bytes of spaces inside its event list: valid JSON the
+    reader must stream through until the 3 GiB expansion limit stops it (~4 MB of gzip)."""
+    block = zlib.compressobj(9, zlib.DEFLATED, 31)
+    member = block.compress(b" " * (64 * MiB)) + block.flush()
+    with open(path, "wb") as fh:
+        fh.write(zlib.compress(b'{"traceEvents":[', wbits=31))
+        for _ in range(expanded // (64 * MiB)):
+            fh.write(member)
+    return path
+
+
+def test_a_small_analysis_is_answered_while_a_hostile_upload_is_read(tmp_path):
+    """Through the served app: uploads have their own lane (never the device worker, several at
+    a time), so a small /analyze is not queued behind a long one (it was, on a CPU machine)."""
+    bomb = whitespace_bomb(tmp_path / "bomb.json.gz", 4096 * MiB)
+    _, url, _ = app.demo.launch(
+        prevent_thread_lock=True, server_name="127.0.0.1", quiet=True, **app.SERVE_OPTIONS
+    )
+    try:
+        client = Client(url, verbose=False, download_files=str(tmp_path))
+        client.predict(trace=handle_file(str(SMALL)), api_name="/analyze")  # a warm worker
+        hostile = client.submit(trace=handle_file(str(bomb)), api_name="/analyze")
+        time.sleep(1.5)  # uploaded, and being read
+        assert not hostile.done(), "the hostile upload ended too soon to test anything"
+        answer = client.predict(trace=handle_file(str(SMALL)), api_name="/analyze")
+        assert "spans" in str(answer[0]) and not hostile.done()
+        with pytest.raises(Exception, match=r"expands to more than|needed more than|took longer"):
+            hostile.result()
+    finally:
+        app.demo.close()
+
+
+def test_the_readme_quotes_the_limits():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    seconds = f"at most {upload_worker.UPLOAD_SECONDS:g} s of wall-clock time"
+    memory = f"{upload_worker.memory_text(upload_worker.UPLOAD_MEMORY_BYTES)} of memory for all"
+    assert seconds in readme and memory in readme
+
+
+def test_the_worker_s_own_errors_come_back_as_they_were_raised(pool, monkeypatch):
+    """A subclass (TraceTooBig, past the expansion limit the server sets) keeps its message."""
+    with pytest.raises(gr.Error) as same:
+        diff_tab.diff(str(SMALL), str(SMALL), "x", "x")
+    assert "the two labels must differ" in same.value.message
+    assert same.value.title == "Check the inputs"
+    monkeypatch.setattr(views_shared, "TRACE_MAX_EXPANDED_BYTES", 1024)
+    with pytest.raises(gr.Error) as big:
+        analyze_tab.analyze(str(SMALL))
+    assert "expands to more than" in big.value.message and big.value.title == "Unreadable trace"
