@@ -61,7 +61,7 @@ def _compare_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated ids (default: the post's six + kernels variants here)",
     )
-    add_shape_flags(parser, seq_len=True)
+    add_shape_flags(parser, seq_len=True, counters=True)
     parser.add_argument("--out", default="traces/compare", help="folder for traces and the zip")
     add_ray_flag(parser)
     parser.add_argument("--markdown", action="store_true", help=MARKDOWN_HELP)

@@ -51,8 +51,9 @@ def flag_range(name: str, extra: str = "") -> str:
     return f"{low}–{high}{extra} (default %(default)s)"
 
 
-def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
-    """--dtype, --batch, --heads, --head-dim, --no-causal, --device, --steps (and --seq-len)."""
+def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool, counters: bool = False) -> None:
+    """--dtype, --batch, --heads, --head-dim, --no-causal, --device, --steps (and --seq-len;
+    --counters for the profile and compare commands)."""
     if seq_len:
         parser.add_argument("--seq-len", type=int, default=1024, help=flag_range("seq_len"))
     dtypes = f"{', '.join(DTYPE_NAMES)} (default %(default)s)"
@@ -84,6 +85,12 @@ def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
         "launch cost), or after an L2 flush; the last two need a GPU (default %(default)s)"
     )
     parser.add_argument("--timing", default="eager", choices=TIMINGS, help=timing)
+    if counters:
+        counters_help = (
+            "after each run, its step once more under Nsight Compute (ncu on PATH, counters "
+            "allowed): DRAM bytes, occupancy, tensor-pipe use per kernel, or why not"
+        )
+        parser.add_argument("--counters", action="store_true", help=counters_help)
     add_store_flags(parser, runs=True)
 
 
@@ -150,6 +157,8 @@ def shape_of(args: argparse.Namespace) -> dict[str, Any]:
         "window": args.window,
         "timing": args.timing,
     }
+    if hasattr(args, "counters"):
+        shape["counters"] = args.counters
     if hasattr(args, "seq_len"):
         shape["seq_len"] = args.seq_len
     return shape

@@ -74,6 +74,7 @@ def compare(
     window: float | str | None = None,
     timing: str = "eager",
     steps: float = 3,
+    counters: bool = False,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile several variants at one shape, one after another, as the post's table.
@@ -94,6 +95,8 @@ def compare(
         window: sliding window, the last keys each query sees (None or "": none; causal).
         timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
         steps: measured steps per variant (default 3): median and IQR over them.
+        counters: after each run, its step once more under Nsight Compute (default false): the
+            DRAM bytes each variant moved, measured.
 
     Returns:
         the "at a glance" table, a note naming the datasheet peak used, GPU-vs-CPU bar chart,
@@ -104,6 +107,7 @@ def compare(
     kv_heads, q_len, window = read_optional(kv_heads, q_len, window)
     shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
     shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
+    shape |= dict(counters=counters)
     validate = partial(job_request.compare_request, variants, seq_len, **shape, device=DEVICE)
     shown, timing = run_device_job("compare", validate, compare_on_gpu, _view, progress)
     zip_path = str(shown.zip_path) if shown.zip_path else None
@@ -194,7 +198,7 @@ def build() -> tuple[Any, gr.State]:
                     "(and the Hub kernels) that can run here",
                 )
             with gr.Column(scale=3, min_width=320):
-                shape = shape_controls("cmp-")
+                shape = shape_controls("cmp-", counters=True)
         button = gr.Button("Compare", variant="primary", elem_id="compare-button")
         outputs, roles_note = _results()
         timing = _timing_results()

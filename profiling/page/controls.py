@@ -12,6 +12,7 @@ from typing import Any
 import gradio as gr
 
 from profiling.analysis.columns import ROOFLINE_COLUMNS
+from profiling.run import counters as collect
 from profiling.views import profile as views_profile
 from profiling.views import shared as views_shared
 from profiling.workload.spec import device_key, page_ranges, resolve_device
@@ -54,9 +55,9 @@ def slider(name: str, label: str, info: str | None = None, prefix: str = "") -> 
     )
 
 
-def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
-    """seq_len (optional), dtype, batch, heads, head_dim, causal, mode: laid out as on the
-    Profile tab, by name in the order the handlers take them."""
+def shape_controls(prefix: str, seq_len: bool = True, counters: bool = False) -> dict[str, Any]:
+    """seq_len (optional), dtype, batch, heads, head_dim, causal, mode (and, for Profile and
+    Compare, the counters box): laid out as on the Profile tab, in the handlers' order."""
     controls: dict[str, Any] = {}
     if seq_len:
         controls["seq_len"] = slider("seq_len", "Sequence length S", prefix=prefix)
@@ -81,6 +82,8 @@ def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
     preset, inference = inference_controls(prefix)
     controls.update(inference)
     controls.update(timing_controls(prefix))
+    if counters:
+        controls["counters"] = counters_control(prefix)
     targets = [name for name in PRESET_FIELDS if name in controls]
     from profiling.page.listeners import QUIET  # listeners reads this module's DEVICE
 
@@ -91,7 +94,20 @@ def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
         show_progress="hidden",
         **QUIET,
     )
-    return {name: controls[name] for name in SHAPE_ORDER if name in controls}
+    return {name: controls[name] for name in [*SHAPE_ORDER, "counters"] if name in controls}
+
+
+def counters_control(prefix: str) -> gr.Checkbox:
+    """Issue 36: the step once more under Nsight Compute; greyed out, with the reason as its
+    info text, where counters cannot run (a CPU, a ZeroGPU Space, no ncu)."""
+    reason = collect.unavailable_reason(DEVICE)
+    info = (
+        "after the run, the step once more in its own process under ncu (about 15 s more): "
+        "DRAM bytes, occupancy, tensor-pipe use per kernel"
+    )
+    return gr.Checkbox(value=False, label="Hardware counters (Nsight Compute)",
+                       info=f"unavailable here: {reason}" if reason else info,
+                       interactive=not reason, elem_id=prefix + "counters")  # fmt: skip
 
 
 def preset_values(name: str, targets: list[str]) -> list[Any]:

@@ -74,6 +74,7 @@ def profile(
     window: float | str | None = None,
     timing: str = "eager",
     steps: float = 3,
+    counters: bool = False,
     progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
 ) -> tuple[Any, ...]:
     """Profile one attention variant with torch.profiler and return what ran.
@@ -92,6 +93,8 @@ def profile(
         window: sliding window, the last keys each query sees (None or "": none; causal).
         timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
         steps: measured steps (default 3): median and IQR over them.
+        counters: after the run, the step once more under Nsight Compute (default false):
+            DRAM bytes, occupancy, tensor-pipe use per kernel, or why they cannot be measured.
 
     Returns:
         summary strip (HTML), summary (JSON), operator table, kernel table, kernel-table note,
@@ -103,7 +106,7 @@ def profile(
     with translated("profile's checks"):
         raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
                    head_dim=head_dim, causal=causal, mode=mode, kv_heads=kv_heads, q_len=q_len,
-                   window=window, timing=timing, steps=steps)  # fmt: skip
+                   window=window, timing=timing, steps=steps, counters=counters)  # fmt: skip
         workload = page_workload(DEVICE, **raw)
     show_waiting(progress)
     with translated(f"profile for {workload}"):
@@ -148,6 +151,7 @@ SHAPE_FIELDS = (
     "window",
     "timing",
     "steps",
+    "counters",
 )  # profile()'s, after the variant: the shape controls' order
 
 
@@ -284,7 +288,7 @@ def build() -> None:
                 variant, lesson = _variant_column()
                 checks_column = gr.Column()
             with gr.Column(scale=3, min_width=320):
-                shape = shape_controls("")
+                shape = shape_controls("", counters=True)
         with checks_column:  # under the lesson, made once the shape controls exist
             checks = _checks(variant, shape)
         run_button = gr.Button("Profile", variant="primary", elem_id="profile-button")
