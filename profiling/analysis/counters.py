@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import importlib
+import json
 import os
 import shutil
 import sys
@@ -133,3 +134,17 @@ def _value(metric: Any) -> float | None:
     value = float(metric.as_double())
     unit = metric.unit() or ""
     return value * _TO_COLUMN_UNIT.get(unit, 1.0)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m profiling.analysis.counters REPORT [NCU]`: the report's rows as JSON on
+    stdout. The runner reads a report through this child: NVIDIA's module loaded into the
+    profiled process (torch, CUDA, pyarrow) crashed it on the H200 (a segmentation fault)."""
+    counters = read_report(argv[0], load_module(argv[1] if len(argv) > 1 else None))
+    frame = counters.kernels.astype(object).where(counters.kernels.notna(), None)
+    sys.stdout.write(json.dumps({"rows": frame.to_dict("records"), "missing": counters.missing}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
