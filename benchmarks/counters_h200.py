@@ -80,6 +80,8 @@ def scores_check(result: ProfileResult) -> tuple[bool, str]:
     profiler's bytes (no kernel: ncu cannot measure it)."""
     shape = result.config
     scores = 2 * shape.batch * shape.heads * shape.seq_len**2 * 2
+    if not result.counters.measured:
+        return False, f"naive: no counters ({result.counters.reason})"
     rows = measured_rows(result)
     # the mask has no FLOPs (no roofline point): its bytes come from the joined kernel table
     measured, _ = join.per_kernel(result.counters, result.trace.phases)
@@ -96,9 +98,9 @@ def scores_check(result: ProfileResult) -> tuple[bool, str]:
         said += (
             f"; the copy (a Memcpy, no kernel: ncu cannot measure it) moved "
             f"{float(copy['bytes_per_call']) / 1e6:.1f} MB by the profiler's own bytes, "
-            f"measured by ncu: {'nothing' if pd.isna(copy['dram_read_bytes']) else 'a value!'}"
+            f"measured by ncu: {'nothing' if pd.isna(copy.get('dram_read_bytes')) else 'a value!'}"
         )
-        ok = ok and pd.isna(copy["dram_read_bytes"])  # never a made-up value
+        ok = ok and pd.isna(copy.get("dram_read_bytes"))  # never a made-up value
     return ok, said
 
 
