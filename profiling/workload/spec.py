@@ -35,6 +35,7 @@ from profiling.vocabulary import (
     STEP,
     TIMINGS,
 )
+from profiling.workload import controls
 
 DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name) for name in DTYPE_NAMES
@@ -52,21 +53,8 @@ WAIT, WARMUP = 1, 1  # the post's schedule(wait=1, warmup=1, active=steps)
 # The page's ranges per device: (minimum, maximum, slider step). LIMITS are wider, for the CLI;
 # the page and its API are held to these (the GPU slot and the CPU budget are sized for them).
 PAGE_RANGES: dict[str, dict[str, tuple[int, int, int]]] = {
-    "cuda": {
-        "seq_len": (128, 16384, 128),
-        "batch": (1, 64, 1),
-        "heads": (1, 128, 1),
-        "head_dim": (16, 256, 8),
-        "steps": (1, 30, 1),
-    },
-    "cpu": {
-        "seq_len": (64, 4096, 64),
-        "batch": (1, 8, 1),
-        "heads": (1, 16, 1),
-        "head_dim": (16, 128, 8),
-        "steps": (1, 10, 1),
-    },
-}
+    key: controls.page_ranges(key) for key in ("cuda", "cpu")
+}  # declared with each control: profiling/workload/controls.py
 CPU_MAX_FLOPS = 2e10  # per forward, on CPU only: a CPU Space must stay responsive
 
 
