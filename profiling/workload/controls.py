@@ -45,6 +45,7 @@ class Control:
     label: str
     flag: Flag
     info: str | None = None
+    placeholder: str | None = None  # shown in an empty optional field's text box
     # per device ("cuda", "cpu"): (minimum, maximum, slider step) the page and its API hold to
     ranges: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
@@ -80,17 +81,17 @@ CONTROLS: tuple[Control, ...] = (
     Control("kv_heads", OPTIONAL_NUMBER, None,
             'K/V heads, dividing heads (None or "": one per query head).', "K/V heads",
             Flag("K/V heads, dividing --heads (default: one per query head)", type=int),
-            info="empty: one per query head; 1: multi-query"),
+            info="empty: one per query head; 1: multi-query", placeholder="one per query head"),
     Control("q_len", OPTIONAL_NUMBER, None,
             'query length, at most seq_len (None or "": seq_len; 1–64 for a decode).',
             "Query length",
             Flag("query length, at most the keys' (default: the same; 1–64: a decode)", type=int),
-            info="empty: S; 1–64 for a decode against S keys"),
+            info="empty: S; 1–64 for a decode against S keys", placeholder="S"),
     Control("window", OPTIONAL_NUMBER, None,
             'sliding window, the last keys each query sees (None or "": none; causal).',
             "Sliding window",
             Flag("sliding window: each query sees its last WINDOW keys (needs causal)", type=int),
-            info="empty: none; each query sees its last keys"),
+            info="empty: none; each query sees its last keys", placeholder="none"),
     Control("timing", str, "eager",
             '"eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).', "Timing",
             Flag("how the steps are timed: launched eagerly, each phase replayed as a CUDA graph "
