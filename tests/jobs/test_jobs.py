@@ -28,7 +28,7 @@ from profiling.views import analyze as views_analyze
 from profiling.views import profile as views_profile
 from tests.conftest import PROFILE_PARAMETERS, RecordingProgress
 
-FIXTURES = Path(__file__).parents[2] / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 NAIVE = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
 SHAPE = dict(dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
 TINY = dict(variant="naive", seq_len=128, **SHAPE)

@@ -18,7 +18,7 @@ from profiling.kernels.roles import Chain, roles
 from profiling.run import records as small_trace
 from profiling.trace import model as trace
 
-FIXTURES = Path(__file__).parents[2] / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 # every kernel each fixture launched, counted by role ("" is a kernel no rule knows)
 EXPECTED = {
     # timing modes (issue 23): the cold-l2 flush between steps is not attention's; a CUDA

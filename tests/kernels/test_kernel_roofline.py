@@ -28,7 +28,7 @@ from profiling.kernels.roofline import (
 from profiling.kernels.shapes import args_work, causal_pairs, shape_work
 from profiling.views.roofline_figure import marker_sizes, roofline_spec
 
-FIXTURES = Path(__file__).parents[2] / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 H200 = "NVIDIA H200"
 FWD, BWD = "attn_fwd", "attn_bwd"
 NVJET = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT"

@@ -26,7 +26,7 @@ from profiling.run import records as small_trace
 from profiling.run import trace as run_trace
 from profiling.trace import model as trace
 
-FIXTURES = Path(__file__).parents[2] / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 GENERATED = FIXTURES / "generated"
 SHAPE = "8_16_1024_64_bf16"
 GRAPH_NAIVE = GENERATED / f"graph-naive_{SHAPE}.json.gz"

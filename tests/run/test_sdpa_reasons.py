@@ -117,7 +117,7 @@ def test_a_library_that_cannot_explain_itself_does_not_fail_the_run(monkeypatch,
     assert not any("SDPA picks" in note for note in summary.notes)  # no pick, no contradiction
 
 
-FIXTURE = Path(__file__).parents[2] / "fixtures" / "h200_sdpa_checks_stderr.txt"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "h200_sdpa_checks_stderr.txt"
 
 
 def test_c10s_printed_warnings_are_read_as_messages():

@@ -36,7 +36,7 @@ if trace_scan.scanner() is None:  # a scanner that no longer builds: a failure i
         pytest.fail(f"{WHY}, and ATTNPROF_REQUIRE_SCANNER=1 requires the scanner", pytrace=False)
     pytest.skip(WHY, allow_module_level=True)
 
-FIXTURES = sorted((Path(__file__).parents[2] / "fixtures").glob("*.json.gz"))
+FIXTURES = sorted((Path(__file__).parents[1] / "fixtures").glob("*.json.gz"))
 
 
 @pytest.fixture
