@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from profiling.cli.commands import views_main
-from profiling.cli.flags import SUBCOMMANDS, Parser, add_shape_flags, check_out, shape_of
+from profiling.cli.flags import (
+    SUBCOMMANDS,
+    Parser,
+    add_shape_flags,
+    check_out,
+    said_kept,
+    shape_of,
+    store_of,
+)
 from profiling.user_values import ConfigError
 
 if TYPE_CHECKING:
@@ -57,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from attention import VARIANTS
     from profiling.run.runner import RunError, VariantUnavailable, quiet_profiler_logs, run
+    from profiling.store.hooks import keep, profile_run
     from profiling.workload.spec import Workload, resolve_device
 
     quiet_profiler_logs(args.verbose)
@@ -89,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 failures += 1
             continue
         overview.append(_printed(result))
+        said_kept(keep([profile_run(result, "cli")], store_of(args)))
     if len(workloads) > 1:
         print(f"== {len(workloads)} variants on {device} ==")
         print("\n".join(overview))

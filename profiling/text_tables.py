@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -66,3 +67,17 @@ def markdown(table: pd.DataFrame, digits: int = 3) -> str:
 def cut(text: str, width: int) -> str:
     """`text`, ending in … when it is longer than `width` characters."""
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def shape_text(shape: Mapping[str, Any]) -> str:
+    """`B8 H16 S1024 D64 bfloat16 causal`, without S when the shape has no seq_len (a sweep)."""
+    length = f" S{shape['seq_len']}" if "seq_len" in shape else ""
+    mask = "causal" if shape["causal"] else "full"
+    mode = "" if shape.get("mode", "forward") == "forward" else f" {shape['mode']}"
+    heads = f"H{shape['heads']}" + (f"/KV{shape['kv_heads']}" if shape.get("kv_heads") else "")
+    queries = f" Q{shape['q_len']}" if shape.get("q_len") else ""
+    window = f" window {shape['window']}" if shape.get("window") else ""
+    return (
+        f"B{shape['batch']} {heads}{queries}{length} D{shape['head_dim']} {shape['dtype']} "
+        f"{mask}{window}{mode}"
+    )

@@ -12,7 +12,16 @@ STEP = "attn_step"  # around a train run's forward and backward: one measured st
 # Spans whose GPU work any thread may launch while they last: autograd runs the backward on its
 # own thread (a ProfilerStep holds every thread's work too); an attn_fwd holds its own thread's.
 ALL_THREADS = (BACKWARD, STEP)
+# The spans one measured step of each mode is made of, in order (Workload.phases, and a stored
+# run's trace read again: profiling/views/reopen.py)
+MODE_PHASES = {"forward": (FORWARD,), "backward": (BACKWARD,), "train": (FORWARD, BACKWARD)}
 GPU_WORK = ("kernel", "memcpy", "memset")  # the span categories counted as a forward's GPU work
+
+
+def measured_span(mode: str) -> str:
+    """The span around one measured step: the phase itself, or a train step's STEP."""
+    return STEP if mode == "train" else MODE_PHASES[mode][0]
+
 
 # The aten op each SDPA backend dispatches to: how a trace tells which backend really ran.
 BACKEND_OPS: dict[str, str] = {

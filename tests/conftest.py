@@ -53,6 +53,9 @@ class RecordingProgress:
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="attnprof-gradio-"))
+# Issue 34: every run the tests make is stored, never in the user's own run store (set, not
+# defaulted: a shell's ATTNPROF_STORE must not receive test runs either)
+os.environ["ATTNPROF_STORE"] = str(Path(tempfile.mkdtemp(prefix="attnprof-store-")) / "runs.sqlite")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

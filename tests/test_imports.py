@@ -40,6 +40,14 @@ TORCH_FREE = [
     "profiling.views.analyze",
     "profiling.views.diff",
     "profiling.views.upload_worker",  # the process that reads an upload imports no torch
+    # issue 34: the run store is written from plain data and read without torch (a laptop
+    # reads an H200's exported runs), and so are History's views and `history` commands
+    "profiling.store",
+    "profiling.store.hooks",
+    "profiling.store.exchange",
+    "profiling.store.trend",
+    "profiling.views.history",
+    "profiling.cli.history",
 ]
 
 # A finder placed first on sys.meta_path makes any `import torch` (or torch.x) raise, as on a
@@ -127,3 +135,26 @@ def test_the_child_does_fail_when_torch_is_imported():
     done = run_child("attention.sdpa")
     assert done.returncode != 0
     assert "torch is not installed here" in done.stderr
+
+
+def test_the_history_commands_run_without_torch(tmp_path):
+    """Issue 34: a machine without torch lists, shows, compares, diffs and exports stored runs
+    (an H200's export read on a laptop)."""
+    store = tmp_path / "runs.sqlite"
+    use = f"""
+import contextlib, io
+from profiling.__main__ import main
+from profiling.store import open_store, query
+from profiling.store.write import record
+from tests.store.store_helpers import OTHER_TRACE, run_data
+
+store = open_store({str(store)!r})
+ids = [record(store, run_data()).run_id, record(store, run_data(trace=OTHER_TRACE)).run_id]
+for command in (["list"], ["show", ids[0]], ["compare", *ids], ["diff", *ids], ["trend", ids[0]],
+                ["export", {str(tmp_path / "out.parquet")!r}]):
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert main(["history", "--store", {str(store)!r}, *command]) == 0, command
+    assert out.getvalue(), command
+"""
+    done = run_child("profiling.__main__", use)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -117,6 +117,9 @@ class Summary:
     launch_compare: dict[str, Any] | None = None
     gpu_clocks: dict[str, Any] | None = None
     memory: dict[str, Any] | None = None
+    # Issue 34: the machine beside the figures (compute capability, device memory in GiB, GPU
+    # count, driver, CUDA and triton versions), so stored runs compare across machines
+    machine: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -13,22 +13,24 @@ from pathlib import Path
 from profiling.cli.flags import (
     SUBCOMMANDS,
     Parser,
+    add_ray_flag,
     add_shape_flags,
     at_least_one,
     check_out,
+    job_progress,
     lengths,
-    print_progress,
     printed_table,
     progress_bar,
+    said_kept,
     shape_of,
+    store_of,
     variant_names,
 )
-from profiling.text_tables import printable
+from profiling.text_tables import printable, shape_text
 from profiling.trace.events import TraceError, TraceTooBig
 from profiling.trace.model import Trace
 from profiling.trace.model import load as load_trace
 from profiling.user_values import ConfigError
-from profiling.views.summary_text import shape_text
 
 MARKDOWN_HELP = "print Markdown tables"
 # the Compare table's columns a terminal shows (the zip's glance.csv has them all)
@@ -61,6 +63,7 @@ def _compare_flags(parser: argparse.ArgumentParser) -> None:
     )
     add_shape_flags(parser, seq_len=True)
     parser.add_argument("--out", default="traces/compare", help="folder for traces and the zip")
+    add_ray_flag(parser)
     parser.add_argument("--markdown", action="store_true", help=MARKDOWN_HELP)
 
 
@@ -86,6 +89,7 @@ def _sweep_flags(parser: argparse.ArgumentParser) -> None:
     )
     add_shape_flags(parser, seq_len=False)
     parser.add_argument("--out", default="traces/sweep", help="folder for traces and the zip")
+    add_ray_flag(parser)
     parser.add_argument("--markdown", action="store_true", help=MARKDOWN_HELP)
 
 
@@ -103,6 +107,10 @@ def _analyze_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def views_main(argv: list[str]) -> int:
+    if argv[0] == "history":
+        from profiling.cli.history import history_main
+
+        return history_main(argv[1:])
     args = views_parser().parse_args(argv)
     try:
         if args.command in ("compare", "sweep"):
@@ -119,9 +127,16 @@ def views_main(argv: list[str]) -> int:
 def compare_command(args: argparse.Namespace) -> int:
     from profiling.analysis.role_views import role_matrix
     from profiling.jobs.compare import compare
+    from profiling.jobs.executor import executor_for
+    from profiling.store.hooks import compare_runs, keep
     from profiling.views.compare import sdpa_lines
 
-    result = compare(args.variants, out_dir=args.out, progress=print_progress, **shape_of(args))
+    on = executor_for(args.ray)
+    with job_progress(args.ray) as progress:
+        result = compare(
+            args.variants, out_dir=args.out, progress=progress, executor=on, **shape_of(args)
+        )
+    said_kept(keep(compare_runs(result, "cli"), store_of(args)))
     print(f"== compare on {result.device_name} · {shape_text(result.shape)} ==")
     ran = result.glance[result.glance["status"] == "ok"]
     print(printed_table(ran[COMPARE_COLUMNS], args.markdown))
@@ -180,11 +195,21 @@ def diff_command(args: argparse.Namespace) -> int:
 
 
 def sweep_command(args: argparse.Namespace) -> int:
+    from profiling.jobs.executor import executor_for
     from profiling.jobs.sweep import sweep
+    from profiling.store.hooks import keep, sweep_runs
 
-    result = sweep(
-        args.variants, args.seq_lens, out_dir=args.out, progress=print_progress, **shape_of(args)
-    )
+    on = executor_for(args.ray)
+    with job_progress(args.ray) as progress:
+        result = sweep(
+            args.variants,
+            args.seq_lens,
+            out_dir=args.out,
+            progress=progress,
+            executor=on,
+            **shape_of(args),
+        )
+    said_kept(keep(sweep_runs(result, "cli"), store_of(args)))
     print(f"== sweep on {result.device_name} · {shape_text(result.shape)} ==")
     print(printed_table(result.table, args.markdown))
     print("\n" + "\n".join(result.notes))

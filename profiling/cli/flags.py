@@ -28,6 +28,7 @@ SUBCOMMANDS = {
     "diff": "per-kernel and per-operator deltas between two traces",
     "sweep": "variants over sequence lengths",
     "analyze": "operator and kernel tables of any torch.profiler trace (alias: analyse)",
+    "history": "the run store: list | show | diff | compare | trend | export | import | prune",
 }
 
 
@@ -55,6 +56,7 @@ def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
             parser.add_argument("--verbose", action="store_true", help=verbose)
         elif name != "seq_len" or seq_len:
             _add_flag(parser, BY_NAME[name])
+    add_store_flags(parser, runs=True)
 
 
 def _add_flag(parser: argparse.ArgumentParser, control: Control) -> None:
@@ -67,6 +69,53 @@ def _add_flag(parser: argparse.ArgumentParser, control: Control) -> None:
     options |= {"type": flag.type} if flag.type else {}
     options |= {"choices": flag.choices} if flag.choices else {}
     parser.add_argument(option, **options)
+
+
+def add_store_flags(parser: argparse.ArgumentParser, runs: bool = False) -> None:
+    """--store PATH (and, for commands that make runs, --no-store): issue 34's run store."""
+    where = "the run store (default: ATTNPROF_STORE, else ~/.local/share/attention-profiler/"
+    parser.add_argument("--store", default=None, metavar="PATH", help=where + "runs.sqlite)")
+    if runs:
+        parser.add_argument("--no-store", action="store_true", help="keep no record of the runs")
+
+
+def store_of(args: argparse.Namespace) -> Any:
+    """The store the flags name: None with --no-store, "default" without --store (the hooks
+    then follow ATTNPROF_STORE), else the store at PATH."""
+    if getattr(args, "no_store", False):
+        return None
+    if args.store is None:
+        return "default"
+    from profiling.store import open_store
+
+    return open_store(args.store)
+
+
+def said_kept(kept: Any) -> None:
+    """Where a command's runs were kept (or why not), on stderr: stdout stays the tables."""
+    ids = [run_id for run_id in kept.ids if run_id]
+    if ids:
+        shown = ", ".join(ids[:3]) + (f" … ({len(ids)} runs)" if len(ids) > 3 else "")
+        print(f"kept in the run store: {shown} (python -m profiling history show ID)",
+              file=sys.stderr)  # fmt: skip
+    for note in kept.notes:
+        print(f"run store: {note}", file=sys.stderr)
+
+
+def add_ray_flag(parser: argparse.ArgumentParser) -> None:
+    """--ray [ADDRESS]: the points on a Ray cluster, one per GPU (profiling/jobs/ray.py)."""
+    from profiling.jobs.executor import LOCAL
+
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const=LOCAL,
+        default=None,
+        metavar="ADDRESS",
+        help="run the points on a Ray cluster, one per GPU at a time: at ADDRESS (e.g. "
+        "auto, or host:6379 of `ray start --head`), or, without one, on a cluster started "
+        "here with every GPU of this machine (default: one after another in this process)",
+    )
 
 
 def shape_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -151,6 +200,17 @@ def progress_bar(what: str) -> Iterator[Callable[[float, str], None]]:
             bar.set_description_str(f"{what}: {text}", refresh=False)
             bar.update(max(0.0, round(100 * fraction, 1) - bar.n))
 
+        yield advance
+
+
+@contextmanager
+def job_progress(ray: str | None) -> Iterator[Callable[[float, str], None]]:
+    """A job's progress: a line per message in this process; on Ray, a bar over the points
+    that names each worker's current point."""
+    if ray is None:
+        yield print_progress
+        return
+    with progress_bar("points") as advance:
         yield advance
 
 

@@ -13,7 +13,8 @@ import logging
 import math
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from profiling.analysis.launch import LaunchStats
 from profiling.analysis.peaks import Peak, peak_entry, peak_tflops, peaks_table
 from profiling.analysis.roofline_runs import run_roofline
 from profiling.analysis.summary import Summary
-from profiling.jobs.files import Progress, cancelled, run_progress, write_zip
+from profiling.jobs import executor as placed
+from profiling.jobs.executor import RAN_ON, Executor, Placement, PointJob, SerialExecutor
+from profiling.jobs.files import Progress, cancelled, write_zip
 from profiling.run.runner import ProfileResult, RunError, VariantUnavailable, run
 from profiling.text_tables import markdown
 from profiling.vocabulary import BACKWARD, FORWARD
@@ -78,6 +81,7 @@ class VariantRun:
     seconds: float = 0.0
     # issue 23: the run's figures (spread, clocks) and its allocator snapshot, for the zip
     extra_files: list[Path] = field(default_factory=list)
+    placement: Placement | None = None  # where it ran (profiling/jobs/executor.py)
 
     @property
     def ok(self) -> bool:
@@ -129,6 +133,7 @@ def compare(
     progress: Progress | None = None,
     make_zip: bool = True,
     stop: Callable[[], bool] | None = None,
+    executor: Executor | None = None,
     **shape: Any,
 ) -> CompareResult:
     """Profile each variant at one shape, one after another; never raises for one variant.
@@ -142,7 +147,12 @@ def compare(
     names = known_variants(variants) if variants else default_variants(device, common["dtype"])
     workloads = [Workload(variant=name, **common) for name in names]
     return compare_workloads(
-        workloads, out_dir=out_dir, progress=progress, make_zip=make_zip, stop=stop
+        workloads,
+        out_dir=out_dir,
+        progress=progress,
+        make_zip=make_zip,
+        stop=stop,
+        executor=executor,
     )
 
 
@@ -153,18 +163,21 @@ def compare_workloads(
     progress: Progress | None = None,
     make_zip: bool = True,
     stop: Callable[[], bool] | None = None,
+    executor: Executor | None = None,
 ) -> CompareResult:
-    """Profile validated workloads of one shape (a JobRequest's), one after another."""
+    """Profile validated workloads of one shape (a JobRequest's), one after another, or side
+    by side on `executor`'s workers (a Ray cluster's GPUs: profiling/jobs/executor.py)."""
     first = workloads[0]
     device = resolve_device(first.device)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-compare-"))
     report = progress or (lambda fraction, text: None)
-    runs: list[VariantRun] = []
-    for index, workload in enumerate(workloads):
-        cancelled(stop, out, made=out_dir is None)
-        step = run_progress(report, index, len(workloads), workload.variant)
-        step(0.0, "starting")
-        runs.append(profile_one(workload, out / workload.variant, step))
+    chains = [  # chains of one: no variant's outcome stops another
+        [PointJob(i, w.variant, w, _started, out / w.variant, partial(_failed_run, w))]
+        for i, w in enumerate(workloads)
+    ]
+    before = partial(cancelled, stop, out, made=out_dir is None)
+    answer = (executor or SerialExecutor()).run(chains, report, before, lambda run: False)
+    runs = [replace(o.value, placement=o.placement) for [o] in answer if o is not None]
     cancelled(stop, out, made=out_dir is None)  # cancelled during the last run: no zip, no page
     report(1.0, f"{len(workloads)} variants done")
     device_name = next((r.summary.device_name for r in runs if r.summary), _device_name(device))
@@ -182,6 +195,16 @@ def compare_workloads(
     if make_zip:
         result.zip_path = compare_zip(result)
     return result
+
+
+def _started(workload: Workload, out_dir: Path, progress: Progress) -> VariantRun:
+    progress(0.0, "starting")
+    return profile_one(workload, out_dir, progress)
+
+
+def _failed_run(workload: Workload, reason: str) -> VariantRun:
+    """A variant no worker could run (each that tried died): a failure with the reason."""
+    return VariantRun(workload.variant, workload.spec.label, "failed", reason)
 
 
 def profile_one(workload: Workload, out_dir: Path, progress: Progress) -> VariantRun:
@@ -238,7 +261,7 @@ def timeline(spans: pd.DataFrame) -> pd.DataFrame:
 def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd.DataFrame:
     """The post's "at a glance" table, plus launch/idle figures; a row per variant asked for."""
     peak = peak_tflops(device_name, dtype)
-    rows = []
+    runs, rows = list(runs), []
     for variant_run in runs:
         row: dict[str, Any] = {
             "variant": variant_run.variant,
@@ -291,6 +314,9 @@ def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd
     table = pd.DataFrame(rows).reindex(columns=columns)
     table[numeric] = table[numeric].astype(float)
     table["idle gaps"] = table["idle gaps"].astype("Int64")
+    ran_on = placed.ran_on_texts([variant_run.placement for variant_run in runs])
+    if ran_on is not None:
+        table.insert(table.columns.get_loc("reason"), RAN_ON, ran_on)
     return table
 
 
@@ -328,6 +354,7 @@ def compare_zip(result: CompareResult) -> Path:
         ("glance.csv", result.glance.to_csv(index=False)),
         ("glance.md", markdown(result.glance)),
         ("peaks.csv", peaks_table().to_csv(index=False)),
+        ("ran_on.csv", placed.ran_on_csv((r.variant, r.placement) for r in result.runs)),
     ]
     for variant_run in result.runs:
         folder = variant_run.variant

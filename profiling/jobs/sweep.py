@@ -8,16 +8,29 @@ runs it; profiling/views/compare_figures.py draws it).
 
 from __future__ import annotations
 
+import json
 import logging
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from profiling.jobs.files import Progress, cancelled, run_progress, write_zip
+from profiling.analysis.roofline_runs import run_roofline
+from profiling.analysis.summary import Summary
+from profiling.jobs.executor import (
+    RAN_ON,
+    Answer,
+    Executor,
+    Placement,
+    PointJob,
+    SerialExecutor,
+    ran_on_texts,
+)
+from profiling.jobs.files import Progress, cancelled, write_zip
 from profiling.run.runner import RunError, VariantUnavailable, run
 from profiling.text_tables import markdown
 from profiling.workload.availability import error_text
@@ -43,6 +56,8 @@ STEP_NOTE = (
     f"{STEP_PEAK}: the most one measured step allocated at once beyond what was alive before "
     "it (the profiler's CPU memory records; a CPU has no allocator peak)"
 )
+# a point's fields the run store reads (issue 34), left out of its JSON, with its trace path
+STORED = ("trace_gz", "summary", "kernels", "roles", "roofline", "operators")
 SAVED = "saved MiB"  # a training sweep's column: what the forward keeps for backward
 
 
@@ -60,6 +75,13 @@ class SweepPoint:
     tflops: float | None = None
     trace_gz: Path | None = None
     saved_mib: float | None = None  # saved for backward beyond the inputs and output
+    placement: Placement | None = None  # where it ran (None: it did not, see status)
+    # issue 34: what the run store keeps of a point that ran (profiling/store/hooks.py)
+    summary: Summary | None = field(default=None, repr=False)
+    kernels: pd.DataFrame | None = field(default=None, repr=False)
+    roles: pd.DataFrame | None = field(default=None, repr=False)
+    roofline: pd.DataFrame | None = field(default=None, repr=False)
+    operators: pd.DataFrame | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -115,9 +137,11 @@ def sweep(
     make_zip: bool = True,
     check: Callable[[Workload], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    executor: Executor | None = None,
     **shape: Any,
 ) -> SweepResult:
-    """Profile every (variant, seq_len) point, one after another; never raises for a point.
+    """Profile every (variant, seq_len) point, one after another (or on `executor`, e.g. a
+    Ray cluster's GPUs: profiling/jobs/executor.py); never raises for a point.
 
     `shape` takes Workload's fields but `variant` and `seq_len`. Raises ConfigError only for a
     bad shape, an unknown variant or an invalid sequence length. `check` is an extra admission
@@ -134,7 +158,13 @@ def sweep(
         for length in lens
     ]
     return sweep_workloads(
-        workloads, out_dir=out_dir, progress=progress, make_zip=make_zip, check=check, stop=stop
+        workloads,
+        out_dir=out_dir,
+        progress=progress,
+        make_zip=make_zip,
+        check=check,
+        stop=stop,
+        executor=executor,
     )
 
 
@@ -146,35 +176,23 @@ def sweep_workloads(
     make_zip: bool = True,
     check: Callable[[Workload], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    executor: Executor | None = None,
 ) -> SweepResult:
     """Profile validated points of one shape (a JobRequest's), variant by variant, each over
     its lengths in order. An unavailable or out-of-memory point ends its variant's run: the
-    longer lengths are marked, not tried."""
+    longer lengths are marked, not tried. Each variant is one chain of the executor's (see
+    profiling/jobs/executor.py): on Ray, variants run side by side and a variant's lengths one after
+    another, so the rule gives the serial sweep's table."""
     device = resolve_device(workloads[0].device)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-sweep-"))
     report = progress or (lambda fraction, text: None)
-    total = len(workloads)
-    points: list[SweepPoint] = []
-    device_name = "CPU"
-    stopped: SweepPoint | None = None  # the point that ended the current variant's run
-    for index, workload in enumerate(workloads):
-        name, seq_len = workload.variant, workload.seq_len
-        if stopped is not None and stopped.variant != name:
-            stopped = None
-        estimate_mib = estimate_bytes(workload) / 1024**2
-        if stopped is not None:
-            points.append(_not_run(stopped, seq_len, estimate_mib))
-            continue
-        cancelled(stop, out, made=out_dir is None)
-
-        step = run_progress(report, index, total, f"{name} S={seq_len}")
-        point, ran_on = _profile_point(workload, out / name, step, estimate_mib, check)
-        if point.status in ("unavailable", "oom"):
-            stopped = point
-        points.append(point)
-        device_name = ran_on or device_name
+    chains = _chains(workloads, out, check)
+    answer = (executor or SerialExecutor()).run(
+        chains, report, lambda: cancelled(stop, out, made=out_dir is None), _ends_variant
+    )
+    points, device_name = _points(chains, answer)
     cancelled(stop, out, made=out_dir is None)  # cancelled during the last run: no zip, no page
-    report(1.0, f"{total} points done")
+    report(1.0, f"{len(workloads)} points done")
     result = SweepResult(
         shape={k: v for k, v in workloads[0].shape().items() if k != "seq_len"},
         device=device,
@@ -193,6 +211,60 @@ def sweep_workloads(
     if make_zip:
         result.zip_path = sweep_zip(result)
     return result
+
+
+def _chains(
+    workloads: Sequence[Workload], out: Path, check: Callable[[Workload], None] | None
+) -> list[list[PointJob]]:
+    """The points as one chain per variant (consecutive workloads of one variant), in order."""
+    chains: list[list[PointJob]] = []
+    for index, workload in enumerate(workloads):
+        estimate_mib = estimate_bytes(workload) / 1024**2
+        name, seq_len = workload.variant, workload.seq_len
+        job = PointJob(
+            index=index,
+            label=f"{name} S={seq_len}",
+            workload=workload,
+            run=partial(_profile_point, estimate_mib=estimate_mib, check=check),
+            out_dir=out / name,
+            failed=partial(_failed_point, name, seq_len, estimate_mib),
+        )
+        if chains and chains[-1][-1].workload.variant == name:
+            chains[-1].append(job)
+        else:
+            chains.append([job])
+    return chains
+
+
+def _ends_variant(record: tuple[SweepPoint, str | None]) -> bool:
+    return record[0].status in ("unavailable", "oom")
+
+
+def _points(chains: list[list[PointJob]], answer: Answer) -> tuple[list[SweepPoint], str]:
+    """The executor's outcomes as points in the job's order, the unrun ones marked after the
+    point that ended their variant; and the device name the last run saw."""
+    points: list[SweepPoint] = []
+    device_name = "CPU"
+    for chain, outcomes in zip(chains, answer, strict=True):
+        stopped: SweepPoint | None = None
+        for job, outcome in zip(chain, outcomes, strict=True):
+            if outcome is None:
+                assert stopped is not None  # only a point that ended the chain leaves one unrun
+                estimate_mib = estimate_bytes(job.workload) / 1024**2
+                points.append(_not_run(stopped, job.workload.seq_len, estimate_mib))
+                continue
+            point, ran_on = outcome.value
+            point = replace(point, placement=outcome.placement)
+            stopped = point if _ends_variant(outcome.value) else stopped
+            points.append(point)
+            device_name = ran_on or device_name
+    return points, device_name
+
+
+def _failed_point(
+    name: str, seq_len: int, estimate_mib: float, reason: str
+) -> tuple[SweepPoint, None]:
+    return SweepPoint(name, seq_len, "failed", reason, estimate_mib=estimate_mib), None
 
 
 def _not_run(stopped: SweepPoint, seq_len: int, estimate_mib: float) -> SweepPoint:
@@ -245,6 +317,11 @@ def _profile_point(
         tflops=summary.tflops,
         trace_gz=result.trace_gz,
         saved_mib=None if summary.saved_extra_bytes is None else summary.saved_extra_bytes / 2**20,
+        summary=summary,
+        kernels=result.kernels,
+        roles=result.trace.roles(),
+        roofline=run_roofline(result),
+        operators=result.operators,
     )
     return point, summary.device_name
 
@@ -274,15 +351,20 @@ def sweep_table(points: Sequence[SweepPoint]) -> pd.DataFrame:
     numeric = ["GPU µs/fwd", "CPU µs/fwd", "peak MiB", STEP_PEAK, "est. MiB", "TFLOP/s"]
     numeric += [SAVED] if SAVED in columns else []
     table[numeric] = table[numeric].astype(float)
+    ran_on = ran_on_texts([point.placement for point in points])
+    if ran_on is not None:
+        table.insert(table.columns.get_loc("reason"), RAN_ON, ran_on)
     return table
 
 
 def sweep_zip(result: SweepResult) -> Path:
-    """One zip: the table (CSV, Markdown, JSON) and one trace per point that ran."""
+    """One zip: the table (CSV, Markdown, JSON), every point's record (points.json: where it
+    ran too) and one trace per point that ran."""
     entries: list[tuple[str, Path | str]] = [
         ("sweep.csv", result.table.to_csv(index=False)),
         ("sweep.md", markdown(result.table)),
         ("sweep.json", result.table.to_json(orient="records", indent=1)),
+        ("points.json", json.dumps(points_json(result), indent=1)),  # with where each ran
     ]
     for point in result.points:
         if point.trace_gz is not None and point.trace_gz.exists():
@@ -293,9 +375,15 @@ def sweep_zip(result: SweepResult) -> Path:
 def points_json(result: SweepResult) -> list[dict[str, Any]]:
     """The raw numbers, JSON-ready, so a chart can be drawn later on another machine."""
     return [
-        {**{k: v for k, v in asdict(p).items() if k != "trace_gz"}, "trace": _name(p.trace_gz)}
+        {**{f.name: _plain(getattr(p, f.name)) for f in fields(p) if f.name not in STORED},
+         "trace": _name(p.trace_gz)}
         for p in result.points
-    ]
+    ]  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    """A point's field as JSON takes it (where it ran is a dataclass)."""
+    return asdict(value) if is_dataclass(value) else value
 
 
 def _name(path: Path | None) -> str | None:

@@ -16,6 +16,7 @@ import spaces
 from profiling.jobs import queue as jobs
 from profiling.jobs.compare import CompareResult
 from profiling.jobs.compare import compare_workloads as run_compare
+from profiling.jobs.executor import app_executor
 from profiling.page.controls import (
     DEVICE,
     START,
@@ -37,6 +38,7 @@ from profiling.page.listeners import (
     relabel_on_dtype,
     run_device_job,
 )
+from profiling.store.hooks import compare_runs, keep
 from profiling.views import compare as views_compare
 from profiling.views import shared as views_shared
 from profiling.views import timing as views_timing
@@ -51,7 +53,10 @@ def compare_on_gpu(request: job_request.JobRequest, progress: Any = None) -> Com
     """The GPU work of a Compare: every variant profiled one after another, plain data back."""
     with translated("compare_on_gpu"):
         return run_compare(
-            request.workloads, progress=progress_callback(progress), stop=jobs.stop_requested
+            request.workloads,
+            progress=progress_callback(progress),
+            stop=jobs.stop_requested,
+            executor=app_executor(),  # a Ray cluster's GPUs with ATTNPROF_RAY_ADDRESS
         )
 
 
@@ -80,7 +85,9 @@ def compare(variants: list[str], shape: dict[str, Any], progress: gr.Progress) -
 
 
 def _view(result: CompareResult, device: str) -> tuple[Any, Any]:
-    """The Compare page, and issue 23's timing table and memory peaks beside it."""
+    """The Compare page, and issue 23's timing table and memory peaks beside it; each row is
+    kept in the run store first (issue 34)."""
+    keep(compare_runs(result, "app"))
     return views_compare.compare_page(result, device), views_timing.compare_timing(result.runs)
 
 

@@ -17,6 +17,7 @@ import gradio as gr
 
 from profiling.jobs.queue import JobCancelled
 from profiling.run.runner import RunError, VariantUnavailable
+from profiling.store import StoreError
 from profiling.trace.events import TraceError
 from profiling.views import shared as views_shared
 from profiling.workload.spec import ConfigError
@@ -29,6 +30,7 @@ TITLES: dict[type[Exception], str] = {
     VariantUnavailable: "Variant unavailable",
     RunError: "The run failed",
     TraceError: "Unreadable trace",
+    StoreError: "Run store",  # issue 34: a store refused (foreign, newer, damaged) says why
 }
 USER_ERRORS = tuple(TITLES)
 

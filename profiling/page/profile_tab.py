@@ -36,6 +36,8 @@ from profiling.page.listeners import (
 from profiling.page.style import STRIP_CSS
 from profiling.run import sdpa_account
 from profiling.run.runner import ProfileResult, run
+from profiling.store.hooks import keep, profile_run
+from profiling.views import history as views_history
 from profiling.views import profile as views_profile
 from profiling.views import shared as views_shared
 from profiling.workload import request as job_request
@@ -76,6 +78,8 @@ def profile(variant: str, shape: dict[str, Any], progress: gr.Progress) -> tuple
         result = profile_on_gpu(workload, progress)
         RUN_DIRS.add(result.trace_json.parent)  # kept in the count even if its page fails
         shown = views_profile.page(result)
+    roles, roofline = shown.summary.get("roles"), shown.summary.get("roofline")
+    views_history.mark_kept(shown, keep([profile_run(result, "app", roles, roofline)]))
     return _outputs(shown)
 
 

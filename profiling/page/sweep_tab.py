@@ -14,6 +14,7 @@ import gradio as gr
 import spaces
 
 from profiling.jobs import queue as jobs
+from profiling.jobs.executor import app_executor
 from profiling.jobs.sweep import SweepResult
 from profiling.jobs.sweep import sweep_workloads as run_sweep
 from profiling.page.controls import (
@@ -36,6 +37,7 @@ from profiling.page.listeners import (
     relabel_on_dtype,
     run_device_job,
 )
+from profiling.store.hooks import keep, sweep_runs
 from profiling.views import shared as views_shared
 from profiling.views import sweep as views_sweep
 from profiling.workload import request as job_request
@@ -52,6 +54,7 @@ def sweep_on_gpu(request: job_request.JobRequest, progress: Any = None) -> Sweep
             progress=progress_callback(progress),
             check=job_request.point_check(DEVICE),
             stop=jobs.stop_requested,
+            executor=app_executor(),  # a Ray cluster's GPUs with ATTNPROF_RAY_ADDRESS
         )
 
 
@@ -69,10 +72,15 @@ def sweep(
     variants: list[str], seq_lens: list[int], shape: dict[str, Any], progress: gr.Progress
 ) -> tuple[Any, ...]:
     validate = partial(job_request.sweep_request, variants, seq_lens, **shape, device=DEVICE)
-    view = views_sweep.sweep_page
-    shown = run_device_job("sweep", validate, sweep_on_gpu, view, progress)
+    shown = run_device_job("sweep", validate, sweep_on_gpu, _view, progress)
     zip_path = str(shown.zip_path) if shown.zip_path else None
     return shown.time, shown.memory, shown.table, zip_path
+
+
+def _view(result: SweepResult, device: str) -> views_sweep.SweepPage:
+    """The Sweep page; each point is kept in the run store first (issue 34)."""
+    keep(sweep_runs(result, "app"))
+    return views_sweep.sweep_page(result, device)
 
 
 def _picks() -> tuple[gr.Dropdown, gr.CheckboxGroup]:

@@ -9,6 +9,8 @@ it crosses a ZeroGPU worker boundary.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.metadata
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -123,6 +125,7 @@ def build_result(
         **_roofline(workload, stats, device),
         sdpa_backends=checks.backends,
         **_timing_fields(workload, measured, spread, clocks),
+        machine=_machine(device),
     )
     return ProfileResult(
         config=workload,
@@ -243,6 +246,45 @@ def _gpu_figures(stats: ForwardStats, device: str) -> dict[str, Any]:
         "gpu_us_per_forward": gpu_us,
         "cpu_bound": (stats.cpu_us > gpu_us) if gpu_us else None,
     }
+
+
+def _machine(device: str) -> dict[str, Any]:
+    """What the run store keeps of the machine beside the run's figures (issue 34)."""
+    found: dict[str, Any] = {
+        "cuda_version": torch.version.cuda,
+        "gpu_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+        "triton_version": _installed("triton") or _installed("pytorch-triton"),
+        "driver_version": None, "compute_capability": None, "device_memory_gib": None,
+    }  # fmt: skip
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        found["compute_capability"] = f"{props.major}.{props.minor}"
+        found["device_memory_gib"] = props.total_memory / 2**30
+        found["driver_version"] = _driver_version()
+    return found
+
+
+@functools.cache  # importlib.metadata scans sys.path (~10 ms): once per process
+def _installed(package: str) -> str | None:
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        return importlib.metadata.version(package)
+    return None
+
+
+@functools.cache  # the driver does not change under a running process
+def _driver_version() -> str | None:
+    """The NVIDIA driver's version through NVML (nvidia-ml-py), None where it cannot say."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            version = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no library, no driver, no permission: the row says NULL
+        return None
+    return version.decode() if isinstance(version, bytes) else str(version)
 
 
 def _cpu_name() -> str:

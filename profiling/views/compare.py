@@ -25,10 +25,11 @@ from profiling.jobs.compare import (
     CompareResult,
     default_variants,
 )
+from profiling.text_tables import shape_text
 from profiling.views.compare_figures import gpu_cpu_bars, mini_gantts
 from profiling.views.roofline_figure import roofline_spec
 from profiling.views.shared import significant, without_nan
-from profiling.views.summary_text import sdpa_rows, shape_text
+from profiling.views.summary_text import sdpa_rows
 from profiling.workload.availability import unavailable_reasons, zero_gpu
 from profiling.workload.spec import device_key
 

@@ -20,7 +20,8 @@ from plotly.subplots import make_subplots
 
 from profiling.jobs.compare import CompareResult
 from profiling.jobs.sweep import STEP_PEAK, SweepResult
-from profiling.views.summary_text import UNITS, shape_text
+from profiling.text_tables import shape_text
+from profiling.views.summary_text import UNITS
 
 CPU_SPANS = {
     "forward": "attn_fwd span",

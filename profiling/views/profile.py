@@ -303,12 +303,13 @@ class Page:
     memory_table: pd.DataFrame | None = None
 
 
-def page(result: Any) -> Page:
-    """ProfileResult → what the page shows. The figure is built here, outside any GPU slot."""
+def page(result: Any, roofline: pd.DataFrame | None = None) -> Page:
+    """ProfileResult → what the page shows. The figure is built here, outside any GPU slot.
+    `roofline`: rows kept in the run store (a reopened run has no Workload to size them)."""
     summary: Summary = result.summary
     launch = result.trace.launch_stats()
     roles = result.trace.roles()
-    roofline = run_roofline(result)
+    roofline = run_roofline(result) if roofline is None else roofline
     why = {"roles": as_records(roles), "roofline": as_records(roofline)}
     return Page(
         strip=summary_html(summary) + launch_html(launch) + timing_html(summary),

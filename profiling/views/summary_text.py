@@ -6,13 +6,12 @@ are named by what one step is (a forward, a backward, or a training step).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from profiling.analysis.spread import large_text, median_note
 from profiling.analysis.summary import NO_GPU_WORK, Summary
 from profiling.kernels.names import with_reading
-from profiling.text_tables import count_text
+from profiling.text_tables import count_text, shape_text
 from profiling.views.timing_text import timing_rows
 
 
@@ -46,20 +45,6 @@ UNITS = {"forward": "forward", "backward": "backward", "train": "step"}  # what 
 def unit(summary: Summary) -> str:
     """What the per-step figures are per: a forward, a backward, or a training step."""
     return UNITS.get(summary.mode, "forward")
-
-
-def shape_text(shape: Mapping[str, Any]) -> str:
-    """`B8 H16 S1024 D64 bfloat16 causal`, without S when the shape has no seq_len (a sweep)."""
-    length = f" S{shape['seq_len']}" if "seq_len" in shape else ""
-    mask = "causal" if shape["causal"] else "full"
-    mode = "" if shape.get("mode", "forward") == "forward" else f" {shape['mode']}"
-    heads = f"H{shape['heads']}" + (f"/KV{shape['kv_heads']}" if shape.get("kv_heads") else "")
-    queries = f" Q{shape['q_len']}" if shape.get("q_len") else ""
-    window = f" window {shape['window']}" if shape.get("window") else ""
-    return (
-        f"B{shape['batch']} {heads}{queries}{length} D{shape['head_dim']} {shape['dtype']} "
-        f"{mask}{window}{mode}"
-    )
 
 
 def summary_rows(summary: Summary) -> list[tuple[str, str]]:

@@ -29,11 +29,11 @@ from profiling.vocabulary import (
     BACKWARD,
     DEVICES,
     DTYPE_NAMES,
-    FORWARD,
     LIMITS,
+    MODE_PHASES,
     MODES,
-    STEP,
     TIMINGS,
+    measured_span,
 )
 from profiling.workload import controls
 
@@ -153,14 +153,12 @@ class Workload:
     @property
     def phases(self) -> tuple[str, ...]:
         """The record_function spans one measured step is made of, in order."""
-        return {"forward": (FORWARD,), "backward": (BACKWARD,), "train": (FORWARD, BACKWARD)}[
-            self.mode
-        ]
+        return MODE_PHASES[self.mode]
 
     @property
     def measured(self) -> str:
         """The span around one measured step: the phase itself, or a train step's STEP."""
-        return STEP if self.mode == "train" else self.phases[0]
+        return measured_span(self.mode)
 
     @property
     def needs_grad(self) -> bool:

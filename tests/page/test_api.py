@@ -25,7 +25,9 @@ def test_profile_endpoint_is_documented_with_named_parameters(client):
     api = client.view_api(return_format="dict", print_info=False)
     endpoints = api["named_endpoints"]
     # the lesson/relabel listeners stay private; the #4 endpoints: tests/views/test_api_views.py
-    assert list(endpoints) == ["/profile", "/compare", "/diff", "/sweep", "/analyze"]
+    # issue 34's History endpoints come after the five (tests/store/test_store_runs.py)
+    history = ["/history", "/history_run", "/history_diff", "/history_compare", "/history_trend"]
+    assert list(endpoints) == ["/profile", "/compare", "/diff", "/sweep", "/analyze", *history]
     params = [p["parameter_name"] for p in endpoints["/profile"]["parameters"]]
     assert params == PROFILE_PARAMETERS
     assert len(endpoints["/profile"]["returns"]) == 12  # with roles and the roofline (2)

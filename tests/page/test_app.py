@@ -224,7 +224,10 @@ def test_wiring_one_gpu_job_at_a_time():
     names = [c.elem_id for c in profile.inputs]
     assert names == PROFILE_PARAMETERS
     public = [fn.api_name for fn in app.demo.fns.values() if fn.api_visibility == "public"]
-    assert public == ["profile", "compare", "diff", "sweep", "analyze"]  # see test_app_views
+    history = ["history", "history_run", "history_diff", "history_compare", "history_trend"]
+    assert public == ["profile", "compare", "diff", "sweep", "analyze", *history]  # issue 34
+    for name in history:  # the store is read on the CPU: History's calls wait for no GPU job
+        assert deps[name].concurrency_id != views_shared.GPU_GROUP
     assert app.demo._queue.max_size == views_shared.QUEUE_MAX_SIZE
     assert app.demo.delete_cache == views_shared.DELETE_CACHE
     assert app.SERVE_OPTIONS["max_file_size"] == views_shared.MAX_FILE_SIZE

@@ -1,0 +1,155 @@
+"""`python -m profiling history list | show ID | diff A B | compare ID… | trend ID | export FILE |
+import FILE | prune`: the run store from a terminal, with the History tab's views (no torch:
+a laptop reads an H200's exported runs)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from profiling.cli.flags import Parser, add_store_flags, at_least_one, printed_table
+from profiling.store import StoreError, open_store, query
+from profiling.trace.events import TraceError
+from profiling.user_values import ConfigError
+
+LIST_FILTERS = ("variant", "shape", "mode", "device", "since", "until")
+
+
+def history_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m profiling history", description=__doc__.splitlines()[0])
+    add_store_flags(parser)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    listed = commands.add_parser("list", help="stored runs, newest first")
+    for name in LIST_FILTERS:
+        listed.add_argument(f"--{name}", default="", help=_filter_help(name))
+    listed.add_argument("--limit", type=at_least_one, default=query.DEFAULT_ROWS)
+    commands.add_parser("show", help="one run's summary and tables").add_argument("id")
+    diffed = commands.add_parser("diff", help="the Diff of two runs' kept traces")
+    diffed.add_argument("ids", nargs=2, metavar="ID")
+    diffed.add_argument("--top", type=at_least_one, default=25, help="rows per table")
+    compared = commands.add_parser("compare", help="stored figures side by side (any devices)")
+    compared.add_argument("ids", nargs="+", metavar="ID")
+    commands.add_parser("trend", help="one run's workload over time, regressions").add_argument(
+        "id"
+    )
+    commands.add_parser("export", help="to .parquet or .jsonl (traces beside)").add_argument("file")
+    commands.add_parser("import", help="merge a store or an export").add_argument("file")
+    pruned = commands.add_parser("prune", help="apply the traces' size cap now")
+    pruned.add_argument("--max-bytes", type=int, default=None, help="cap (default 2 GB)")
+    for sub in commands.choices.values():
+        sub.add_argument("--markdown", action="store_true", help="print Markdown tables")
+    return parser
+
+
+def _filter_help(name: str) -> str:
+    return {"shape": "part of the shape, e.g. S1024", "device": "part of the device's name, or cpu",
+            "since": "YYYY-MM-DD", "until": "YYYY-MM-DD"}.get(name, f"exact {name}")  # fmt: skip
+
+
+def history_main(argv: list[str]) -> int:
+    args = history_parser().parse_args(argv)
+    store = open_store(args.store)
+    if store is None:
+        print(
+            "error: the run store is off (ATTNPROF_STORE=off); pass --store PATH", file=sys.stderr
+        )
+        return 2
+    try:
+        return HISTORY[args.command](store, args)
+    except (ConfigError, TraceError, StoreError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def list_command(store: Any, args: argparse.Namespace) -> int:
+    from profiling.views.history import history_note, history_view
+
+    filters = query.checked_filters(**{n: getattr(args, n) for n in LIST_FILTERS},
+                                    limit=args.limit)  # fmt: skip
+    runs, total = query.list_runs(store, filters)
+    print(printed_table(history_view(runs), args.markdown))
+    print(history_note(len(runs), total, store).replace("`", ""))
+    return 0
+
+
+def show_command(store: Any, args: argparse.Namespace) -> int:
+    from profiling.views.history import stored_summary, trace_state, when
+    from profiling.views.shared import kernel_view, role_view
+    from profiling.views.summary_text import summary_rows
+
+    run = query.get_run(store, args.id)
+    print(f"run {run['id']} · {when(run['created'])} UTC · {run['kind']} ({run['origin']}) · "
+          f"trace {trace_state(run)}")  # fmt: skip
+    if run["status"] != "ok":
+        print(f"{run['variant']} · {run['shape']}: {run['status']} — {run['reason']}")
+        return 0
+    rows = summary_rows(stored_summary(run))
+    width = max(len(name) for name, _ in rows)
+    print("\n".join(f"{name:>{width}}  {value}" for name, value in rows))
+    tables = query.children(store, run["id"])
+    for title, table in (("kernels", kernel_view(tables["kernels"])),
+                         ("kernels by role", role_view(tables["roles"]))):  # fmt: skip
+        if not table.empty:
+            shown = table.drop(columns="Full name", errors="ignore")
+            print(f"\n== {title} ==\n{printed_table(shown, args.markdown)}")
+    return 0
+
+
+def diff_command(store: Any, args: argparse.Namespace) -> int:
+    from profiling.views.history import diff_runs
+
+    shown = diff_runs(store, args.ids)
+    print(shown.headline)
+    for title, table in (("kernels", shown.kernels), ("operators", shown.operators),
+                         ("by role in attention", shown.roles)):  # fmt: skip
+        if table is not None and not table.empty:
+            print(f"\n== {title} ==\n{printed_table(table.head(args.top), args.markdown)}")
+    return 0
+
+
+def compare_command(store: Any, args: argparse.Namespace) -> int:
+    from profiling.views.history import compare_runs
+
+    print(printed_table(compare_runs(store, args.ids), args.markdown))
+    return 0
+
+
+def trend_command(store: Any, args: argparse.Namespace) -> int:
+    from profiling.store.trend import RULE
+    from profiling.views.history import trend_table
+
+    points = trend_table(store, args.id)
+    print(printed_table(points.round(1), args.markdown))
+    print(f"\nrule: {RULE}")
+    return 0
+
+
+def export_command(store: Any, args: argparse.Namespace) -> int:
+    from profiling.store.exchange import export_runs
+
+    count, written = export_runs(store, args.file)
+    print(f"exported {count} runs: " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def import_command(store: Any, args: argparse.Namespace) -> int:
+    from profiling.store.exchange import import_runs
+
+    done = import_runs(store, args.file)
+    print(f"imported {done.added} runs ({done.skipped} already here, {done.traces} traces "
+          f"copied) into {store.path}")  # fmt: skip
+    return 0
+
+
+def prune_command(store: Any, args: argparse.Namespace) -> int:
+    from profiling.store.write import apply_cap
+
+    pruned = apply_cap(store, store.max_bytes if args.max_bytes is None else args.max_bytes)
+    print(pruned.message() if pruned else f"the traces are within the cap ({pruned.cap:,} bytes)")
+    return 0
+
+
+HISTORY = {"list": list_command, "show": show_command, "diff": diff_command,
+           "compare": compare_command, "trend": trend_command, "export": export_command,
+           "import": import_command, "prune": prune_command}  # fmt: skip

@@ -1,0 +1,176 @@
+"""How a Compare or a Sweep runs its points: here, one after another (SerialExecutor), or on a
+Ray cluster with one point per GPU (profiling/jobs/ray.py, imported only when asked for).
+
+A job hands its points over as chains: a chain's points run in order, and a point whose
+outcome ends its chain (a Sweep's unavailable or out-of-memory length) leaves the rest of the
+chain unrun (None in the answer). A Compare's points are chains of one. Every executor answers
+the same shape, so the Sweep and Compare results are the same objects wherever they ran.
+
+No torch and no ray at import: the CLI and the app load this before they know what they run.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from profiling.jobs.files import Progress, run_progress
+from profiling.user_values import ConfigError
+
+if TYPE_CHECKING:
+    from profiling.workload.spec import Workload
+
+RAY_ADDRESS_ENV = "ATTNPROF_RAY_ADDRESS"  # the app runs its Sweeps and Compares there when set
+LOCAL = "local"  # --ray without an address: Ray starts on this machine
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a point ran: the host, the device's name and (on a GPU) its UUID."""
+
+    host: str
+    device: str  # the GPU's name, or "CPU"
+    uuid: str = ""  # the GPU's UUID: two GPUs of one model on one host differ here
+    attempts: int = 1  # 2: its first worker died and it ran again on a fresh one
+
+    def text(self) -> str:
+        return f"{self.host} · {self.device}"
+
+
+def placement_here(workload: Workload) -> Placement:
+    """Where `workload` runs in this process: a Ray worker sees only its own GPU, as cuda:0."""
+    from profiling.workload.spec import resolve_device  # torch: a run is happening here anyway
+
+    host = socket.gethostname()
+    if resolve_device(workload.device) != "cuda":
+        return Placement(host, "CPU")
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return Placement(host, props.name, str(getattr(props, "uuid", "")))
+
+
+RAN_ON = "ran on"  # the tables' column on a mixed cluster
+
+
+def ran_on_texts(placements: Sequence[Placement | None]) -> list[str] | None:
+    """Each row's host and device when the rows ran on more than one GPU model (a mixed
+    cluster), so a table splits by device; None on one model, where every row would say the
+    same (the zip's JSON and each point's record keep the placement either way)."""
+    if len({p.device for p in placements if p is not None}) < 2:
+        return None
+    return [p.text() if p is not None else "" for p in placements]
+
+
+def ran_on_csv(rows: Iterable[tuple[str, Placement | None]]) -> str:
+    """(name, placement) pairs as CSV: where each ran, and after how many attempts."""
+    text = io.StringIO()
+    table = csv.writer(text)
+    table.writerow(["variant", "host", "device", "uuid", "attempts"])
+    table.writerows([name, p.host, p.device, p.uuid, p.attempts] for name, p in rows if p)
+    return text.getvalue()
+
+
+# (workload, folder for its files, progress) -> the job's record of the point (picklable)
+PointRun = Callable[["Workload", Path, Progress], Any]
+
+
+@dataclass(frozen=True)
+class PointJob:
+    """One point of a job: what runs it, where its files go, and its record when it cannot."""
+
+    index: int  # its place in the job's order, for progress
+    label: str  # "naive S=1024"
+    workload: Workload
+    run: PointRun  # module-level or a functools.partial of one, so it can travel to a worker
+    out_dir: Path  # the folder its files end up in (the job's, on the machine that asked)
+    failed: Callable[[str], Any]  # its record when no worker could run it, given the reason
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A point's record (what `PointJob.run` returned) and where it ran."""
+
+    value: Any
+    placement: Placement | None  # None: no worker ran it (cancelled)
+
+
+Chains = Sequence[Sequence[PointJob]]
+Answer = list[list[Outcome | None]]  # per chain, per point; None: not run, its chain had ended
+
+
+class Executor(Protocol):
+    def run(
+        self,
+        chains: Chains,
+        report: Progress,
+        before: Callable[[], None],
+        ends_chain: Callable[[Any], bool],
+    ) -> Answer:
+        """Run every chain; `before()` is called before each point starts and may raise to end
+        the job (a cancelled page job); `ends_chain(record)` says a chain goes no further."""
+        ...
+
+
+class SerialExecutor:
+    """Today's loop: every point in this process, one after another, in the job's order."""
+
+    def run(
+        self,
+        chains: Chains,
+        report: Progress,
+        before: Callable[[], None],
+        ends_chain: Callable[[Any], bool],
+    ) -> Answer:
+        total = sum(len(chain) for chain in chains)
+        answer: Answer = []
+        for chain in chains:
+            outcomes: list[Outcome | None] = []
+            ended = False
+            for job in chain:
+                if ended:
+                    outcomes.append(None)
+                    continue
+                before()
+                step = run_progress(report, job.index, total, job.label)
+                value = job.run(job.workload, job.out_dir, step)
+                outcomes.append(Outcome(value, placement_here(job.workload)))
+                ended = ends_chain(value)
+            answer.append(outcomes)
+        return answer
+
+
+def executor_for(ray: str | None) -> Executor:
+    """The executor a job runs on: None → this process; LOCAL → a Ray cluster started here with
+    every GPU of the machine; an address → the Ray cluster there. Ray is imported only here."""
+    if ray is None:
+        return SerialExecutor()
+    try:
+        from profiling.jobs.ray import RayExecutor
+    except ImportError as exc:
+        raise ConfigError(
+            f"running on Ray needs Ray installed ({exc}): pip install -r requirements-ray.txt"
+        ) from None
+
+    return RayExecutor(None if ray == LOCAL else ray)
+
+
+_APP_EXECUTOR: list[Executor] = []  # the app's, made on its first job
+
+
+def app_executor() -> Executor | None:
+    """Where the app's Sweeps and Compares run: None (this process, one after another) unless
+    the app was started with ATTNPROF_RAY_ADDRESS (an address, or "local" for a cluster on
+    this machine). One executor for the app's life, so its workers stay warm between jobs."""
+    address = os.environ.get(RAY_ADDRESS_ENV, "").strip()
+    if not address:
+        return None
+    if not _APP_EXECUTOR:
+        _APP_EXECUTOR.append(executor_for(address))
+    return _APP_EXECUTOR[0]

@@ -1,0 +1,260 @@
+"""The History tab (issue 34): the run store's runs, filtered, newest first; open one (its
+Profile view rebuilt without a GPU, at the permalink `?run=<id>`), diff two, compare several,
+and draw one workload's trend with its regressions.
+
+Raw inputs → profiling.store.query (filters checked there) → profiling.views.history and
+profiling.views.reopen → components. Every handler is also an API endpoint (/history,
+/history_run, /history_diff, /history_compare, /history_trend).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from attention import VARIANTS
+from profiling.page.controls import kernel_table, table
+from profiling.page.errors import translated
+from profiling.page.listeners import QUIET, download_button, enabled_downloads
+from profiling.page.style import STRIP_CSS
+from profiling.store import open_store, query
+from profiling.store.trend import RULE
+from profiling.user_values import ConfigError
+from profiling.views import history as views_history
+from profiling.views import reopen as views_reopen
+from profiling.views import shared as views_shared
+from profiling.vocabulary import MODES
+
+COPIES = views_shared.RunDirs()  # served copies of reopened traces (Gradio serves temp files)
+OFF = "The run store is off (ATTNPROF_STORE=off): nothing is kept."
+# a permalink opens the History tab: the tab's button is clicked once the page has loaded
+OPEN_TAB_JS = """() => { if (new URLSearchParams(window.location.search).get("run")) {
+  const tab = [...document.querySelectorAll('[role="tab"]')]
+    .find((b) => b.textContent.trim() === "History");
+  if (tab) tab.click(); } }"""
+
+
+def _store() -> Any:
+    found = open_store()
+    if found is None:
+        raise ConfigError(OFF)
+    return found
+
+
+def history(
+    variant: str = "", shape: str = "", mode: str = "", device: str = "", since: str = "",
+    until: str = "", limit: float = query.DEFAULT_ROWS,
+) -> tuple[Any, str]:  # fmt: skip
+    """The stored runs, newest first, narrowed by any of the filters.
+
+    Args:
+        variant: a variant id, e.g. "sdpa-flash" (empty: any).
+        shape: part of the shape text, e.g. "S1024" or "bfloat16" (empty: any).
+        mode: "forward", "backward" or "train" (empty: any).
+        device: part of the device's name, e.g. "H200", or "cpu" / "cuda" (empty: any).
+        since: first day, YYYY-MM-DD (UTC; empty: no bound).
+        until: last day, YYYY-MM-DD (UTC; empty: no bound).
+        limit: the newest rows to return (1–10,000; default 200).
+
+    Returns:
+        the runs table (id, time, workload, device, status, figures, trace kept or pruned) and
+        a note saying how many matched.
+    """
+    with translated("history"):
+        raw = dict(variant=variant, shape=shape, mode=mode, device=device, since=since,
+                   until=until, limit=limit)  # fmt: skip
+        filters = query.checked_filters(**raw)
+        store = _store()
+        runs, total = query.list_runs(store, filters)
+        return views_history.history_view(runs), views_history.history_note(len(runs), total, store)
+
+
+def _served(path: Path | None) -> str | None:
+    """A copy of a stored trace in a temp folder Gradio may serve (the store may be anywhere)."""
+    if path is None:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="attnprof-history-"))
+    COPIES.add(folder)
+    return str(shutil.copy(path, folder / path.name))
+
+
+def history_run(run_id: str) -> tuple[Any, ...]:
+    """One stored run's Profile view, rebuilt from the store and its kept trace (no GPU).
+
+    Args:
+        run_id: the run's id, as History lists it (also the permalink's ?run=).
+
+    Returns:
+        where the run came from, the summary strip (HTML), the Gantt (plotly), the kernel
+        table, the roles table, the roofline chart and table, the operator table, the summary
+        (JSON) and the trace (.json.gz; empty when it was pruned).
+    """
+    with translated(f"history_run {run_id!r}"):
+        store = _store()
+        shown, origin = views_reopen.reopened(store, run_id)
+        trace = views_reopen.kept_trace(store, run_id)
+        return (origin, shown.strip, shown.figure, shown.kernels, shown.roles,
+                shown.roofline_figure, shown.roofline, shown.operators, shown.summary,
+                _served(trace))  # fmt: skip
+
+
+def history_diff(run_ids: str) -> tuple[Any, ...]:
+    """The Diff view of two stored runs, from their kept traces.
+
+    Args:
+        run_ids: two run ids, separated by a comma or a space.
+
+    Returns:
+        the headline (Markdown), the kernel, operator and role delta tables.
+    """
+    with translated("history_diff"):
+        shown = views_history.diff_runs(_store(), run_ids)
+        return shown.headline, shown.kernels, shown.operators, shown.roles
+
+
+def history_compare(run_ids: str) -> Any:
+    """Stored runs side by side (any devices, e.g. an H100 and an H200 at one shape), from
+    their stored figures, without running anything.
+
+    Args:
+        run_ids: two or more run ids, separated by commas or spaces.
+
+    Returns:
+        a table: each run's device, workload, median GPU and CPU µs, IQR, × the first run's
+        time, TFLOP/s, TB/s, peak MiB, errors, clocks, driver and versions.
+    """
+    with translated("history_compare"):
+        return views_history.compare_runs(_store(), run_ids)
+
+
+def history_trend(run_id: str) -> tuple[Any, str]:
+    """One workload over time: every stored run of the workload of `run_id` on its device,
+    each point's IQR, and the runs flagged as regressions (the rule is in the note).
+
+    Args:
+        run_id: any run of the workload.
+
+    Returns:
+        the trend chart (plotly) and a note naming the regressions and the rule.
+    """
+    with translated("history_trend"):
+        store = _store()
+        points = views_history.trend_table(store, views_history.picked_ids(run_id, 1, 1)[0])
+        title = f"Trend · {query.get_run(store, points['id'].iloc[-1])['shape']}"
+        return views_history.trend_figure(points, title), views_history.trend_note(points)
+
+
+def add_picked(picked: str, event: gr.SelectData) -> str:
+    """A click on a row of the runs table adds its run to the picked ids."""
+    row = event.row_value if event.row_value else []
+    run_id = str(row[0]) if row else ""
+    ids = [i for i in (picked or "").replace(",", " ").split() if i]
+    if run_id and run_id not in ids:
+        ids.append(run_id)
+    return " ".join(ids)
+
+
+def from_permalink(request: gr.Request) -> str:
+    """The `?run=<id>` of the page's address, into the picked ids."""
+    params = getattr(request, "query_params", None) or {}
+    return str(params.get("run", "") or "")[:64]
+
+
+def _filters() -> list[Any]:
+    """The filters, in history()'s order."""
+    with gr.Row():
+        variant = gr.Dropdown(choices=["", *VARIANTS], value="", label="Variant",
+                              elem_id="history-variant", filterable=True)  # fmt: skip
+        shape = gr.Textbox(label="Shape contains", placeholder="S1024", elem_id="history-shape")
+        mode = gr.Dropdown(choices=["", *MODES], value="", label="Mode", elem_id="history-mode")
+        device = gr.Textbox(label="Device contains", placeholder="H200, cpu",
+                            elem_id="history-device")  # fmt: skip
+        since = gr.Textbox(label="Since (YYYY-MM-DD)", elem_id="history-since")
+        until = gr.Textbox(label="Until (YYYY-MM-DD)", elem_id="history-until")
+        limit = gr.Number(value=query.DEFAULT_ROWS, label="Rows", precision=0,
+                          elem_id="history-limit")  # fmt: skip
+    return [variant, shape, mode, device, since, until, limit]
+
+
+def _opened() -> list[Any]:
+    """A reopened run's view, in history_run()'s order."""
+    origin = gr.Markdown("", elem_id="history-origin")
+    strip = gr.HTML("", elem_id="history-summary", css_template=STRIP_CSS)
+    gantt = gr.Plot(label="Timeline: CPU ops and GPU kernels", elem_id="history-gantt")
+    kernels = kernel_table("GPU kernels per step", "history-kernels")  # any machine's run
+    roles = table("Kernels by role in attention (µs per step)", "history-roles")
+    roofline_plot = gr.Plot(label="Roofline: each kernel", elem_id="history-roofline")
+    roofline = table("Roofline per kernel", "history-roofline-table")
+    operators = table("Operators (torch.profiler key_averages)", "history-operators")
+    with gr.Accordion("Summary as JSON", open=False):
+        summary = gr.JSON(label="summary", elem_id="history-summary-json")
+    trace = download_button("Trace .json.gz (Perfetto)", "history-download-gz")
+    return [origin, strip, gantt, kernels, roles, roofline_plot, roofline, operators, summary,
+            trace]  # fmt: skip
+
+
+def _diffed() -> list[Any]:
+    headline = gr.Markdown("", elem_id="history-diff-headline")
+    kernels = table("Kernels: B − A", "history-diff-kernels")
+    operators = table("Operators: B − A", "history-diff-operators")
+    roles = table("By role in attention", "history-diff-roles")
+    return [headline, kernels, operators, roles]
+
+
+def build() -> None:
+    """The History tab and its listeners (/history, /history_run, /history_diff,
+    /history_compare, /history_trend), and the permalink that opens a run on load."""
+    with gr.Tab("History", id="history"):
+        gr.Markdown(
+            "Every run of Profile, Compare and Sweep (here, through the API or the CLI) is kept "
+            "in the run store. Click rows to pick runs, then **Open** one (its Profile view, "
+            "rebuilt without a GPU; its permalink is `?run=<id>`), **Diff** two, **Compare** "
+            "several (any devices), or draw the **Trend** of one run's workload.",
+            elem_id="history-intro",
+        )
+        filters = _filters()
+        refresh = gr.Button("List runs", elem_id="history-refresh")
+        note = gr.Markdown("", elem_id="history-note")
+        runs = table("Stored runs, newest first (click a row to pick it)", "history-runs",
+                     max_height=360)  # fmt: skip
+        picked = gr.Textbox(label="Picked runs (ids)", elem_id="history-picked")
+        with gr.Row():
+            buttons = [gr.Button(label, elem_id=f"history-{name}-button") for name, label in
+                       (("open", "Open"), ("diff", "Diff two"), ("compare", "Compare"),
+                        ("trend", "Trend"), ("clear", "Clear picks"))]  # fmt: skip
+        with gr.Accordion("Run", open=True):
+            opened = _opened()
+        with gr.Accordion("Diff", open=True):
+            diffed = _diffed()
+        compared = table("Compare: stored figures side by side", "history-compare")
+        trend_plot = gr.Plot(label="Trend: median per step, IQR bars", elem_id="history-trend")
+        trend_note = gr.Markdown(f"*Regression rule:* {RULE}", elem_id="history-trend-note")
+    _listen(filters, refresh, note, runs, picked, buttons, opened, diffed, compared,
+            (trend_plot, trend_note))  # fmt: skip
+
+
+def _listen(filters, refresh, note, runs, picked, buttons, opened, diffed, compared, trend):
+    """Each button to its handler (each an API endpoint), and the page load's permalink."""
+    open_button, diff_button, compare_button, trend_button, clear_button = buttons
+    refresh.click(history, filters, [runs, note], api_name="history")
+    runs.select(add_picked, picked, picked, **QUIET)
+    clear_button.click(lambda: "", None, picked, **QUIET)
+    shown = open_button.click(history_run, picked, opened, api_name="history_run")
+    shown.success(enabled_downloads, opened[-1:], opened[-1:], **QUIET)
+    diff_button.click(history_diff, picked, diffed, api_name="history_diff")
+    compare_button.click(history_compare, picked, compared, api_name="history_compare")
+    trend_button.click(history_trend, picked, list(trend), api_name="history_trend")
+    loaded = gr.on(None, from_permalink, None, picked, js=OPEN_TAB_JS, **QUIET)
+    loaded.then(_list_and_open, [picked, *filters], [runs, note, *opened], **QUIET)
+
+
+def _list_and_open(picked: str, *filters: Any) -> tuple[Any, ...]:
+    """On load: the runs listed; a permalink's run opened as well."""
+    listed = history(*filters) if open_store() is not None else (None, OFF)
+    if not picked:
+        return (*listed, *([gr.skip()] * 10))
+    return (*listed, *history_run(picked))

@@ -1,0 +1,22 @@
+"""The run store (issue 34): every run the page, the API and the CLI make, kept in SQLite with
+its trace beside it, so results outlive the page and compare across runs and machines.
+
+What it owns: where the store lives (location), its tables and their migrations (schema),
+opening it safely (connection: the refusals, WAL, busy timeout, one transaction per run),
+a run as rows (rows), the traces by content hash and their size cap (traces), writing
+(write), reading and filtering (query), the trend's regression rule (trend), export and
+import (exchange), and the hooks the page and the CLI call once a result exists (hooks).
+
+Entry points: `hooks.keep(hooks.profile_run(...))` and friends to record; `open_store`,
+`query.list_runs`, `query.get_run`, `query.children` to read; `exchange.export_runs` and
+`exchange.import_runs` for other machines.
+
+What it may import: the standard library, pandas (pyarrow for Parquet), and torch-free parts of
+profiling (summary_text, user_values). Never torch, attention or gradio: the store is written
+after a result exists, from the run's plain data, and read without a GPU.
+"""
+
+from profiling.store.connection import StoreError
+from profiling.store.handle import Store, open_store
+
+__all__ = ["Store", "StoreError", "open_store"]

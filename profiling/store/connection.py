@@ -1,0 +1,172 @@
+"""Opening a store: the refusals (not SQLite, another program's, newer than this code), the
+migration of an older one, WAL with a busy timeout, and one write transaction at a time.
+
+Why these settings: WAL lets readers (a History page) go on while a run is written;
+`BEGIN IMMEDIATE` takes the write lock before reading, so two writers never deadlock on an
+upgrade and wait their turn for up to BUSY_TIMEOUT_MS instead of failing with "database is
+locked"; synchronous=NORMAL keeps every committed run through a crash of the app (only a power
+cut may lose the last few), and a commit costs no fsync.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from profiling.store import schema
+
+BUSY_TIMEOUT_MS = 60_000  # a writer waits its turn this long (a run's write takes ~1 ms)
+
+
+class StoreError(Exception):
+    """The store cannot be used: the message says why and what to do; the file is untouched."""
+
+
+def _refuse(path: Path, why: str) -> StoreError:
+    return StoreError(
+        f"the run store {path} {why}; it was left untouched (move it aside, or choose another "
+        "with --store PATH or ATTNPROF_STORE, or turn storing off with --no-store)"
+    )
+
+
+def check_header(path: Path) -> None:
+    """Refuse a file that is not an SQLite database, before SQLite opens (and could write) it."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    if path.is_dir():
+        raise _refuse(path, "is a folder, not a file")
+    with open(path, "rb") as fh:
+        head = fh.read(len(schema.SQLITE_MAGIC))
+    if head != schema.SQLITE_MAGIC:
+        raise _refuse(path, "is not an SQLite database (a corrupt or foreign file)")
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    connection = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+    )
+    connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return connection
+
+
+def _identity(connection: sqlite3.Connection, path: Path) -> tuple[int, int, int]:
+    """(application_id, user_version, number of tables), read without writing."""
+    try:
+        app = connection.execute("PRAGMA application_id").fetchone()[0]
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        tables = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+            raise
+        raise _refuse(path, f"cannot be read ({exc})") from None
+    return app, version, tables
+
+
+def _check_identity(path: Path, app: int, version: int, tables: int) -> None:
+    if app not in (0, schema.APPLICATION_ID) or (app == 0 and tables):
+        raise _refuse(path, "belongs to another program (not an Attention Profiler store)")
+    if version > schema.VERSION:
+        raise _refuse(
+            path,
+            f"was written by a newer version of this tool (schema {version}; this one knows "
+            f"{schema.VERSION}): update the tool to read it",
+        )
+
+
+def open_connection(path: Path) -> sqlite3.Connection:
+    """A checked, migrated connection to the store at `path` (created when absent)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    check_header(path)
+    connection = _connect(path)
+    try:
+        _check_identity(path, *_identity(connection, path))
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = NORMAL")
+        _migrate(connection, path)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _migrate(connection: sqlite3.Connection, path: Path) -> None:
+    """Apply the steps this store lacks, in one transaction (another process may have just
+    done it: the version is read again under the write lock)."""
+    if connection.execute("PRAGMA user_version").fetchone()[0] == schema.VERSION:
+        return
+    with transaction(connection):
+        app, version, tables = _identity(connection, path)
+        _check_identity(path, app, version, tables)
+        for script in schema.MIGRATIONS[version:]:
+            for statement in schema.statements(script):
+                connection.execute(statement)
+        connection.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+        connection.execute(f"PRAGMA user_version = {schema.VERSION}")
+
+
+@contextmanager
+def transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction: all of it committed, or none of it (a kill leaves nothing)."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield connection
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+class _Open(threading.local):
+    """This thread's open connection per store: closing the last connection of a WAL store
+    checkpoints it (~25 ms), more than a click may spend, so a thread keeps its own open."""
+
+    def __init__(self) -> None:
+        self.connections: dict[Path, tuple[sqlite3.Connection, tuple[int, int]]] = {}
+
+
+_OPEN = _Open()
+
+
+def _file_id(path: Path) -> tuple[int, int]:
+    found = path.stat()
+    return found.st_dev, found.st_ino
+
+
+def connection_for(path: Path) -> sqlite3.Connection:
+    """This thread's connection to `path`, opened (checked, migrated) when new or when the
+    file was replaced since."""
+    held = _OPEN.connections.get(path)
+    if held is not None:
+        try:
+            if _file_id(path) == held[1]:
+                return held[0]
+        except OSError:
+            pass
+        _OPEN.connections.pop(path, None)
+        held[0].close()
+    connection = open_connection(path)
+    _OPEN.connections[path] = (connection, _file_id(path))
+    return connection
+
+
+def forget(path: Path) -> None:
+    """Close this thread's connection to `path` (a store about to be moved or read raw)."""
+    held = _OPEN.connections.pop(path, None)
+    if held is not None:
+        held[0].close()
+
+
+@contextmanager
+def opened(path: Path) -> Iterator[sqlite3.Connection]:
+    """This thread's connection for one operation; SQLite's damage said as a StoreError."""
+    connection = connection_for(path)
+    try:
+        yield connection
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+            raise
+        forget(path)
+        raise _refuse(path, f"is damaged ({exc})") from None

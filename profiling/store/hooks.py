@@ -1,0 +1,158 @@
+"""What the page, the API and the CLI call once a result exists: its runs, as plain data, into
+the store. Duck-typed on the results (ProfileResult, CompareResult, SweepResult), so this
+module imports neither torch nor the code that made them.
+
+Storing is a side effect of a click: a store that cannot be written (damaged, refused, a full
+disk) is logged and said in the returned note, and never fails the run it would have kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from profiling.store.connection import StoreError
+from profiling.store.handle import Store, open_store
+from profiling.store.rows import RunData
+from profiling.store.write import record
+
+log = logging.getLogger(__name__)
+FAILURES = (StoreError, sqlite3.Error, OSError, ValueError)
+
+
+@dataclass
+class Kept:
+    """The ids of the runs stored, in order (None for one that was not), and what to say."""
+
+    ids: list[str | None] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def keep(runs: Iterable[RunData], store: Store | str | None = "default") -> Kept:
+    """Record each run in its own transaction; "default": the store location names."""
+    kept = Kept()
+    try:
+        chosen = open_store() if store == "default" else store
+    except ValueError as exc:  # ATTNPROF_STORE_MAX_BYTES that is not a number
+        log.warning("run store: %s", exc)
+        kept.notes.append(f"not stored: {exc}")
+        return kept
+    for run in runs:
+        if chosen is None or not isinstance(chosen, Store):
+            kept.ids.append(None)
+            continue
+        try:
+            done = record(chosen, run)
+        except FAILURES as exc:
+            log.warning("run store %s: %s", chosen.path, exc)
+            kept.ids.append(None)
+            kept.notes.append(f"not stored: {exc}")
+            continue
+        kept.ids.append(done.run_id)
+        if done.pruned:
+            kept.notes.append(done.pruned.message())
+    kept.notes = list(dict.fromkeys(kept.notes))
+    return kept
+
+
+def _frame(rows: Any) -> pd.DataFrame | None:
+    """A table given as a frame or as records (the page's summary JSON holds records)."""
+    if isinstance(rows, pd.DataFrame):
+        return rows
+    return pd.DataFrame(rows) if rows else None
+
+
+def _phase_kernels(result: Any) -> pd.DataFrame:
+    """The kernel table as the page lists it: each phase's rows, the phase named."""
+    phases = result.trace.phases
+    if len(phases) < 2:
+        return result.kernels
+    return pd.concat(
+        [phase.kernels.assign(phase=name) for name, phase in phases.items()], ignore_index=True
+    )
+
+
+def profile_run(result: Any, origin: str, roles: Any = None, roofline: Any = None) -> RunData:
+    """A Profile run. The page passes the roles and roofline rows its view made (records or
+    frames: no second pass); the CLI leaves them to be computed here."""
+    if roles is None:
+        roles = result.trace.roles()
+    if roofline is None:
+        from profiling.analysis.roofline_runs import (
+            run_roofline,  # torch-free, duck-typed on the result
+        )
+
+        roofline = run_roofline(result)
+    return RunData(
+        kind="profile",
+        origin=origin,
+        config=result.config.as_dict(),
+        status="ok",
+        summary=result.summary.as_dict(),
+        kernels=_phase_kernels(result),
+        roles=_frame(roles),
+        roofline=_frame(roofline),
+        operators=result.operators,
+        trace_gz=Path(result.trace_gz),
+    )
+
+
+def compare_runs(result: Any, origin: str) -> list[RunData]:
+    """Each Compare row: the numbers where it ran, its status and reason where it did not."""
+    runs = []
+    for row in result.runs:
+        config = {**result.shape, "variant": row.variant}
+        if row.summary is not None:
+            config["device"] = row.summary.device
+        runs.append(
+            RunData(
+                kind="compare",
+                origin=origin,
+                config=config,
+                status=row.status,
+                reason=row.reason,
+                summary=row.summary.as_dict() if row.summary else None,
+                kernels=row.kernels,
+                roles=row.roles,
+                roofline=row.roofline,
+                operators=row.operators,
+                trace_gz=_path(row.trace_gz),
+            )
+        )
+    return runs
+
+
+def sweep_runs(result: Any, origin: str) -> list[RunData]:
+    """Each Sweep point (one variant at one length), run or not, with its reason."""
+    runs = []
+    for point in result.points:
+        config = {**result.shape, "variant": point.variant, "seq_len": point.seq_len}
+        summary = getattr(point, "summary", None)
+        if summary is not None:
+            config["device"] = summary.device
+        runs.append(
+            RunData(
+                kind="sweep",
+                origin=origin,
+                config=config,
+                status=point.status,
+                reason=point.reason,
+                summary=summary.as_dict() if summary else None,
+                kernels=getattr(point, "kernels", None),
+                roles=getattr(point, "roles", None),
+                roofline=getattr(point, "roofline", None),
+                operators=getattr(point, "operators", None),
+                trace_gz=_path(point.trace_gz),
+            )
+        )
+    return runs
+
+
+def _path(value: Any) -> Path | None:
+    return Path(value) if value else None

@@ -1,0 +1,99 @@
+"""Recording a run: its trace copied in under its hash, then every row in one transaction.
+
+A kill at any point leaves either the whole run or none of it (the transaction), and at worst
+an unreferenced trace file, which the next prune removes from the count it never entered.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from profiling.store import traces
+from profiling.store.connection import opened, transaction
+from profiling.store.handle import Store
+from profiling.store.location import this_space
+from profiling.store.rows import RunData, child_rows, host_name, run_columns
+
+log = logging.getLogger(__name__)
+STRAY_AGE_S = 600  # a trace file no row names, older than this, is left from a killed write
+ID_BYTES = 12  # 16 URL-safe characters: unguessable, short enough for a permalink
+
+
+@dataclass
+class Recorded:
+    run_id: str
+    pruned: traces.Pruned
+
+
+def new_id() -> str:
+    return secrets.token_urlsafe(ID_BYTES)
+
+
+def insert(connection: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> None:
+    """Rows of one table (all with the same keys) in one statement, run for each."""
+    if not rows:
+        return
+    names = list(rows[0])
+    marks = ", ".join("?" for _ in names)
+    connection.executemany(
+        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})",
+        [tuple(row[name] for name in names) for row in rows],
+    )
+
+
+def insert_run(
+    connection: sqlite3.Connection, run: dict[str, Any], children: dict[str, list[dict]]
+) -> None:
+    """One run's row and its child rows (the caller holds the transaction)."""
+    insert(connection, "runs", [run])
+    for table, rows in children.items():
+        insert(connection, table, [{"run_id": run["id"], **row} for row in rows])
+
+
+def use_trace(connection: sqlite3.Connection, digest: str, size: int, when: float) -> None:
+    connection.execute(
+        "INSERT INTO traces (hash, bytes, last_used) VALUES (?, ?, ?) ON CONFLICT (hash) DO "
+        "UPDATE SET last_used = max(last_used, excluded.last_used), pruned = 0",
+        (digest, size, when),
+    )
+
+
+def record(store: Store, data: RunData) -> Recorded:
+    """Store one run; the cap's pruning, if any, is logged and returned."""
+    run_id, created = new_id(), time.time()
+    run = run_columns(data, run_id, created, host_name(), this_space())
+    with opened(store.path) as connection:  # checked first: a refused store gets no trace
+        kept = None
+        if data.trace_gz is not None and data.trace_gz.is_file():
+            kept = traces.keep(data.trace_gz, store.traces)
+            run["trace_hash"], run["trace_bytes"] = kept
+        with transaction(connection):
+            insert_run(connection, run, child_rows(data))
+            if kept:
+                use_trace(connection, *kept, created)
+            pruned = traces.prune(connection, store.traces, store.max_bytes)
+        if pruned:
+            traces.delete_files(store.traces, connection)
+            log.warning(pruned.message())
+    return Recorded(run_id, pruned)
+
+
+def apply_cap(store: Store, cap: int) -> traces.Pruned:
+    """Prune now to `cap` bytes (`history prune`); trace files no row uses go too."""
+    if cap < 0:
+        raise ValueError(f"the cap must be 0 or more bytes, not {cap}")
+    with opened(store.path) as connection:
+        with transaction(connection):
+            pruned = traces.prune(connection, store.traces, cap)
+        traces.delete_files(store.traces, connection)
+        used = {row[0] for row in connection.execute("SELECT hash FROM traces WHERE pruned = 0")}
+    settled = time.time() - STRAY_AGE_S  # a younger file may be a run being written now
+    for stray in store.traces.glob("*.json.gz") if store.traces.is_dir() else ():
+        if stray.name.removesuffix(".json.gz") not in used and stray.stat().st_mtime < settled:
+            stray.unlink(missing_ok=True)
+    return pruned

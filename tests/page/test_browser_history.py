@@ -1,0 +1,85 @@
+"""The History tab in a real browser (issue 34): a run's permalink opens it rebuilt from the
+store, a click on a row picks a run, two runs diff, several compare, and a trend draws with a
+regression flagged. The runs are made first through the Profile handler (real CPU runs); three
+far faster copies of the first one's figures stand for earlier runs, so the next is a regression.
+
+Screenshot: docs/screenshot-history-cpu.png with ATTNPROF_SCREENSHOTS=docs (see test_browser).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from tests.page.test_browser import (  # the browser, the served app and the helpers, shared
+    TIMEOUT_MS,
+    browser,  # noqa: F401 - a fixture
+    open_page,
+    screenshot_path,
+    sync_api,
+    url,  # noqa: F401 - a fixture
+)
+
+pytestmark = pytest.mark.browser
+SMALL = dict(seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
+
+
+def _faster_copy(summary: dict) -> dict:
+    """A run's figures at 1 ns per step: an earlier run of the same workload that any real run
+    is slower than (CPU times on this shared machine move 100× between a process's first run
+    and its next: the rule itself is tests/test_store.py's)."""
+    faster = copy.deepcopy(summary)
+    for key in ("median", "q1", "q3"):
+        faster["step_spread"]["cpu_us"][key] = 0.001
+    return faster
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """(first naive run, three faster stand-ins, second naive run, a naive-inplace run) ids."""
+    from profiling.page import profile_tab
+    from profiling.store import hooks
+    from profiling.store.rows import RunData
+
+    def profile(variant: str) -> dict:
+        return profile_tab.profile(variant, **SMALL, progress=lambda *a, **k: None)[1]
+
+    first = profile("naive")
+    earlier = RunData("profile", "test", first["config"], "ok", summary=_faster_copy(first))
+    hooks.keep([earlier] * 3)
+    second, other = profile("naive"), profile("naive-inplace")
+    return first["run_id"], second["run_id"], other["run_id"]
+
+
+def test_history_reopens_diffs_compares_and_trends(browser, url, runs, tmp_path):  # noqa: F811
+    expect = sync_api.expect
+    first, second, other = runs
+    page = open_page(browser, f"{url}?run={second}")  # the permalink: History, the run open
+    expect(page.locator("#history-origin")).to_contain_text(second, timeout=TIMEOUT_MS)
+    expect(page.locator("#history-summary")).to_contain_text("S128")
+    page.wait_for_selector('#history-gantt [data-testid="plotly"] .main-svg')
+    expect(page.locator("#history-operators")).to_contain_text("attn_fwd")
+    expect(page.locator("#history-runs")).to_contain_text(other)
+
+    page.fill("#history-picked textarea", "")  # a click on a row picks its run
+    page.click('#history-runs [data-testid="cell-0-0"]')  # the newest run: `other`
+    expect(page.locator("#history-picked textarea")).to_have_value(other)
+    page.fill("#history-picked textarea", f"{first} {other}")
+    page.click("#history-diff-button")
+    expect(page.locator("#history-diff-headline")).to_contain_text("naive-inplace")
+    page.click("#history-compare-button")
+    expect(page.locator("#history-compare")).to_contain_text(first[:8])
+    expect(page.locator("#history-compare")).to_contain_text("× first")
+
+    page.fill("#history-picked textarea", second)
+    page.click("#history-trend-button")
+    expect(page.locator("#history-trend-note")).to_contain_text(f"Regressions: {second}")
+    page.wait_for_selector('#history-trend [data-testid="plotly"] .main-svg')
+    expect(page.locator("#history-trend .legend")).to_contain_text("regression")
+    page.mouse.move(0, 0)
+    page.wait_for_timeout(500)
+    shot = screenshot_path("screenshot-history-cpu.png", tmp_path)
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+    page.context.close()
