@@ -1,11 +1,14 @@
-"""The browser tests' fixtures (tests/page/test_browser*.py): the app served on a local port, one
-Chromium per module and a page on it. The skip-or-fail rule runs where those modules import
-tests/page/browser.py, so a module without them collects no browser."""
+"""The fixtures of the tests that serve the app: the app served on a local port (`url`), a
+gradio_client on it and the numbers kept for docs/performance.md (the hardening tests), one
+Chromium per module and a page on it (the browser tests). The browser's skip-or-fail rule runs
+where those modules import tests/page/browser.py."""
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.request
+from typing import Any
 
 import pytest
 
@@ -35,6 +38,29 @@ def url():
         yield local_url
     finally:
         app.demo.close()
+
+
+@pytest.fixture(scope="module")
+def client(url, tmp_path_factory):
+    """A gradio_client on the served app (tests/page/test_hardening_api*.py)."""
+    from gradio_client import Client
+
+    return Client(url, verbose=False, download_files=str(tmp_path_factory.mktemp("dl")))
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory):
+    """Numbers for docs/performance.md: printed by the tests and kept in one JSON file under
+    pytest's temp dir (its path is printed too)."""
+    path = tmp_path_factory.getbasetemp() / "hardening-numbers.json"
+    numbers: dict[str, Any] = {}
+
+    def keep(key: str, value: Any) -> None:
+        numbers[key] = value
+        path.write_text(json.dumps(numbers, indent=1))
+        print(f"{key}: {json.dumps(value)} → {path}")
+
+    return keep
 
 
 @pytest.fixture(scope="module")

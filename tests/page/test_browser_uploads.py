@@ -20,7 +20,8 @@ from tests.page.browser import (  # the browser, the served app and the helpers,
     screenshot_path,
     sync_api,
 )
-from tests.page.test_hardening import IMG, SCRIPT, xss_trace
+from tests.page.test_hardening import IMG, SCRIPT
+from tests.page.test_hardening_files import xss_trace
 
 pytestmark = pytest.mark.browser
 
