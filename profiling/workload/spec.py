@@ -122,13 +122,9 @@ class Workload:
         pairs = visible_pairs(self.queries, self.seq_len, self.causal, self.window)
         return 4.0 * self.batch * self.heads * self.head_dim * pairs
 
-    @property
-    def queries(self) -> int:
-        return self.q_len or self.seq_len
-
-    @property
-    def key_heads(self) -> int:
-        return self.kv_heads or self.heads
+    # the variants' own rules (q_len or seq_len; kv_heads or heads), on this workload's fields
+    queries = Problem.queries
+    key_heads = Problem.key_heads
 
     def tensor_shape(self, name: str, layout: str = "bhsd") -> tuple[int, int, int, int]:
         """q (and the output's gradient) with the queries and every head; k and v with the
@@ -166,18 +162,9 @@ class Workload:
 
     def problem(self, device: str) -> Problem:
         """What a variant is built for: this shape and dtype on `device`."""
-        return Problem(
-            batch=self.batch,
-            heads=self.heads,
-            seq_len=self.seq_len,
-            head_dim=self.head_dim,
-            causal=self.causal,
-            dtype=self.torch_dtype,
-            device=device,
-            q_len=self.q_len,
-            kv_heads=self.kv_heads,
-            window=self.window,
-        )
+        shape = {field.name: getattr(self, field.name) for field in dataclasses.fields(Problem)
+                 if field.name not in ("dtype", "device")}  # fmt: skip
+        return Problem(dtype=self.torch_dtype, device=device, **shape)
 
     @property
     def total_steps(self) -> int:
