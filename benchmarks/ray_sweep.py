@@ -105,14 +105,31 @@ def main() -> int:
     started = time.perf_counter() - began
     executor = RayExecutor(None, workers=args.workers)
     on_ray, ray_s = timed_sweep(variants, lengths, out / "ray", shape, args.steps, executor)
+    # the same sweep again on the warm workers: what the page's long-lived executor pays
+    _, warm_s = timed_sweep(variants, lengths, out / "ray-warm", shape, args.steps, executor)
     gpus = int(ray.cluster_resources().get("GPU", 0))
     executor.close()
     ray.shutdown()
     serial, serial_s = timed_sweep(variants, lengths, out / "serial", shape, args.steps)
+    # a second serial sweep: how far two serial runs of a point differ (run-to-run drift)
+    again, _ = timed_sweep(variants, lengths, out / "serial-again", shape, args.steps)
     report = summarize(args, device, gpus, serial, on_ray, serial_s, ray_s, started)
+    report["ray_warm_s"] = warm_s
+    report["speedup_warm"] = serial_s / warm_s
+    drift = agreement(serial, again)
+    report["serial_vs_serial_within_spread"] = sum(row["within"] for row in drift)
+    report["max_abs_delta_pct"] = max(abs(row["Δ %"]) for row in report["per_point"])
+    report["serial_max_abs_delta_pct"] = max(abs(row["Δ %"]) for row in drift)
+    print(markdown(report))
+    print(
+        f"warm workers: Ray {warm_s:.1f} s against serial {serial_s:.1f} s "
+        f"({report['speedup_warm']:.2f}×); largest |Δ| Ray vs serial "
+        f"{report['max_abs_delta_pct']:.1f}%, serial vs serial "
+        f"{report['serial_max_abs_delta_pct']:.1f}% "
+        f"({report['serial_vs_serial_within_spread']}/{len(drift)} within the spread)"
+    )
     (out / "ray_sweep.json").write_text(json.dumps(report, indent=1, default=str))
     (out / "ray_sweep.md").write_text(markdown(report))
-    print(markdown(report))
     return 0
 
 

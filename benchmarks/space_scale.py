@@ -121,10 +121,13 @@ def hostile_uploads(folder: Path) -> dict[str, Path]:
 def _serve(port: int) -> tuple[subprocess.Popen[bytes], Any]:
     from gradio_client import Client
 
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "PYTHONPATH": path}
     server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     for _ in range(180):
+        if server.poll() is not None:  # it died (an import failed): no use waiting
+            raise SystemExit(f"the app exited with {server.returncode} before it listened")
         try:
             return server, Client(f"http://127.0.0.1:{port}/", verbose=False)
         except Exception:  # not listening yet

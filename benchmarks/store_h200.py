@@ -45,6 +45,13 @@ def same_frames(a: pd.DataFrame | None, b: pd.DataFrame | None) -> bool:
     return True
 
 
+def as_json(value) -> str:
+    """A value as the API's JSON writes it (numpy scalars as numbers, not their str)."""
+    return json.dumps(
+        value, sort_keys=True, default=lambda o: o.item() if hasattr(o, "item") else str(o)
+    )
+
+
 def page_run(variant: str, store) -> dict:
     """One run the way the Profile handler makes it, then reopened from the store."""
     from profiling.run.runner import run
@@ -72,11 +79,13 @@ def page_run(variant: str, store) -> dict:
         "roles": same_frames(again.roles, shown.roles),
         "roofline": same_frames(again.roofline, shown.roofline),
         "operators": same_frames(again.operators, shown.operators),
-        "summary": json.dumps(reopened, sort_keys=True, default=str)
-        == json.dumps(summary, sort_keys=True, default=str),
+        "summary": as_json(reopened) == as_json(summary),
     }
+    differ = sorted(k for k in summary.keys() | reopened.keys()
+                    if as_json(summary.get(k)) != as_json(reopened.get(k)))  # fmt: skip
     return {"variant": variant, "run_id": run_id, "identical": all(checks.values()), **checks,
             "memory_timeline_kept": again.summary.get("memory_timeline") is not None,
+            "summary_keys_that_differ": differ,
             "gpu_us_per_forward": result.summary.gpu_us_per_forward}  # fmt: skip
 
 

@@ -46,7 +46,7 @@ def parser() -> argparse.ArgumentParser:
     )
     variants = f"one of: {', '.join(VARIANTS)}, or all"
     profile_parser.add_argument("--variant", required=True, help=variants)
-    add_shape_flags(profile_parser, seq_len=True)
+    add_shape_flags(profile_parser, seq_len=True, counters=True)
     out = "folder for <variant>/<tag>.json.gz and .txt"
     profile_parser.add_argument("--out", default="traces", help=out)
     return profile_parser
@@ -122,6 +122,10 @@ def _printed(result: ProfileResult) -> str:
     print()
     print(result.table_txt.read_text())
     print(views_profile.why_text(result))
+    if result.counters is not None:  # issue 36: --counters
+        from profiling.views import counters as views_counters
+
+        print(views_counters.counters_text(result))
     gpu_us, kernels_per_forward = summary.gpu_us_per_forward, summary.kernels_per_forward
     gpu = f"{gpu_us:9.1f}" if gpu_us is not None else "      n/a"  # None: a CPU run has none
     kernels = f"{kernels_per_forward:5.2f}" if kernels_per_forward is not None else "  n/a"

@@ -25,7 +25,8 @@ SHAPE_PARAMETERS = [
     "dtype", "batch", "heads", "head_dim", "causal", "mode", "kv_heads", "q_len", "window",
     "timing", "steps",
 ]  # fmt: skip
-PROFILE_PARAMETERS = ["variant", "seq_len", *SHAPE_PARAMETERS]
+# issue 36's counters: last of Profile's and Compare's (Sweep has none)
+PROFILE_PARAMETERS = ["variant", "seq_len", *SHAPE_PARAMETERS, "counters"]
 
 
 def from_document(doc: dict | list) -> Trace:

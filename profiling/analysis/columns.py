@@ -95,3 +95,24 @@ def role_columns(unit: str = "step") -> dict[str, str]:
 def _per(columns: dict[str, str], unit: str) -> dict[str, str]:
     return {c: f"{_PER_WINDOW[c]}{PER_HEADER[unit]}" if c in _PER_WINDOW else header
             for c, header in columns.items()}  # fmt: skip
+
+
+# issue 36: what Nsight Compute measured, beside a kernel-table row (analysis/counters_join.py;
+# per call, the mean of the calls matched). ncu's µs are ncu's: replayed, caches flushed.
+MEASURED_KERNEL_COLUMNS = {
+    "ncu_us": "ncu µs (replayed)",
+    "dram_read_bytes": "DRAM read (B, ncu)",
+    "dram_write_bytes": "DRAM written (B, ncu)",
+    "tensor_pipe_pct": "Tensor pipe % (ncu)",
+    "sm_throughput_pct": "SM % of peak (ncu)",
+    "dram_throughput_pct": "DRAM % of peak (ncu)",
+    "l2_hit_pct": "L2 hit % (ncu)",
+}
+# beside a roofline row: the measured DRAM bytes, the intensity they give, the gap in words
+MEASURED_ROOFLINE_COLUMNS = {
+    "measured_bytes_per_call": "DRAM bytes / call (ncu)",
+    "measured_intensity": "FLOP/byte (ncu bytes)",
+    "bytes_gap": "Modelled vs measured",
+}
+# Added last to Compare's glance table for runs with counters: DRAM per step, as ncu measured
+GLANCE_COUNTER_COLUMNS = ["DRAM MB read (ncu)", "DRAM MB written (ncu)", "counters"]

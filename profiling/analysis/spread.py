@@ -71,6 +71,20 @@ def large_spread_note(figures: dict[str, Any], per: str) -> str | None:
     )
 
 
+def mean_note(value: dict[str, Any] | None, digits: int = 1) -> str:
+    """` (mean of 3 steps, as the kernel table adds up; median 57.8, IQR 57.5–58.1)`: the GPU
+    headline is the steps' total ÷ steps, so the kernel rows sum to it; its median and IQR
+    beside it, and a large spread said, as for the CPU's median."""
+    if not value or value["n"] < 2:
+        return ""
+    large = large_text(value)
+    return (
+        f" (mean of {value['n']} steps, as the kernel table adds up; median "
+        f"{value['median']:,.{digits}f}, IQR {value['q1']:,.{digits}f}–{value['q3']:,.{digits}f}"
+        f"{', ' + large if large else ''})"
+    )
+
+
 def spread_text(value: dict[str, Any] | None, digits: int = 1) -> str:
     """`57.8 (IQR 57.5–58.1, 3 steps)`, `…, 3 steps; large spread: IQR 60% of the median)`."""
     if not value:

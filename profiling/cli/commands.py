@@ -66,8 +66,8 @@ def _compare_flags(parser: argparse.ArgumentParser) -> None:
 
 def _job_flags(parser: argparse.ArgumentParser, command: str) -> None:
     """The flags after a job's variants: the shape (a Sweep's lengths are its own), --out,
-    --ray and --markdown."""
-    add_shape_flags(parser, seq_len=command != "sweep")
+    --ray and --markdown (a Compare may ask for counters, a Sweep not)."""
+    add_shape_flags(parser, seq_len=command != "sweep", counters=command == "compare")
     where = f"traces/{command}"
     parser.add_argument("--out", default=where, help="folder for traces and the zip")
     add_ray_flag(parser)

@@ -21,7 +21,14 @@ from tqdm import tqdm
 from profiling.text_tables import markdown, text_table
 from profiling.user_values import ConfigError
 from profiling.vocabulary import DEVICES
-from profiling.workload.controls import BY_NAME, FLAG_ORDER, SHAPE_ORDER, Control, flag_help
+from profiling.workload.controls import (
+    BY_NAME,
+    FLAG_ORDER,
+    JOB_OPTIONS,
+    SHAPE_ORDER,
+    Control,
+    flag_help,
+)
 
 SUBCOMMANDS = {
     "compare": "several variants at one shape, one after another",
@@ -45,16 +52,19 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool) -> None:
+def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool, counters: bool = False) -> None:
     """The shape flags, declared in profiling/workload/controls.py (--seq-len where the
-    command has it), with --device and --verbose among them."""
+    command has it; --counters for the profile and compare commands), with --device and
+    --verbose among them."""
     for name in FLAG_ORDER:
+        if (name == "seq_len" and not seq_len) or (name == "counters" and not counters):
+            continue
         if name == "device":
             parser.add_argument("--device", default="auto", choices=DEVICES)
         elif name == "verbose":
             verbose = "also show torch.profiler's own log lines (kineto's USDT/STAGE) on stderr"
             parser.add_argument("--verbose", action="store_true", help=verbose)
-        elif name != "seq_len" or seq_len:
+        else:
             _add_flag(parser, BY_NAME[name])
     add_store_flags(parser, runs=True)
 
@@ -120,7 +130,8 @@ def add_ray_flag(parser: argparse.ArgumentParser) -> None:
 
 def shape_of(args: argparse.Namespace) -> dict[str, Any]:
     """The Workload fields the shape flags gave (seq_len only where the command has it)."""
-    shape = {name: getattr(args, name) for name in SHAPE_ORDER if hasattr(args, name)}
+    names = (*SHAPE_ORDER, *JOB_OPTIONS)  # counters: where the command has the flag
+    shape = {name: getattr(args, name) for name in names if hasattr(args, name)}
     return shape | {"causal": not args.no_causal, "device": args.device}
 
 

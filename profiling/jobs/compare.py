@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 
 from attention import VARIANTS
+from profiling.analysis import counters_join as join
 from profiling.analysis.launch import LaunchStats
 from profiling.analysis.peaks import Peak, peak_entry, peak_tflops, peaks_table
 from profiling.analysis.roofline_runs import run_roofline
@@ -82,6 +83,7 @@ class VariantRun:
     # issue 23: the run's figures (spread, clocks) and its allocator snapshot, for the zip
     extra_files: list[Path] = field(default_factory=list)
     placement: Placement | None = None  # where it ran (profiling/jobs/executor.py)
+    counters: join.Counters | None = None  # issue 36: ncu's pass, when asked for
 
     @property
     def ok(self) -> bool:
@@ -240,11 +242,12 @@ def from_profile(result: ProfileResult) -> VariantRun:
         operators=result.operators,
         timeline=timeline(result.trace.columns()),
         roles=result.trace.roles(),
-        roofline=run_roofline(result),
+        roofline=join.measured_roofline(run_roofline(result), result.counters, result.trace.phases),
         trace_gz=result.trace_gz,
         table_txt=result.table_txt,
         seconds=result.seconds,
         extra_files=[p for p in (result.run_json, result.memory_snapshot) if p is not None],
+        counters=result.counters,
     )
 
 
@@ -291,6 +294,7 @@ def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd
                     "decoded": summary.dominant_decoded,
                     "reason": "; ".join(summary.notes),
                     **training_figures(summary),
+                    **join.glance_figures(variant_run.counters),
                 }
             )
         if launch is not None and launch.busy_pct is not None:
@@ -311,6 +315,7 @@ def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd
         at = GLANCE_COLUMNS.index("rel. err") + 1
         columns = [*GLANCE_COLUMNS[:at], *TRAINING_COLUMNS, *GLANCE_COLUMNS[at:]]
         numeric += TRAINING_COLUMNS
+    columns, numeric = join.glance_columns(rows, columns, numeric)  # issue 36: when measured
     table = pd.DataFrame(rows).reindex(columns=columns)
     table[numeric] = table[numeric].astype(float)
     table["idle gaps"] = table["idle gaps"].astype("Int64")

@@ -74,6 +74,7 @@ stacked mini-Gantts, a zip of every trace and table (and each run's figures .jso
 snapshot), the variants × roles table (µs per step) and every variant's attention kernels on
 one roofline (plotly).""",
     " per variant",
+    options=("counters",),
 )
 def compare(variants: list[str], shape: dict[str, Any], progress: gr.Progress) -> tuple[Any, ...]:
     validate = partial(job_request.compare_request, variants, **shape, device=DEVICE)
@@ -166,7 +167,7 @@ def build() -> tuple[Any, gr.State]:
                     "(and the Hub kernels) that can run here",
                 )
             with gr.Column(scale=3, min_width=320):
-                shape = shape_controls("cmp-")
+                shape = shape_controls("cmp-", counters=True)
         button = gr.Button("Compare", variant="primary", elem_id="compare-button")
         outputs, roles_note = _results()
         timing = _timing_results()

@@ -14,9 +14,16 @@ from typing import Any
 import gradio as gr
 
 from profiling.analysis.columns import ROOFLINE_COLUMNS
+from profiling.run import counters as collect
 from profiling.views import profile as views_profile
 from profiling.views import shared as views_shared
-from profiling.workload.controls import BY_NAME, OPTIONAL_FIELDS, SHAPE_ORDER, docstring_lines
+from profiling.workload.controls import (
+    BY_NAME,
+    JOB_OPTIONS,
+    OPTIONAL_FIELDS,
+    SHAPE_ORDER,
+    docstring_lines,
+)
 from profiling.workload.spec import device_key, page_ranges, resolve_device
 
 DEVICE = resolve_device()
@@ -53,9 +60,9 @@ def slider(name: str, prefix: str = "") -> gr.Slider:
     )
 
 
-def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
-    """seq_len (optional), dtype, batch, heads, head_dim, causal, mode: laid out as on the
-    Profile tab, by name in the order the handlers take them."""
+def shape_controls(prefix: str, seq_len: bool = True, counters: bool = False) -> dict[str, Any]:
+    """seq_len (optional), dtype, batch, heads, head_dim, causal, mode (and, for Profile and
+    Compare, the counters box): laid out as on the Profile tab, in the handlers' order."""
     controls: dict[str, Any] = {}
     if seq_len:
         controls["seq_len"] = slider("seq_len", prefix)
@@ -73,6 +80,8 @@ def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
     preset, inference = inference_controls(prefix)
     controls.update(inference)
     controls.update(timing_controls(prefix))
+    if counters:
+        controls["counters"] = counters_control(prefix)
     targets = [name for name in PRESET_FIELDS if name in controls]
     from profiling.page.listeners import QUIET  # listeners reads this module's DEVICE
 
@@ -83,7 +92,16 @@ def shape_controls(prefix: str, seq_len: bool = True) -> dict[str, Any]:
         show_progress="hidden",
         **QUIET,
     )
-    return {name: controls[name] for name in SHAPE_ORDER if name in controls}
+    return {name: controls[name] for name in [*SHAPE_ORDER, *JOB_OPTIONS] if name in controls}
+
+
+def counters_control(prefix: str) -> gr.Checkbox:
+    """Issue 36: the step once more under Nsight Compute; greyed out, with the reason as its
+    info text, where counters cannot run (a CPU, a ZeroGPU Space, no ncu)."""
+    reason, control = collect.unavailable_reason(DEVICE), BY_NAME["counters"]
+    return gr.Checkbox(value=control.default, label=control.label,
+                       info=f"unavailable here: {reason}" if reason else control.info,
+                       interactive=not reason, elem_id=prefix + "counters")  # fmt: skip
 
 
 def preset_values(name: str, targets: list[str]) -> list[Any]:
@@ -123,13 +141,19 @@ def optional_number(name: str, prefix: str) -> gr.Textbox:
 
 
 def shape_handler(
-    first: dict[str, tuple[Any, str]], summary: str, returns: str, each: str = ""
+    first: dict[str, tuple[Any, str]],
+    summary: str,
+    returns: str,
+    each: str = "",
+    options: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A handler whose signature and docstring Gradio reads for the API page, built from the
     declared controls: `first` (name → (type, docstring line)), then every shape control (seq_len
-    unless `first` has a list of them) with its API default, then Gradio's progress. The body
-    is called as body(*first's values, shape (read_shape's dict), progress)."""
+    unless `first` has a list of them) and the job `options` it takes, with their API defaults,
+    then Gradio's progress. The body is called as body(*first's values, shape (read_shape's
+    dict), progress)."""
     names = [name for name in SHAPE_ORDER if not (name == "seq_len" and "seq_lens" in first)]
+    names += options
     plain = inspect.Parameter.POSITIONAL_OR_KEYWORD
     parameters = [
         inspect.Parameter(name, plain, annotation=kind) for name, (kind, _) in first.items()

@@ -69,6 +69,7 @@ def profile_on_gpu(workload: Workload, progress: Any = None) -> ProfileResult:
 Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt, the kernels'
 µs per step by role in attention, the roofline chart (plotly) and the per-kernel
 roofline table (FLOP, bytes and their source, TFLOP/s, TB/s, FLOP/byte, bound).""",
+    options=("counters",),
 )
 def profile(variant: str, shape: dict[str, Any], progress: gr.Progress) -> tuple[Any, ...]:
     with translated("profile's checks"):
@@ -234,7 +235,7 @@ def build() -> None:
                 variant, lesson = _variant_column()
                 checks_column = gr.Column()
             with gr.Column(scale=3, min_width=320):
-                shape = shape_controls("")
+                shape = shape_controls("", counters=True)
         with checks_column:  # under the lesson, made once the shape controls exist
             checks = _checks(variant, shape)
         run_button = gr.Button("Profile", variant="primary", elem_id="profile-button")

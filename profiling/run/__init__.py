@@ -29,4 +29,9 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
 - what one step of a CPU run allocated at once (the Sweep's measured memory on a CPU):
   `profiling/run/cpu_memory.py` (`step_peak_bytes`: the profiler's CPU memory records, after the
   run's profiler)
+- hardware counters: whether they can run here (and why not), the ncu line, the metrics read, how
+  ncu's kernels match the profiled ones: `profiling/run/counters.py` (`unavailable_reason`,
+  `ncu_reason`, `ncu_command`, `MAX_KERNELS`; its child `run/counters_step.py`),
+  `profiling/analysis/counters.py` (`METRICS`, `read_report`), `analysis/counters_join.py`
+  (`match`: function name in launch order); shown by `profiling/views/counters.py`
 """

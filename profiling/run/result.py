@@ -55,6 +55,8 @@ class ProfileResult:
     run_json: Path | None = None
     # a CPU run: the most one step held at once beyond its inputs (profiling/run/cpu_memory.py)
     step_peak_bytes: int | None = None
+    # issue 36: the counter pass's per-kernel figures, or why there are none (Counters)
+    counters: Any = field(default=None, repr=False)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from attention import Built, Problem, VariantUnavailable
 from attention.sdpa_reasons import first_line
+from profiling.run import counters as collect
 from profiling.run import cpu_memory, memory_record, training
 from profiling.run import timing as timing_modes
 from profiling.run.clocks import Clocks, Sampler
@@ -137,6 +138,10 @@ def _run_locked(
             shutil.rmtree(out, ignore_errors=True)
         raise failure
     result.seconds = time.perf_counter() - began
+    if workload.counters:
+        report(0.95, "measuring hardware counters under Nsight Compute (a second process)")
+        _release(device, collect=True)  # the child needs the memory this run held
+        result.counters = collect.measure({**workload.as_dict(), "device": device}, device, out)
     report(1.0, "done")
     return result
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
+from profiling.analysis.columns import GLANCE_COUNTER_COLUMNS as COUNTER_COLUMNS
 from profiling.analysis.columns import ROOFLINE_COLUMNS
 from profiling.analysis.peaks import peaks_table
 from profiling.analysis.role_views import role_matrix
@@ -68,7 +69,8 @@ GLANCE_CPU_SHARES = {"variant": 11, "status": 9, "CPU µs/fwd": 8, "TFLOP/s": 8,
 GLANCE_DIGITS = {"kernels/fwd": 2, "GPU µs/fwd": 1, "CPU µs/fwd": 1, "peak MiB": 1,
                  "% of peak": 1, "GPU busy %": 1, "launch delay µs": 1,
                  "CPU launch µs/fwd": 1, "fwd GPU µs": 1, "bwd GPU µs": 1, "fwd CPU µs": 1,
-                 "bwd CPU µs": 1, "saved MiB": 1, "% of BW peak": 1}  # fmt: skip
+                 "bwd CPU µs": 1, "saved MiB": 1, "% of BW peak": 1,
+                 "DRAM MB read (ncu)": 1, "DRAM MB written (ncu)": 1}  # fmt: skip
 GLANCE_SIGNIFICANT = {"TFLOP/s": 3, "TB/s": 3, "rel. err": 2, "dQ err": 2, "dK err": 2, "dV err": 2}
 
 
@@ -101,6 +103,7 @@ def glance_view(glance: pd.DataFrame, device: str, mode: str = "forward") -> pd.
         at = columns.index("rel. err") + 1
         phases = [c for c in TRAINING_COLUMNS if device_key(device) == "cuda" or "GPU" not in c]
         columns = [*columns[:at], *phases, *columns[at:]]
+    columns += [c for c in COUNTER_COLUMNS if c in glance]  # issue 36: ncu's bytes, last
     table = glance.reindex(columns=columns).copy()
     for column, digits in GLANCE_DIGITS.items():
         if column in table:

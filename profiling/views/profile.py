@@ -19,6 +19,7 @@ from profiling.analysis.roofline_runs import run_roofline
 from profiling.analysis.summary import Summary, finite
 from profiling.gantt.spec import FigureSpec
 from profiling.text_tables import text_table
+from profiling.views import counters as views_counters
 from profiling.views.roofline_figure import roofline_spec
 from profiling.views.shared import (
     DIGITS,
@@ -310,17 +311,25 @@ def page(result: Any, roofline: pd.DataFrame | None = None) -> Page:
     launch = result.trace.launch_stats()
     roles = result.trace.roles()
     roofline = run_roofline(result) if roofline is None else roofline
+    counted = views_counters.joined(result)  # issue 36: None unless counters were asked for
+    if counted is not None:
+        roofline = views_counters.roofline_rows(roofline, counted)
     why = {"roles": as_records(roles), "roofline": as_records(roofline)}
+    counters = {"counters": views_counters.counters_json(counted)} if counted else {}
     return Page(
-        strip=summary_html(summary) + launch_html(launch) + timing_html(summary),
+        strip=summary_html(summary)
+        + launch_html(launch)
+        + timing_html(summary)
+        + (views_counters.counters_html(counted) if counted else ""),
         summary={
             **summary_json(summary),
             "launch": launch_json(launch),
             **finite(why),
             "memory_timeline": timeline_json(result.memory_timeline),
+            **counters,
         },
         operators=operator_view(result.operators, summary.device),
-        kernels=phase_kernels(result),
+        kernels=views_counters.kernel_table(result, counted) if counted else phase_kernels(result),
         kernel_note=kernel_note(summary),
         figure=run_figure(result, run_title(summary)),
         files={
@@ -337,7 +346,9 @@ def page(result: Any, roofline: pd.DataFrame | None = None) -> Page:
         roofline_figure=roofline_spec(
             roofline, summary.device_name, summary.config["dtype"], own_run=True
         ),
-        roofline=roofline_view(roofline),
+        roofline=views_counters.roofline_table(roofline_view(roofline), roofline)
+        if counted
+        else roofline_view(roofline),
     )
 
 

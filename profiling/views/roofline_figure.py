@@ -42,13 +42,14 @@ def roofline_spec(
     "variant" column). `own_run` adds this app's context to the decoded names."""
     placed = _drawable(points)
     skipped = len(points) - len(placed)
-    intensities = placed["intensity"].astype(float).tolist()
+    intensities = placed["intensity"].astype(float).tolist() + _measured_x(placed)
     rates = placed["tflops"].astype(float).tolist()
     bandwidth = peak_bandwidth(device_name)
     ceilings = roofs(device_name)
     x_low, x_high = _x_range(intensities, ceilings, bandwidth)
     data = _roof_traces(ceilings, bandwidth, roof_label(device_name, dtype), x_low, x_high)
     data += _point_traces(placed, own_run)
+    data += measured_traces(placed)
     y_values = rates + [value for _, value in ceilings]
     y_low = min([*y_values, 1.0]) / 3
     y_high = max([*y_values, 1.0]) * 3
@@ -155,6 +156,52 @@ def _point_traces(placed: pd.DataFrame, own_run: bool) -> list[dict[str, Any]]:
             "hovertemplate": "%{text}<extra></extra>",
         })  # fmt: skip
     return traces
+
+
+MEASURED_NAME = "measured DRAM bytes (ncu)"
+LINK_NAME = "modelled → measured"
+MEASURED_COLOUR = "#111111"
+
+
+def _measured_x(placed: pd.DataFrame) -> list[float]:
+    if "measured_intensity" not in placed:
+        return []
+    values = pd.to_numeric(placed["measured_intensity"], errors="coerce")
+    return values[values > 0].astype(float).tolist()
+
+
+def measured_traces(placed: pd.DataFrame) -> list[dict[str, Any]]:
+    """Issue 36: each measured kernel again at the intensity its DRAM bytes under ncu give (the
+    same FLOPs and profiler time: the same height), linked to its modelled point."""
+    if "measured_intensity" not in placed:
+        return []
+    intensity = pd.to_numeric(placed["measured_intensity"], errors="coerce")
+    rows = placed[intensity > 0]
+    if rows.empty:
+        return []
+    link_x: list[float | None] = []
+    link_y: list[float | None] = []
+    for modelled, measured, rate in zip(rows["intensity"].astype(float),
+                                        rows["measured_intensity"].astype(float),
+                                        rows["tflops"].astype(float), strict=True):  # fmt: skip
+        link_x += [modelled, measured, None]
+        link_y += [rate, rate, None]
+    link = {"type": "scatter", "mode": "lines", "name": LINK_NAME, "x": link_x, "y": link_y,
+            "line": {"color": MEASURED_COLOUR, "dash": "dot", "width": 1},
+            "hoverinfo": "skip"}  # fmt: skip
+    points = {
+        "type": "scatter", "mode": "markers", "name": MEASURED_NAME,
+        "x": rows["measured_intensity"].astype(float).tolist(),
+        "y": rows["tflops"].astype(float).tolist(),
+        "marker": {"symbol": "diamond-open", "size": 12, "color": MEASURED_COLOUR,
+                   "line": {"width": 2, "color": MEASURED_COLOUR}},
+        "text": [f"<b>{html.escape(short_name(str(row['name'])))}</b><br>"
+                 f"{html.escape(str(row['bytes_gap']))}<br>"
+                 f"{row['measured_intensity']:,.2f} FLOP/byte from ncu's DRAM bytes"
+                 for _, row in rows.iterrows()],
+        "hovertemplate": "%{text}<extra></extra>",
+    }  # fmt: skip
+    return [link, points]
 
 
 def _hover(variant: str, row: pd.Series, own_run: bool) -> str:

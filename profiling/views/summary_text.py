@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling.analysis.spread import large_text, median_note
+from profiling.analysis.spread import mean_note, median_note
 from profiling.analysis.summary import NO_GPU_WORK, Summary
 from profiling.kernels.names import with_reading
 from profiling.text_tables import count_text, shape_text
@@ -63,8 +63,8 @@ def summary_rows(summary: Summary) -> list[tuple[str, str]]:
     spread = summary.step_spread or {}
     cpu_us = _num(summary.cpu_us_per_forward) + median_note(spread.get("cpu_us"))
     gpu_us = _or(summary.gpu_us_per_forward, none)
-    if large_text(spread.get("gpu_us")):
-        gpu_us += f" ({large_text(spread.get('gpu_us'))})"
+    if summary.gpu_us_per_forward is not None:
+        gpu_us += mean_note(spread.get("gpu_us"))
     error = "n/a"
     if summary.rel_err is not None:
         error = f"{summary.rel_err:.2e} ({summary.rel_err_note})"

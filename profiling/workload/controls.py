@@ -46,6 +46,7 @@ class Control:
     flag: Flag
     info: str | None = None
     placeholder: str | None = None  # shown in an empty optional field's text box
+    every_job: bool = True  # False: only the jobs that ask for it (Profile and Compare)
     # per device ("cuda", "cpu"): (minimum, maximum, slider step) the page and its API hold to
     ranges: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
@@ -103,14 +104,24 @@ CONTROLS: tuple[Control, ...] = (
                  limits=""),
             info="median and IQR over them",
             ranges={"cuda": _range(1, 30), "cpu": _range(1, 10)}),
+    # issue 36: Profile's and Compare's only (a Sweep has none), last: older calls keep meaning
+    Control("counters", bool, False,
+            "after each run, its step once more under Nsight Compute (default false): DRAM "
+            "bytes, occupancy, tensor-pipe use per kernel, or why they cannot be measured.",
+            "Hardware counters (Nsight Compute)",
+            Flag("after each run, its step once more under Nsight Compute (ncu on PATH, counters "
+                 "allowed): DRAM bytes, occupancy, tensor-pipe use per kernel, or why not"),
+            info="after the run, the step once more in its own process under ncu (about 15 s "
+            "more): DRAM bytes, occupancy, tensor-pipe use per kernel", every_job=False),
 )  # fmt: skip
 BY_NAME: dict[str, Control] = {control.name: control for control in CONTROLS}
-SHAPE_ORDER: tuple[str, ...] = tuple(BY_NAME)
+SHAPE_ORDER: tuple[str, ...] = tuple(c.name for c in CONTROLS if c.every_job)
+JOB_OPTIONS: tuple[str, ...] = tuple(c.name for c in CONTROLS if not c.every_job)  # after them
 OPTIONAL_FIELDS = tuple(c.name for c in CONTROLS if c.annotation is OPTIONAL_NUMBER)
 # the order the CLI adds its flags in (its --help lists them so); "device" and "verbose" are
 # the CLI's own, added between
 FLAG_ORDER = ("seq_len", "dtype", "batch", "heads", "head_dim", "causal", "device", "verbose",
-              "steps", "mode", "kv_heads", "q_len", "window", "timing")  # fmt: skip
+              "steps", "mode", "kv_heads", "q_len", "window", "timing", "counters")  # fmt: skip
 
 
 def page_ranges(device_key: str) -> dict[str, tuple[int, int, int]]:

@@ -87,6 +87,8 @@ class Workload:
     q_len: int | None = None
     window: int | None = None
     timing: str = "eager"  # issue 23: eager | cuda-graph | cold-l2 (TIMINGS)
+    # issue 36: after the run, the step once more under Nsight Compute (profiling/run/counters.py)
+    counters: bool = False
 
     @classmethod
     def from_user(cls, **raw: Any) -> Workload:

@@ -41,9 +41,10 @@ def test_a_spread_is_large_only_above_the_share(values, large):
     [
         ([0.0, 75.0, 100.0, 125.0, 200.0], False),  # IQR exactly 50% of the median
         ([0.0, 74.0, 100.0, 126.0, 200.0], True),
-        ([0.0, 60.0, 140.0, 200.0], False),  # wide, but 4 steps of the 5 required
+        ([0.0, 60.0, 140.0, 200.0], True),  # 4 steps: said whatever the count (issue 31)
+        ([10.0, 100.0, 300.0], True),  # 3 steps, as wide as the issue's 1,200%
     ],
 )
-def test_a_large_spread_needs_the_share_and_the_steps(values, large):
-    figures = spread(values, large=0.5, min_steps=5)
+def test_a_large_spread_is_said_at_any_step_count(values, large):
+    figures = spread(values, large=0.5)
     assert figures["large"] is large, figures

@@ -183,7 +183,7 @@ SLOW_CASES = {
 def run_interpreted(cases: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(list(cases.values())), str(REPO / "tests")],
+        [sys.executable, "-c", CHILD, json.dumps(list(cases.values())), str(REPO)],
         env=env,
         capture_output=True,
         text=True,

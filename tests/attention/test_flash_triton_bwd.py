@@ -140,7 +140,7 @@ def grad_errors(mod: types.ModuleType, case: dict[str, Any], device: str = "cpu"
 CHILD = r"""
 import json, sys
 sys.path.insert(0, sys.argv[2])
-import test_flash_triton, test_flash_triton_bwd as tb
+from tests.attention import test_flash_triton, test_flash_triton_bwd as tb
 mod = test_flash_triton.load_by_path()
 print("RESULTS " + json.dumps([tb.grad_errors(mod, c) for c in json.loads(sys.argv[1])]))
 """
@@ -200,7 +200,7 @@ SLOW_CASES = {
 def run_interpreted(cases: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(list(cases.values())), str(REPO / "tests")],
+        [sys.executable, "-c", CHILD, json.dumps(list(cases.values())), str(REPO)],
         env=env,
         capture_output=True,
         text=True,

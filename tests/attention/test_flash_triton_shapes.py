@@ -140,7 +140,7 @@ def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> d
 CHILD = r"""
 import json, sys
 sys.path.insert(0, sys.argv[2])
-import test_flash_triton, test_flash_triton_shapes as ts
+from tests.attention import test_flash_triton, test_flash_triton_shapes as ts
 mod = test_flash_triton.load_by_path()
 print("RESULTS " + json.dumps([ts.run_case(mod, c) for c in json.loads(sys.argv[1])]))
 """
@@ -202,7 +202,7 @@ def results() -> dict[str, dict[str, Any]]:
     if not HAS_TRITON:
         pytest.skip("triton is not importable: no interpreter checks")
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(list(CASES.values())), str(REPO / "tests")],
+        [sys.executable, "-c", CHILD, json.dumps(list(CASES.values())), str(REPO)],
         env=dict(os.environ, TRITON_INTERPRET="1"),
         capture_output=True,
         text=True,

@@ -109,9 +109,9 @@ def test_compare_and_sweep_stop_before_their_next_run_and_remove_their_folder(jo
             compare(["naive", "naive-inplace"], stop=lambda: next(calls), seq_len=128, **SHAPE)
     else:
 
-        def point(config, out, *args):
+        def point(config, out, *args, **kwargs):
             made.append(out.parent)
-            return real(config, out, *args)
+            return real(config, out, *args, **kwargs)
 
         monkeypatch.setattr(sweep_module, "_profile_point", point)
         with pytest.raises(jobs.JobCancelled):
@@ -126,12 +126,12 @@ def test_a_cancelled_sweep_stops_and_the_next_profile_does_not_wait_for_it(clien
     started, release = threading.Event(), threading.Event()
     real = sweep_module._profile_point
 
-    def point(config, out, *args):
+    def point(config, out, *args, **kwargs):
         points.append(config.seq_len)
         folders.append(out.parent)
         started.set()
         release.wait(60)  # hold the first point until the client has cancelled
-        return real(config, out, *args)
+        return real(config, out, *args, **kwargs)
 
     monkeypatch.setattr(sweep_module, "_profile_point", point)
     job = client.submit(["naive"], [256, 512, 1024], *SHAPE.values(), api_name="/sweep")

@@ -66,11 +66,13 @@ PARAMS = {
 # when a call leaves them out, a raw HTTP call must send every value (Gradio counts them).
 LATER = {"mode": "forward", "kv_heads": None, "q_len": None, "window": None, "timing": "eager",
          "steps": 3}  # fmt: skip
+COUNTERS = {"/profile": {"counters": False}, "/compare": {"counters": False}}  # issue 36
 
 
 def values(kwargs: dict, api: str) -> list:
     """A raw call's data: the parameters in order, the later ones at their defaults."""
-    return [kwargs[p] for p in PARAMS[api]] + [kwargs.get(p, d) for p, d in LATER.items()]
+    later = {**LATER, **COUNTERS.get(api, {})}
+    return [kwargs[p] for p in PARAMS[api]] + [kwargs.get(p, d) for p, d in later.items()]
 
 
 # -- calling the app -----------------------------------------------------------------------------

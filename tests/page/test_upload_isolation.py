@@ -24,7 +24,7 @@ from profiling.views import shared as views_shared
 from profiling.views import upload_worker
 
 MiB = 1024**2
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 SMALL = FIXTURES / "naive_8_16_1024_64_bf16.json.gz"
 
 
@@ -140,7 +140,7 @@ def test_a_small_analysis_is_answered_while_a_hostile_upload_is_read(tmp_path):
 
 
 def test_the_readme_quotes_the_limits():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     seconds = f"at most {upload_worker.UPLOAD_SECONDS:g} s of wall-clock time"
     memory = f"{upload_worker.memory_text(upload_worker.UPLOAD_MEMORY_BYTES)} of memory for all"
     assert seconds in readme and memory in readme

@@ -17,7 +17,7 @@ from tests.conftest import FIXTURES, NAIVE, SHAPE_PARAMETERS
 SHAPE = dict(dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
 INPLACE = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
 PARAMETERS = {
-    "/compare": ["variants", "seq_len", *SHAPE_PARAMETERS],
+    "/compare": ["variants", "seq_len", *SHAPE_PARAMETERS, "counters"],
     "/diff": ["trace_a", "trace_b", "label_a", "label_b"],
     "/sweep": ["variants", "seq_lens", *SHAPE_PARAMETERS],
     "/analyze": ["trace", "window_start_us", "window_end_us"],

@@ -134,7 +134,8 @@ def test_wiring_gpu_jobs_share_one_slot_and_trace_work_has_its_own():
     assert deps["diff_runs"].api_visibility == "private"
     ids = lambda fn: [c.elem_id for c in fn.inputs]  # noqa: E731
     shape = SHAPE_PARAMETERS
-    assert ids(deps["compare"]) == ["cmp-variants", "cmp-seq_len", *[f"cmp-{n}" for n in shape]]
+    compared = ["cmp-variants", "cmp-seq_len", *[f"cmp-{n}" for n in [*shape, "counters"]]]
+    assert ids(deps["compare"]) == compared
     assert ids(deps["sweep"]) == ["sw-variants", "sw-lengths", *[f"sw-{n}" for n in shape]]
     assert ids(deps["diff"]) == ["diff-file-a", "diff-file-b", "label-a", "label-b"]
     assert ids(deps["analyze"]) == ["an-file", "an-from", "an-to"]
