@@ -18,6 +18,7 @@ import app
 from profiling.analysis.launch import launch_stats
 from profiling.analysis.peaks import peak_entry
 from profiling.analysis.summary import CAUSAL_CONVENTION, Summary, attention_flops, per_forward
+from profiling.gantt.spec import bar_count
 from profiling.jobs.compare import (
     GLANCE_COLUMNS,
     POST_VARIANTS,
@@ -26,7 +27,7 @@ from profiling.jobs.compare import (
     glance_table,
     timeline,
 )
-from profiling.page import compare_tab, diff_tab, sweep_tab
+from profiling.page import analyze_tab, compare_tab, diff_tab, sweep_tab
 from profiling.trace.model import load
 from profiling.views import compare as views_compare
 from profiling.views import diff as views_diff
@@ -467,3 +468,13 @@ def test_sweep_points_and_job_budget(monkeypatch):
     error = message_of(sweep_tab.sweep, ["naive"], [256, 512], "float32", 1, 2, 32, True,
                        progress=no_progress)  # fmt: skip
     assert "GFLOP per forward summed over its 2 runs" in error.message
+
+
+def test_analyze_cpu_only_trace(compared):
+    (*_, traces), _ = compared
+    summary, launch, operators, kernels, figure, *_why = analyze_tab.analyze(traces["naive"])
+    if app.DEVICE == "cpu":
+        assert "no GPU events: a CPU-only trace" in summary
+        assert "no GPU work" in launch and kernels.empty
+    assert "attn_fwd" in set(operators["Operator"]) or len(operators) > 0
+    assert bar_count(figure) > 0
