@@ -182,8 +182,14 @@ def _filters() -> list[Any]:
 
 def _opened() -> list[Any]:
     """A reopened run's view, in history_run()'s order."""
-    origin = gr.Markdown("", elem_id="history-origin")
-    strip = gr.HTML("", elem_id="history-summary", css_template=STRIP_CSS)
+    origin = gr.Markdown("", label="Run origin", show_label=False, elem_id="history-origin")
+    strip = gr.HTML(
+        "",
+        label="Summary strip",
+        show_label=False,
+        elem_id="history-summary",
+        css_template=STRIP_CSS,
+    )
     gantt = gr.Plot(label="Timeline: CPU ops and GPU kernels", elem_id="history-gantt")
     kernels = kernel_table("GPU kernels per step", "history-kernels")  # any machine's run
     roles = table("Kernels by role in attention (µs per step)", "history-roles")
@@ -198,7 +204,7 @@ def _opened() -> list[Any]:
 
 
 def _diffed() -> list[Any]:
-    headline = gr.Markdown("", elem_id="history-diff-headline")
+    headline = gr.Markdown("", label="Headline", show_label=False, elem_id="history-diff-headline")
     kernels = table("Kernels: B − A", "history-diff-kernels")
     operators = table("Operators: B − A", "history-diff-operators")
     roles = table("By role in attention", "history-diff-roles")
@@ -218,7 +224,7 @@ def build() -> None:
         )
         filters = _filters()
         refresh = gr.Button("List runs", elem_id="history-refresh")
-        note = gr.Markdown("", elem_id="history-note")
+        note = gr.Markdown("", label="Note", show_label=False, elem_id="history-note")
         runs = table("Stored runs, newest first (click a row to pick it)", "history-runs",
                      max_height=360)  # fmt: skip
         picked = gr.Textbox(label="Picked runs (ids)", elem_id="history-picked")
@@ -232,7 +238,12 @@ def build() -> None:
             diffed = _diffed()
         compared = table("Compare: stored figures side by side", "history-compare")
         trend_plot = gr.Plot(label="Trend: median per step, IQR bars", elem_id="history-trend")
-        trend_note = gr.Markdown(f"*Regression rule:* {RULE}", elem_id="history-trend-note")
+        trend_note = gr.Markdown(
+            f"*Regression rule:* {RULE}",
+            label="Trend note",
+            show_label=False,
+            elem_id="history-trend-note",
+        )
     _listen(filters, refresh, note, runs, picked, buttons, opened, diffed, compared,
             (trend_plot, trend_note))  # fmt: skip
 

@@ -112,7 +112,8 @@ def test_upload_limits_agree_with_launch():
 def test_wiring_gpu_jobs_share_one_slot_and_trace_work_has_its_own():
     deps = {fn.api_name: fn for fn in app.demo.fns.values()}
     public = [fn.api_name for fn in app.demo.fns.values() if fn.api_visibility == "public"]
-    assert public == ["profile", "compare", "diff", "sweep", "analyze"]
+    history = ["history", "history_run", "history_diff", "history_compare", "history_trend"]
+    assert public == ["profile", "compare", "diff", "sweep", "analyze", *history]  # issue 34
     for name in ("profile", "compare", "sweep"):
         assert (
             deps[name].concurrency_limit == 1
