@@ -61,8 +61,15 @@ def _compare_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated ids (default: the post's six + kernels variants here)",
     )
-    add_shape_flags(parser, seq_len=True, counters=True)
-    parser.add_argument("--out", default="traces/compare", help="folder for traces and the zip")
+    _job_flags(parser, "compare")
+
+
+def _job_flags(parser: argparse.ArgumentParser, command: str) -> None:
+    """The flags after a job's variants: the shape (a Sweep's lengths are its own), --out,
+    --ray and --markdown (a Compare may ask for counters, a Sweep not)."""
+    add_shape_flags(parser, seq_len=command != "sweep", counters=command == "compare")
+    where = f"traces/{command}"
+    parser.add_argument("--out", default=where, help="folder for traces and the zip")
     add_ray_flag(parser)
     parser.add_argument("--markdown", action="store_true", help=MARKDOWN_HELP)
 
@@ -87,10 +94,7 @@ def _sweep_flags(parser: argparse.ArgumentParser) -> None:
         help="comma-separated lengths (default: 256 doubling to 16384, capped by the memory "
         "estimate)",
     )
-    add_shape_flags(parser, seq_len=False)
-    parser.add_argument("--out", default="traces/sweep", help="folder for traces and the zip")
-    add_ray_flag(parser)
-    parser.add_argument("--markdown", action="store_true", help=MARKDOWN_HELP)
+    _job_flags(parser, "sweep")
 
 
 def _analyze_flags(parser: argparse.ArgumentParser) -> None:

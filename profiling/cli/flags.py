@@ -20,7 +20,15 @@ from tqdm import tqdm
 
 from profiling.text_tables import markdown, text_table
 from profiling.user_values import ConfigError
-from profiling.vocabulary import DEVICES, DTYPE_NAMES, LIMITS, MODES, TIMINGS
+from profiling.vocabulary import DEVICES
+from profiling.workload.controls import (
+    BY_NAME,
+    FLAG_ORDER,
+    JOB_OPTIONS,
+    SHAPE_ORDER,
+    Control,
+    flag_help,
+)
 
 SUBCOMMANDS = {
     "compare": "several variants at one shape, one after another",
@@ -44,54 +52,33 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def flag_range(name: str, extra: str = "") -> str:
-    """The help of a shape flag: its limits (workload.LIMITS, which the CLI checks; the app's
-    sliders and its CPU budget are narrower) and its default."""
-    low, high = LIMITS[name]
-    return f"{low}–{high}{extra} (default %(default)s)"
-
-
 def add_shape_flags(parser: argparse.ArgumentParser, seq_len: bool, counters: bool = False) -> None:
-    """--dtype, --batch, --heads, --head-dim, --no-causal, --device, --steps (and --seq-len;
-    --counters for the profile and compare commands)."""
-    if seq_len:
-        parser.add_argument("--seq-len", type=int, default=1024, help=flag_range("seq_len"))
-    dtypes = f"{', '.join(DTYPE_NAMES)} (default %(default)s)"
-    parser.add_argument("--dtype", default="bfloat16", help=dtypes)
-    parser.add_argument("--batch", type=int, default=8, help=flag_range("batch"))
-    parser.add_argument("--heads", type=int, default=16, help=flag_range("heads"))
-    head_dim = flag_range("head_dim", ", a multiple of 8")
-    parser.add_argument("--head-dim", type=int, default=64, help=head_dim)
-    parser.add_argument("--no-causal", action="store_true", help="full (non-causal) attention")
-    parser.add_argument("--device", default="auto", choices=DEVICES)
-    verbose = "also show torch.profiler's own log lines (kineto's USDT/STAGE) on stderr"
-    parser.add_argument("--verbose", action="store_true", help=verbose)
-    steps = "measured (active profiler) steps, median and IQR over them, " + flag_range("steps")
-    parser.add_argument("--steps", type=int, default=3, help=steps)
-    modes = (
-        "what one step measures: the forward, the backward alone, or forward + backward "
-        "(default %(default)s)"
-    )
-    parser.add_argument("--mode", default="forward", choices=MODES, help=modes)
-    inference = (
-        ("--kv-heads", "K/V heads, dividing --heads (default: one per query head)"),
-        ("--q-len", "query length, at most the keys' (default: the same; 1–64: a decode)"),
-        ("--window", "sliding window: each query sees its last WINDOW keys (needs causal)"),
-    )
-    for flag, text in inference:
-        parser.add_argument(flag, type=int, default=None, help=text)
-    timing = (
-        "how the steps are timed: launched eagerly, each phase replayed as a CUDA graph (no CPU "
-        "launch cost), or after an L2 flush; the last two need a GPU (default %(default)s)"
-    )
-    parser.add_argument("--timing", default="eager", choices=TIMINGS, help=timing)
-    if counters:
-        counters_help = (
-            "after each run, its step once more under Nsight Compute (ncu on PATH, counters "
-            "allowed): DRAM bytes, occupancy, tensor-pipe use per kernel, or why not"
-        )
-        parser.add_argument("--counters", action="store_true", help=counters_help)
+    """The shape flags, declared in profiling/workload/controls.py (--seq-len where the
+    command has it; --counters for the profile and compare commands), with --device and
+    --verbose among them."""
+    for name in FLAG_ORDER:
+        if (name == "seq_len" and not seq_len) or (name == "counters" and not counters):
+            continue
+        if name == "device":
+            parser.add_argument("--device", default="auto", choices=DEVICES)
+        elif name == "verbose":
+            verbose = "also show torch.profiler's own log lines (kineto's USDT/STAGE) on stderr"
+            parser.add_argument("--verbose", action="store_true", help=verbose)
+        else:
+            _add_flag(parser, BY_NAME[name])
     add_store_flags(parser, runs=True)
+
+
+def _add_flag(parser: argparse.ArgumentParser, control: Control) -> None:
+    flag = control.flag
+    option = flag.option or "--" + control.name.replace("_", "-")
+    if control.annotation is bool:  # a switch that turns the field's default off
+        parser.add_argument(option, action="store_true", help=flag_help(control))
+        return
+    options: dict[str, Any] = {"default": flag.default, "help": flag_help(control)}
+    options |= {"type": flag.type} if flag.type else {}
+    options |= {"choices": flag.choices} if flag.choices else {}
+    parser.add_argument(option, **options)
 
 
 def add_store_flags(parser: argparse.ArgumentParser, runs: bool = False) -> None:
@@ -143,25 +130,9 @@ def add_ray_flag(parser: argparse.ArgumentParser) -> None:
 
 def shape_of(args: argparse.Namespace) -> dict[str, Any]:
     """The Workload fields the shape flags gave (seq_len only where the command has it)."""
-    shape = {
-        "dtype": args.dtype,
-        "batch": args.batch,
-        "heads": args.heads,
-        "head_dim": args.head_dim,
-        "causal": not args.no_causal,
-        "device": args.device,
-        "steps": args.steps,
-        "mode": args.mode,
-        "kv_heads": args.kv_heads,
-        "q_len": args.q_len,
-        "window": args.window,
-        "timing": args.timing,
-    }
-    if hasattr(args, "counters"):
-        shape["counters"] = args.counters
-    if hasattr(args, "seq_len"):
-        shape["seq_len"] = args.seq_len
-    return shape
+    names = (*SHAPE_ORDER, *JOB_OPTIONS)  # counters: where the command has the flag
+    shape = {name: getattr(args, name) for name in names if hasattr(args, name)}
+    return shape | {"causal": not args.no_causal, "device": args.device}
 
 
 def variant_names(text: str) -> list[str]:

@@ -4,4 +4,7 @@ Each tab module holds its handlers (the API endpoints, named after the tab), its
 where it runs one, and a `build()` that lays the tab out and wires its listeners; what a tab
 shows is computed without gradio in its profiling.views_<tab> module. errors.py is the one
 place a backend error becomes a gr.Error.
+
+Each rule decided here, and where (docs/architecture.md keeps only an index):
+- backend error → what the user sees: `profiling/page/errors.py`
 """

@@ -20,8 +20,8 @@ from profiling.jobs.executor import app_executor
 from profiling.page.controls import (
     DEVICE,
     START,
-    read_optional,
     shape_controls,
+    shape_handler,
     table,
     variant_picker,
 )
@@ -60,55 +60,24 @@ def compare_on_gpu(request: job_request.JobRequest, progress: Any = None) -> Com
         )
 
 
-def compare(
-    variants: list[str],
-    seq_len: float,
-    dtype: str,
-    batch: float,
-    heads: float,
-    head_dim: float,
-    causal: bool,
-    mode: str = "forward",
-    kv_heads: float | str | None = None,
-    q_len: float | str | None = None,
-    window: float | str | None = None,
-    timing: str = "eager",
-    steps: float = 3,
-    counters: bool = False,
-    progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
-) -> tuple[Any, ...]:
-    """Profile several variants at one shape, one after another, as the post's table.
-
-    Args:
-        variants: variant ids, e.g. ["naive", "naive-inplace", "sdpa-flash"]; unavailable ones
-            are listed with the reason.
-        seq_len: sequence length S.
-        dtype: "float32", "float16" or "bfloat16".
-        batch: batch size B.
-        heads: number of heads H.
-        head_dim: head dimension D (a multiple of 8).
-        causal: causal mask (true) or full attention (false).
-        mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
-            backward of one step).
-        kv_heads: K/V heads, dividing heads (None or "": one per query head).
-        q_len: query length, at most seq_len (None or "": seq_len; 1–64 for a decode).
-        window: sliding window, the last keys each query sees (None or "": none; causal).
-        timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
-        steps: measured steps per variant (default 3): median and IQR over them.
-        counters: after each run, its step once more under Nsight Compute (default false): the
-            DRAM bytes each variant moved, measured.
-
-    Returns:
-        the "at a glance" table, a note naming the datasheet peak used, GPU-vs-CPU bar chart,
-        stacked mini-Gantts, a zip of every trace and table (and each
-        run's figures .json and memory snapshot), the variants × roles table (µs
-        per step) and every variant's attention kernels on one roofline (plotly).
-    """
-    kv_heads, q_len, window = read_optional(kv_heads, q_len, window)
-    shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
-    shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
-    shape |= dict(counters=counters)
-    validate = partial(job_request.compare_request, variants, seq_len, **shape, device=DEVICE)
+@shape_handler(
+    {
+        "variants": (
+            list[str],
+            'variant ids, e.g. ["naive", "naive-inplace", "sdpa-flash"]; unavailable ones are '
+            "listed with the reason.",
+        )
+    },
+    "Profile several variants at one shape, one after another, as the post's table.",
+    """the "at a glance" table, a note naming the datasheet peak used, GPU-vs-CPU bar chart,
+stacked mini-Gantts, a zip of every trace and table (and each run's figures .json and memory
+snapshot), the variants × roles table (µs per step) and every variant's attention kernels on
+one roofline (plotly).""",
+    " per variant",
+    options=("counters",),
+)
+def compare(variants: list[str], shape: dict[str, Any], progress: gr.Progress) -> tuple[Any, ...]:
+    validate = partial(job_request.compare_request, variants, **shape, device=DEVICE)
     shown, timing = run_device_job("compare", validate, compare_on_gpu, _view, progress)
     zip_path = str(shown.zip_path) if shown.zip_path else None
     # issue 23's timing table and memory peaks travel in a gr.State (not an API output)

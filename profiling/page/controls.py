@@ -6,6 +6,8 @@ Compare and Sweep share the Profile tab's ranges, so a value one tab accepts the
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -15,17 +17,19 @@ from profiling.analysis.columns import ROOFLINE_COLUMNS
 from profiling.run import counters as collect
 from profiling.views import profile as views_profile
 from profiling.views import shared as views_shared
+from profiling.workload.controls import (
+    BY_NAME,
+    JOB_OPTIONS,
+    OPTIONAL_FIELDS,
+    SHAPE_ORDER,
+    docstring_lines,
+)
 from profiling.workload.spec import device_key, page_ranges, resolve_device
 
 DEVICE = resolve_device()
 START = views_shared.defaults(DEVICE)
 RANGES = page_ranges(DEVICE)
 DTYPES = ["bfloat16", "float16", "float32"]
-# the handlers' order (mode last: API calls made before it existed keep their meaning)
-SHAPE_ORDER = [
-    "seq_len", "dtype", "batch", "heads", "head_dim", "causal", "mode", "kv_heads", "q_len",
-    "window", "timing", "steps",
-]  # fmt: skip
 PRESETS = views_shared.PRESETS[device_key(DEVICE)]
 PRESET_FIELDS = ["seq_len", "batch", "heads", "head_dim", "kv_heads", "q_len", "window"]
 TIMINGS = [
@@ -40,9 +44,10 @@ MODES = [
 ]
 
 
-def slider(name: str, label: str, info: str | None = None, prefix: str = "") -> gr.Slider:
+def slider(name: str, prefix: str = "") -> gr.Slider:
     """A shape slider over the page's range for `name`, starting at the page's default."""
     low, high, step = RANGES[name]
+    label, info = BY_NAME[name].label, BY_NAME[name].info
     return gr.Slider(
         low,
         high,
@@ -60,25 +65,18 @@ def shape_controls(prefix: str, seq_len: bool = True, counters: bool = False) ->
     Compare, the counters box): laid out as on the Profile tab, in the handlers' order."""
     controls: dict[str, Any] = {}
     if seq_len:
-        controls["seq_len"] = slider("seq_len", "Sequence length S", prefix=prefix)
+        controls["seq_len"] = slider("seq_len", prefix)
     with gr.Row():
         controls["dtype"] = gr.Radio(
-            DTYPES, value=START["dtype"], label="dtype", elem_id=prefix + "dtype"
+            DTYPES, value=START["dtype"], label=BY_NAME["dtype"].label, elem_id=prefix + "dtype"
         )
         controls["causal"] = gr.Checkbox(
-            value=START["causal"], label="Causal mask", elem_id=prefix + "causal"
+            value=START["causal"], label=BY_NAME["causal"].label, elem_id=prefix + "causal"
         )
-    controls["mode"] = gr.Radio(
-        MODES,
-        value="forward",
-        label="Measure",
-        info="the backward is where training spends most of attention's time and memory",
-        elem_id=prefix + "mode",
-    )
+    controls["mode"] = choice("mode", MODES, prefix)
     with gr.Row():
-        controls["batch"] = slider("batch", "Batch B", prefix=prefix)
-        controls["heads"] = slider("heads", "Heads H", prefix=prefix)
-        controls["head_dim"] = slider("head_dim", "Head dim D", "a multiple of 8", prefix=prefix)
+        for name in ("batch", "heads", "head_dim"):
+            controls[name] = slider(name, prefix)
     preset, inference = inference_controls(prefix)
     controls.update(inference)
     controls.update(timing_controls(prefix))
@@ -94,19 +92,15 @@ def shape_controls(prefix: str, seq_len: bool = True, counters: bool = False) ->
         show_progress="hidden",
         **QUIET,
     )
-    return {name: controls[name] for name in [*SHAPE_ORDER, "counters"] if name in controls}
+    return {name: controls[name] for name in [*SHAPE_ORDER, *JOB_OPTIONS] if name in controls}
 
 
 def counters_control(prefix: str) -> gr.Checkbox:
     """Issue 36: the step once more under Nsight Compute; greyed out, with the reason as its
     info text, where counters cannot run (a CPU, a ZeroGPU Space, no ncu)."""
-    reason = collect.unavailable_reason(DEVICE)
-    info = (
-        "after the run, the step once more in its own process under ncu (about 15 s more): "
-        "DRAM bytes, occupancy, tensor-pipe use per kernel"
-    )
-    return gr.Checkbox(value=False, label="Hardware counters (Nsight Compute)",
-                       info=f"unavailable here: {reason}" if reason else info,
+    reason, control = collect.unavailable_reason(DEVICE), BY_NAME["counters"]
+    return gr.Checkbox(value=control.default, label=control.label,
+                       info=f"unavailable here: {reason}" if reason else control.info,
                        interactive=not reason, elem_id=prefix + "counters")  # fmt: skip
 
 
@@ -124,26 +118,86 @@ def inference_controls(prefix: str) -> tuple[gr.Dropdown, dict[str, Any]]:
             elem_id=prefix + "preset", filterable=False,
         )  # fmt: skip
         with gr.Row():
-            controls = {name: optional_number(prefix + name, *texts)
-                        for name, texts in OPTIONAL_FIELDS.items()}  # fmt: skip
+            controls = {name: optional_number(name, prefix) for name in OPTIONAL_FIELDS}
     return preset, controls
 
 
-# name → (label, placeholder shown while empty, info)
-OPTIONAL_FIELDS = {
-    "kv_heads": ("K/V heads", "one per query head", "empty: one per query head; 1: multi-query"),
-    "q_len": ("Query length", "S", "empty: S; 1–64 for a decode against S keys"),
-    "window": ("Sliding window", "none", "empty: none; each query sees its last keys"),
-}
+def choice(name: str, choices: list[tuple[str, str]], prefix: str, **options: Any) -> gr.Radio:
+    """A radio over `choices`, starting at the API's default for `name`."""
+    control = BY_NAME[name]
+    options = {"label": control.label, "info": control.info, **options}
+    return gr.Radio(choices, value=control.default, elem_id=prefix + name, **options)
 
 
-def optional_number(elem_id: str, label: str, placeholder: str, info: str) -> gr.Textbox:
+def optional_number(name: str, prefix: str) -> gr.Textbox:
     """A whole number that may stay empty (not set). A text box, not a gr.Number: Gradio 6's
     Number shows and sends 0 for None, below the minimum of 1, so opening the accordion made
     Profile fail and each keystroke's listener end in a 500 (issue 31). `read_optional` reads
     what it sends."""
-    return gr.Textbox(value="", label=label, info=info, placeholder=placeholder, max_lines=1,
-                      elem_id=elem_id, elem_classes=["optional-number"])  # fmt: skip
+    control = BY_NAME[name]
+    return gr.Textbox(value="", label=control.label, info=control.info,
+                      placeholder=control.placeholder, max_lines=1, elem_id=prefix + name,
+                      elem_classes=["optional-number"])  # fmt: skip
+
+
+def shape_handler(
+    first: dict[str, tuple[Any, str]],
+    summary: str,
+    returns: str,
+    each: str = "",
+    options: tuple[str, ...] = (),
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A handler whose signature and docstring Gradio reads for the API page, built from the
+    declared controls: `first` (name → (type, docstring line)), then every shape control (seq_len
+    unless `first` has a list of them) and the job `options` it takes, with their API defaults,
+    then Gradio's progress. The body is called as body(*first's values, shape (read_shape's
+    dict), progress)."""
+    names = [name for name in SHAPE_ORDER if not (name == "seq_len" and "seq_lens" in first)]
+    names += options
+    plain = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    parameters = [
+        inspect.Parameter(name, plain, annotation=kind) for name, (kind, _) in first.items()
+    ]
+    parameters += [
+        inspect.Parameter(
+            name, plain, default=BY_NAME[name].default, annotation=BY_NAME[name].annotation
+        )
+        for name in names
+    ]
+    progress = gr.Progress()  # Gradio's injection idiom: a default it replaces per call
+    parameters.append(
+        inspect.Parameter("progress", plain, default=progress, annotation=gr.Progress)
+    )
+    signature = inspect.Signature(parameters, return_annotation=tuple[Any, ...])
+    lines = [f"        {name}: {text}" for name, (_, text) in first.items()]
+    lines += docstring_lines(each, tuple(names))
+    returns = "\n".join("        " + line for line in returns.splitlines())
+    doc = f"{summary}\n\n    Args:\n" + "\n".join(lines) + f"\n\n    Returns:\n{returns}\n"
+
+    def build(body: Callable[..., Any]) -> Callable[..., Any]:
+        def handler(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            values = dict(bound.arguments)
+            given = [values.pop(name) for name in (*first, "progress")]
+            return body(*given[:-1], read_shape(values), given[-1])
+
+        handler.__signature__ = signature  # type: ignore[attr-defined]
+        handler.__annotations__ = {p.name: p.annotation for p in parameters} | {
+            "return": tuple[Any, ...]
+        }
+        handler.__doc__ = doc
+        handler.__name__ = handler.__qualname__ = body.__name__
+        handler.__module__ = body.__module__
+        return handler
+
+    return build
+
+
+def read_shape(values: dict[str, Any]) -> dict[str, Any]:
+    """The shape as the backend reads it: `values` with its optional fields read."""
+    optional = [name for name in OPTIONAL_FIELDS if name in values]
+    return values | dict(zip(optional, read_optional(*map(values.get, optional)), strict=True))
 
 
 def read_optional(*values: Any) -> list[Any]:
@@ -163,14 +217,10 @@ def timing_controls(prefix: str) -> dict[str, Any]:
     """How the steps are timed and how many are measured (issue 23); a CPU has eager only."""
     title = "Timing: CUDA graph, cold L2, measured steps"
     with gr.Accordion(title, open=False), gr.Row():
-        timing = gr.Radio(
-            TIMINGS if DEVICE == "cuda" else TIMINGS[:1],
-            value="eager",
-            label="Timing",
-            info="CUDA graph and cold L2 need a GPU" if DEVICE != "cuda" else None,
-            elem_id=prefix + "timing",
-        )
-        steps = slider("steps", "Measured steps", "median and IQR over them", prefix=prefix)
+        cpu_note = "CUDA graph and cold L2 need a GPU" if DEVICE != "cuda" else None
+        timing = choice("timing", TIMINGS if DEVICE == "cuda" else TIMINGS[:1], prefix,
+                        info=cpu_note)  # fmt: skip
+        steps = slider("steps", prefix)
     return {"timing": timing, "steps": steps}
 
 

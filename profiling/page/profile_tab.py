@@ -16,9 +16,10 @@ from profiling.page.controls import (
     DEVICE,
     START,
     kernel_table,
-    read_optional,
+    read_shape,
     roofline_table,
     shape_controls,
+    shape_handler,
     table,
 )
 from profiling.page.errors import translated
@@ -40,6 +41,7 @@ from profiling.views import history as views_history
 from profiling.views import profile as views_profile
 from profiling.views import shared as views_shared
 from profiling.workload import request as job_request
+from profiling.workload.controls import SHAPE_ORDER
 from profiling.workload.spec import Workload, page_workload
 
 # ZeroGPU lends the GPU to a run only: SDPA's checks, which need the GPU's tensors, wait for one
@@ -60,54 +62,18 @@ def profile_on_gpu(workload: Workload, progress: Any = None) -> ProfileResult:
         return run(workload, progress=progress_callback(progress))
 
 
-def profile(
-    variant: str,
-    seq_len: float,
-    dtype: str,
-    batch: float,
-    heads: float,
-    head_dim: float,
-    causal: bool,
-    mode: str = "forward",
-    kv_heads: float | str | None = None,
-    q_len: float | str | None = None,
-    window: float | str | None = None,
-    timing: str = "eager",
-    steps: float = 3,
-    counters: bool = False,
-    progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
-) -> tuple[Any, ...]:
-    """Profile one attention variant with torch.profiler and return what ran.
-
-    Args:
-        variant: variant id, e.g. "naive", "sdpa-math", "sdpa-flash" (see the README).
-        seq_len: sequence length S.
-        dtype: "float32", "float16" or "bfloat16".
-        batch: batch size B.
-        heads: number of heads H.
-        head_dim: head dimension D (a multiple of 8).
-        causal: causal mask (true) or full attention (false).
-        mode: "forward" (default), "backward" (alone) or "train" (forward + backward).
-        kv_heads: K/V heads, dividing heads (None or "": one per query head).
-        q_len: query length, at most seq_len (None or "": seq_len; 1–64 for a decode).
-        window: sliding window, the last keys each query sees (None or "": none; causal).
-        timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
-        steps: measured steps (default 3): median and IQR over them.
-        counters: after the run, the step once more under Nsight Compute (default false):
-            DRAM bytes, occupancy, tensor-pipe use per kernel, or why they cannot be measured.
-
-    Returns:
-        summary strip (HTML), summary (JSON), operator table, kernel table, kernel-table note,
-        Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt, the kernels'
-        µs per step by role in attention, the roofline chart (plotly) and the per-kernel
-        roofline table (FLOP, bytes and their source, TFLOP/s, TB/s, FLOP/byte, bound).
-    """
-    kv_heads, q_len, window = read_optional(kv_heads, q_len, window)
+@shape_handler(
+    {"variant": (str, 'variant id, e.g. "naive", "sdpa-math", "sdpa-flash" (see the README).')},
+    "Profile one attention variant with torch.profiler and return what ran.",
+    """summary strip (HTML), summary (JSON), operator table, kernel table, kernel-table note,
+Gantt chart (plotly), trace .json, trace .json.gz, operator table .txt, the kernels'
+µs per step by role in attention, the roofline chart (plotly) and the per-kernel
+roofline table (FLOP, bytes and their source, TFLOP/s, TB/s, FLOP/byte, bound).""",
+    options=("counters",),
+)
+def profile(variant: str, shape: dict[str, Any], progress: gr.Progress) -> tuple[Any, ...]:
     with translated("profile's checks"):
-        raw = dict(variant=variant, seq_len=seq_len, dtype=dtype, batch=batch, heads=heads,
-                   head_dim=head_dim, causal=causal, mode=mode, kv_heads=kv_heads, q_len=q_len,
-                   window=window, timing=timing, steps=steps, counters=counters)  # fmt: skip
-        workload = page_workload(DEVICE, **raw)
+        workload = page_workload(DEVICE, variant=variant, **shape)
     show_waiting(progress)
     with translated(f"profile for {workload}"):
         result = profile_on_gpu(workload, progress)
@@ -138,33 +104,14 @@ def _outputs(shown: views_profile.Page) -> tuple[Any, ...]:
     )
 
 
-SHAPE_FIELDS = (
-    "seq_len",
-    "dtype",
-    "batch",
-    "heads",
-    "head_dim",
-    "causal",
-    "mode",
-    "kv_heads",
-    "q_len",
-    "window",
-    "timing",
-    "steps",
-    "counters",
-)  # profile()'s, after the variant: the shape controls' order
-
-
 def sdpa_checks(variant: str, *shape: Any) -> str:
     """Under an SDPA variant: torch's own checks of each backend at the shape on screen
-    (`shape`: the controls' values, in SHAPE_FIELDS order), and its pick; empty for other
+    (`shape`: the controls' values, in SHAPE_ORDER), and its pick; empty for other
     variants, or a shape the Profile button would refuse."""
     if ZERO_GPU:
         picked = VARIANTS.get(variant)
         return views_profile.ZERO_GPU_CHECKS if picked and picked.ran_from_trace else ""
-    values = dict(zip(SHAPE_FIELDS, shape, strict=False))
-    optional = ("kv_heads", "q_len", "window")
-    values |= zip(optional, read_optional(*(values.get(name) for name in optional)), strict=True)
+    values = read_shape(dict(zip(SHAPE_ORDER, shape, strict=False)))
     account = sdpa_account.page_account(DEVICE, variant, values)
     return views_profile.sdpa_checks_markdown(account, DEVICE)
 

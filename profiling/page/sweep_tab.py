@@ -20,8 +20,8 @@ from profiling.jobs.sweep import sweep_workloads as run_sweep
 from profiling.page.controls import (
     DEVICE,
     START,
-    read_optional,
     shape_controls,
+    shape_handler,
     table,
     variant_picker,
 )
@@ -58,47 +58,19 @@ def sweep_on_gpu(request: job_request.JobRequest, progress: Any = None) -> Sweep
         )
 
 
+@shape_handler(
+    {
+        "variants": (list[str], 'variant ids, e.g. ["naive", "sdpa-flash"].'),
+        "seq_lens": (list[int], "sequence lengths, e.g. [256, 512, 1024]."),
+    },
+    "Profile variants over sequence lengths; refused, unavailable and OOM points are marked.",
+    """log–log chart of time per forward vs S, log–log chart of memory vs S, the table of
+points (with status and reason), a zip with one trace per point.""",
+    " per point",
+)
 def sweep(
-    variants: list[str],
-    seq_lens: list[int],
-    dtype: str,
-    batch: float,
-    heads: float,
-    head_dim: float,
-    causal: bool,
-    mode: str = "forward",
-    kv_heads: float | str | None = None,
-    q_len: float | str | None = None,
-    window: float | str | None = None,
-    timing: str = "eager",
-    steps: float = 3,
-    progress: gr.Progress = gr.Progress(),  # noqa: B008 - Gradio's injection idiom
+    variants: list[str], seq_lens: list[int], shape: dict[str, Any], progress: gr.Progress
 ) -> tuple[Any, ...]:
-    """Profile variants over sequence lengths; refused, unavailable and OOM points are marked.
-
-    Args:
-        variants: variant ids, e.g. ["naive", "sdpa-flash"].
-        seq_lens: sequence lengths, e.g. [256, 512, 1024].
-        dtype: "float32", "float16" or "bfloat16".
-        batch: batch size B.
-        heads: number of heads H.
-        head_dim: head dimension D (a multiple of 8).
-        causal: causal mask (true) or full attention (false).
-        mode: "forward" (default), "backward" (the backward alone) or "train" (forward +
-            backward of one step).
-        kv_heads: K/V heads, dividing heads (None or "": one per query head).
-        q_len: query length, at most seq_len (None or "": seq_len; 1–64 for a decode).
-        window: sliding window, the last keys each query sees (None or "": none; causal).
-        timing: "eager" (default), "cuda-graph" or "cold-l2" (the last two need a GPU).
-        steps: measured steps per point (default 3).
-
-    Returns:
-        log–log chart of time per forward vs S, log–log chart of memory vs S, the table of
-        points (with status and reason), a zip with one trace per point.
-    """
-    kv_heads, q_len, window = read_optional(kv_heads, q_len, window)
-    shape = dict(dtype=dtype, batch=batch, heads=heads, head_dim=head_dim, causal=causal, mode=mode)
-    shape |= dict(kv_heads=kv_heads, q_len=q_len, window=window, timing=timing, steps=steps)
     validate = partial(job_request.sweep_request, variants, seq_lens, **shape, device=DEVICE)
     shown = run_device_job("sweep", validate, sweep_on_gpu, _view, progress)
     zip_path = str(shown.zip_path) if shown.zip_path else None

@@ -14,6 +14,18 @@ Entry points: `hooks.keep(hooks.profile_run(...))` and friends to record; `open_
 What it may import: the standard library, pandas (pyarrow for Parquet), and torch-free parts of
 profiling (summary_text, user_values). Never torch, attention or gradio: the store is written
 after a result exists, from the run's plain data, and read without a GPU.
+
+Each rule decided here, and where (docs/architecture.md keeps only an index):
+- where the run store lives, its size cap, whose runs a public Space lists:
+  `profiling/store/location.py`
+- the store's tables, version and migrations; refusing a foreign, newer or corrupt file:
+  `profiling/store/schema.py`, `profiling/store/connection.py`
+- a run as the store's rows (every Summary figure a column); a trace's content hash and the cap's
+  pruning: `profiling/store/rows.py`, `profiling/store/traces.py`
+- which runs are kept (each Profile, Compare row, Sweep point; never an upload):
+  `profiling/store/hooks.py`, called by the Profile/Compare/Sweep tabs and the CLI
+- the trend's regression rule (slower than the earlier runs' median by > 10% and > their IQR):
+  `profiling/store/trend.py` (`RULE`, shown on the page)
 """
 
 from profiling.store.connection import StoreError

@@ -105,53 +105,36 @@ def profile_run(result: Any, origin: str, roles: Any = None, roofline: Any = Non
 
 def compare_runs(result: Any, origin: str) -> list[RunData]:
     """Each Compare row: the numbers where it ran, its status and reason where it did not."""
-    runs = []
-    for row in result.runs:
-        config = {**result.shape, "variant": row.variant}
-        if row.summary is not None:
-            config["device"] = row.summary.device
-        runs.append(
-            RunData(
-                kind="compare",
-                origin=origin,
-                config=config,
-                status=row.status,
-                reason=row.reason,
-                summary=row.summary.as_dict() if row.summary else None,
-                kernels=row.kernels,
-                roles=row.roles,
-                roofline=row.roofline,
-                operators=row.operators,
-                trace_gz=_path(row.trace_gz),
-            )
-        )
-    return runs
+    return [_job_run("compare", origin, {**result.shape, "variant": row.variant}, row)
+            for row in result.runs]  # fmt: skip
 
 
 def sweep_runs(result: Any, origin: str) -> list[RunData]:
     """Each Sweep point (one variant at one length), run or not, with its reason."""
-    runs = []
-    for point in result.points:
-        config = {**result.shape, "variant": point.variant, "seq_len": point.seq_len}
-        summary = getattr(point, "summary", None)
-        if summary is not None:
-            config["device"] = summary.device
-        runs.append(
-            RunData(
-                kind="sweep",
-                origin=origin,
-                config=config,
-                status=point.status,
-                reason=point.reason,
-                summary=summary.as_dict() if summary else None,
-                kernels=getattr(point, "kernels", None),
-                roles=getattr(point, "roles", None),
-                roofline=getattr(point, "roofline", None),
-                operators=getattr(point, "operators", None),
-                trace_gz=_path(point.trace_gz),
-            )
-        )
-    return runs
+    return [_job_run("sweep", origin,
+                     {**result.shape, "variant": point.variant, "seq_len": point.seq_len}, point)
+            for point in result.points]  # fmt: skip
+
+
+def _job_run(kind: str, origin: str, config: dict[str, Any], item: Any) -> RunData:
+    """A Compare row or a Sweep point as a run: its device where it ran (what a point that did
+    not run lacks is None)."""
+    summary = getattr(item, "summary", None)
+    if summary is not None:
+        config["device"] = summary.device
+    return RunData(
+        kind=kind,
+        origin=origin,
+        config=config,
+        status=item.status,
+        reason=item.reason,
+        summary=summary.as_dict() if summary else None,
+        kernels=getattr(item, "kernels", None),
+        roles=getattr(item, "roles", None),
+        roofline=getattr(item, "roofline", None),
+        operators=getattr(item, "operators", None),
+        trace_gz=_path(item.trace_gz),
+    )
 
 
 def _path(value: Any) -> Path | None:

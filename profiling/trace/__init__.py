@@ -11,4 +11,34 @@ and args types), `query` (questions asked of a spans table).
 
 Decides: which args a span keeps, the spans' order, what the scanner reads and what it leaves
 to msgspec. May import: the base modules only; never torch, attention or plotly.
+
+Each rule decided here, and where (docs/architecture.md keeps only an index):
+- reading any trace (streamed: bounded memory, both cores): `profiling/trace/read.py`
+  (`read_events`; `_Decoders` decides who reads a piece): `trace/stream.py` (gzip on a thread, the
+  expansion limit, cuts between events, exact mode) with `trace/frame.py` (the one-pass, bounded
+  scans that find the cuts; the limits on one event's size, nesting, and what follows the array;
+  `trace_read.MAX_EVENTS` caps the count; hostile shapes pinned by
+  `tests/trace/test_trace_hostile.py`), `trace/scan.py` (builds `profiling/trace/scan.c` with the
+  machine's cc on first use, loads only a library this user owns in a folder no one else can write,
+  logs once whether it is on, and calls it through ctypes on two threads) and
+  `trace/scan_columns.py` (its tables → a piece's columns), `trace/chunks.py` (msgspec: a piece the
+  scanner declines, or every piece without a compiler), `trace/helper.py` (the two helper processes
+  msgspec runs in; one that dies fails the read), `trace_columns.merge_chunks` → `trace/model.py`
+  (`load`); held equal to the whole-file reader it replaced (`tests/trace/legacy_reader.py`) by
+  `tests/trace/test_trace_stream.py`, on both paths
+- what the C scanner reads and what it leaves to msgspec (its output equal to msgspec's or
+  nothing): `profiling/trace/scan_json.h` (JSON's grammar: strings, numbers and their exact
+  conversion, any value skipped), `profiling/trace/scan.c` (the event and args keys it reads, a
+  repeated one declined), `trace_scan_columns.scanned_columns` (interning by hash, each row's bytes
+  checked); `tests/trace/test_trace_scan.py` holds it equal to `trace_chunks.decode_piece` piece by
+  piece
+- which args a span keeps (GPU work: all a view reads; a CPU op: its recorded shapes, one shared
+  object per distinct shape, raw JSON until read): `profiling/trace/events.py` (`EventArgs`),
+  `trace_chunks._shapes`, `trace_columns.merge_chunks`; a question about many ops' shapes is asked
+  once per shared object (`trace_query.by_identity`)
+- the spans' order (lane, start, the longest first among equal starts):
+  `profiling/trace/nesting.py` (`display_order`, held equal to `np.lexsort` by
+  `tests/trace/test_trace.py`)
+- what device a trace ran on (its own `deviceProperties`; `sm_XY` only for NVIDIA, "unknown" where
+  none), and Diff's line when two differ: `profiling/trace/device.py`
 """

@@ -6,4 +6,15 @@ uploaded files (`uploads`).
 
 No gradio (the page wraps these values in components) and no torch. May import: jobs, run's
 plain result types, workload, analysis and below.
+
+Each rule decided here, and where (docs/architecture.md keeps only an index):
+- a Summary as text (the CLI, the page's strip, the docs): `profiling/views/summary_text.py`
+  (`summary_rows`)
+- issue 23's figures as text (CLI, strip): `profiling/views/timing_text.py` (`timing_rows`,
+  appended by `summary_rows`); the page's block, timeline figure and Compare's timing table in
+  `profiling/views/timing.py`
+- limits of the page (uploads, queue, temp folders): `profiling/views/shared.py`
+- an upload read in a worker process, and its memory and wall-clock limits:
+  `profiling/views/upload_worker.py` (`UPLOAD_MEMORY_BYTES`, `UPLOAD_SECONDS`, `run_upload`)
+- a stored run's Profile view, rebuilt from the store and its trace: `profiling/views/reopen.py`
 """

@@ -23,15 +23,6 @@ from profiling.trace.events import TraceError
 from profiling.user_values import ConfigError
 from profiling.views import shared as views_shared
 from profiling.views.roofline_figure import roofline_spec
-from profiling.views.shared import (
-    DIGITS,
-    escaped,
-    kernel_view,
-    launch_html,
-    readable,
-    role_view,
-    roofline_view,
-)
 from profiling.views.uploads import UNREADABLE, UPLOAD_FAILURES, upload_stat
 
 log = logging.getLogger(__name__)
@@ -51,8 +42,8 @@ class AnalyzePage:
 
 def analyze_operator_view(operators: pd.DataFrame) -> pd.DataFrame:
     """The trace's operators under readable headers, times and shares to 0.1."""
-    digits = dict.fromkeys(("total_us", "self_us", "mean_us", "pct_self"), DIGITS)
-    return readable(operators, TRACE_OPERATOR_COLUMNS, digits)
+    digits = dict.fromkeys(("total_us", "self_us", "mean_us", "pct_self"), views_shared.DIGITS)
+    return views_shared.readable(operators, TRACE_OPERATOR_COLUMNS, digits)
 
 
 NO_KERNELS = (
@@ -72,9 +63,11 @@ def kernel_table_note(kernels: pd.DataFrame | None) -> str:
 
 def rows_html(rows: Sequence[tuple[str, str]], title: str) -> str:
     """(label, text) rows as a titled box, every piece of text escaped (traces are untrusted)."""
-    body = "".join(f"<dt>{escaped(k)}</dt><dd>{escaped(v)}</dd>" for k, v in rows)
+    body = "".join(
+        f"<dt>{views_shared.escaped(k)}</dt><dd>{views_shared.escaped(v)}</dd>" for k, v in rows
+    )
     return (
-        f'<div class="ap-launch"><div class="ap-launch-title">{escaped(title)}</div>'
+        f'<div class="ap-launch"><div class="ap-launch-title">{views_shared.escaped(title)}</div>'
         f'<dl class="ap-rows">{body}</dl></div>'
     )
 
@@ -132,11 +125,11 @@ def analyze_page(
     title = f"{name} · {result.n_spans:,} spans"
     return AnalyzePage(
         summary=rows_html(rows, "Summary"),
-        launch=launch_html(result.launch),
+        launch=views_shared.launch_html(result.launch),
         operators=analyze_operator_view(result.operators),
-        kernels=kernel_view(result.kernels, result.kernel_unit),
+        kernels=views_shared.kernel_view(result.kernels, result.kernel_unit),
         figure=gantt_spec(result.spans, result.lanes, title=title, window=window),
-        roles=role_view(result.roles, result.kernel_unit),
+        roles=views_shared.role_view(result.roles, result.kernel_unit),
         roofline_figure=roofline_spec(result.roofline, result.device_name, result.dtype),
-        roofline=roofline_view(result.roofline),
+        roofline=views_shared.roofline_view(result.roofline),
     )

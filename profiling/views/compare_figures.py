@@ -52,21 +52,18 @@ def gpu_cpu_bars(result: CompareResult) -> go.Figure:
     mode = result.shape.get("mode", "forward")
     per = UNITS.get(mode, "forward")
     fig = go.Figure()
-    if t["GPU µs/fwd"].notna().any():
+    bars = [("GPU", "kernels + memcpy + memset", "#1f77b4"),
+            ("CPU", CPU_SPANS.get(mode, CPU_SPANS["forward"]), "#ff7f0e")]  # fmt: skip
+    for side, counts, color in bars:
+        if side == "GPU" and not t["GPU µs/fwd"].notna().any():
+            continue  # a CPU run: no GPU bar at all
         fig.add_bar(
-            name=f"GPU µs / {per} (kernels + memcpy + memset)",
+            name=f"{side} µs / {per} ({counts})",
             x=t["variant"],
-            y=t["GPU µs/fwd"],
-            marker_color="#1f77b4",
-            hovertemplate=f"%{{x}}<br>GPU %{{y:,.1f}} µs / {per}<extra></extra>",
+            y=t[f"{side} µs/fwd"],
+            marker_color=color,
+            hovertemplate=f"%{{x}}<br>{side} %{{y:,.1f}} µs / {per}<extra></extra>",
         )
-    fig.add_bar(
-        name=f"CPU µs / {per} ({CPU_SPANS.get(mode, CPU_SPANS['forward'])})",
-        x=t["variant"],
-        y=t["CPU µs/fwd"],
-        marker_color="#ff7f0e",
-        hovertemplate=f"%{{x}}<br>CPU %{{y:,.1f}} µs / {per}<extra></extra>",
-    )
     where = "" if result.device == "cuda" else " — CPU run: no GPU time"
     fig.update_layout(
         barmode="group",

@@ -35,6 +35,7 @@ from profiling.vocabulary import (
     TIMINGS,
     measured_span,
 )
+from profiling.workload import controls
 
 DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name) for name in DTYPE_NAMES
@@ -52,21 +53,8 @@ WAIT, WARMUP = 1, 1  # the post's schedule(wait=1, warmup=1, active=steps)
 # The page's ranges per device: (minimum, maximum, slider step). LIMITS are wider, for the CLI;
 # the page and its API are held to these (the GPU slot and the CPU budget are sized for them).
 PAGE_RANGES: dict[str, dict[str, tuple[int, int, int]]] = {
-    "cuda": {
-        "seq_len": (128, 16384, 128),
-        "batch": (1, 64, 1),
-        "heads": (1, 128, 1),
-        "head_dim": (16, 256, 8),
-        "steps": (1, 30, 1),
-    },
-    "cpu": {
-        "seq_len": (64, 4096, 64),
-        "batch": (1, 8, 1),
-        "heads": (1, 16, 1),
-        "head_dim": (16, 128, 8),
-        "steps": (1, 10, 1),
-    },
-}
+    key: controls.page_ranges(key) for key in ("cuda", "cpu")
+}  # declared with each control: profiling/workload/controls.py
 CPU_MAX_FLOPS = 2e10  # per forward, on CPU only: a CPU Space must stay responsive
 
 
@@ -136,13 +124,9 @@ class Workload:
         pairs = visible_pairs(self.queries, self.seq_len, self.causal, self.window)
         return 4.0 * self.batch * self.heads * self.head_dim * pairs
 
-    @property
-    def queries(self) -> int:
-        return self.q_len or self.seq_len
-
-    @property
-    def key_heads(self) -> int:
-        return self.kv_heads or self.heads
+    # the variants' own rules (q_len or seq_len; kv_heads or heads), on this workload's fields
+    queries = Problem.queries
+    key_heads = Problem.key_heads
 
     def tensor_shape(self, name: str, layout: str = "bhsd") -> tuple[int, int, int, int]:
         """q (and the output's gradient) with the queries and every head; k and v with the
@@ -180,18 +164,9 @@ class Workload:
 
     def problem(self, device: str) -> Problem:
         """What a variant is built for: this shape and dtype on `device`."""
-        return Problem(
-            batch=self.batch,
-            heads=self.heads,
-            seq_len=self.seq_len,
-            head_dim=self.head_dim,
-            causal=self.causal,
-            dtype=self.torch_dtype,
-            device=device,
-            q_len=self.q_len,
-            kv_heads=self.kv_heads,
-            window=self.window,
-        )
+        shape = {field.name: getattr(self, field.name) for field in dataclasses.fields(Problem)
+                 if field.name not in ("dtype", "device")}  # fmt: skip
+        return Problem(dtype=self.torch_dtype, device=device, **shape)
 
     @property
     def total_steps(self) -> int:

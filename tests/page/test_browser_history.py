@@ -12,13 +12,11 @@ import copy
 
 import pytest
 
-from tests.page.test_browser import (  # the browser, the served app and the helpers, shared
+from tests.page.browser import (  # the browser, the served app and the helpers, shared
     TIMEOUT_MS,
-    browser,  # noqa: F401 - a fixture
     open_page,
     screenshot_path,
     sync_api,
-    url,  # noqa: F401 - a fixture
 )
 
 pytestmark = pytest.mark.browser
@@ -52,7 +50,7 @@ def runs():
     return first["run_id"], second["run_id"], other["run_id"]
 
 
-def test_history_reopens_diffs_compares_and_trends(browser, url, runs, tmp_path):  # noqa: F811
+def test_history_reopens_diffs_compares_and_trends(browser, url, runs, tmp_path):
     expect = sync_api.expect
     first, second, other = runs
     page = open_page(browser, f"{url}?run={second}")  # the permalink: History, the run open

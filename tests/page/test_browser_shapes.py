@@ -8,20 +8,18 @@ import pytest
 from playwright import sync_api
 
 from benchmarks.gen_public_shapes import SHAPES_DIR
-from tests.page.test_browser import (  # noqa: F401 - the fixtures, shared
+from tests.page.browser import (  # the helpers, shared
     analyse_upload,
-    browser,
     open_page,
     screenshot_path,
-    url,
 )
 
 pytestmark = pytest.mark.browser
 
 
 def test_analyse_of_a_cuda_graph_trace_says_totals_and_counts_a_graph_launch_once(
-    browser,  # noqa: F811 - the fixture imported above
-    url,  # noqa: F811
+    browser,
+    url,
     tmp_path,
 ):
     page = open_page(browser, url)

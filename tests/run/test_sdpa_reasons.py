@@ -216,7 +216,7 @@ def test_the_pickers_fields_are_the_shape_controls_in_their_order():
     from profiling.page import controls, profile_tab
 
     with gr.Blocks():
-        assert tuple(controls.shape_controls("t")) == profile_tab.SHAPE_FIELDS
+        assert tuple(controls.shape_controls("t")) == profile_tab.SHAPE_ORDER
 
 
 def test_a_gpu_account_names_each_backends_verdict_and_a_cpu_account_says_which_flash():

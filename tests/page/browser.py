@@ -1,0 +1,89 @@
+"""The shared part of the browser tests (tests/page/test_browser*.py): Playwright drives Debian's
+Chromium against the app served on a free local port; the fixtures, the skip-or-fail rule and the
+screenshot folder live here.
+
+Without Chromium or playwright a module that imports this one is skipped, unless
+ATTNPROF_REQUIRE_BROWSER=1 (set by .ci/run) makes that a failure.
+
+Screenshots go to a temporary folder, so a test run leaves the tracked files alone. To refresh
+the pictures of every tab, run with `ATTNPROF_SCREENSHOTS=docs`: they are written to
+docs/screenshot-cpu.png (Profile), docs/screenshot-compare-cpu.png, docs/screenshot-diff-cpu.png,
+docs/screenshot-diff-h200.png, docs/screenshot-sweep-cpu.png and docs/screenshot-analyze-xss.png
+(another value of the variable names a folder to write them to instead). The checks' own
+pictures (downloads-*, fonts-and-labels, earlier-run-finishing, analyse-cpu-trace) land there
+too; docs/ keeps only the six.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]  # fmt: skip
+TIMEOUT_MS = 90_000
+
+REQUIRED = os.environ.get("ATTNPROF_REQUIRE_BROWSER", "") not in ("", "0")  # .ci/run sets it
+
+
+def unavailable(reason: str) -> None:
+    """Skip on a developer's machine without the browser; fail where CI requires these tests."""
+    if REQUIRED:
+        pytest.fail(f"{reason}, and ATTNPROF_REQUIRE_BROWSER=1 requires the browser tests",
+                    pytrace=False)  # fmt: skip
+    pytest.skip(reason, allow_module_level=True)
+
+
+try:
+    from playwright import sync_api
+except ImportError:
+    unavailable("playwright is not installed: pip install -r requirements-dev.txt")
+if not CHROMIUM.exists():
+    unavailable(f"{CHROMIUM} is missing: apt-get install chromium")
+
+
+def open_page(browser, url: str):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(url)
+    return page
+
+
+def screenshot_path(name: str, tmp_path: Path) -> Path:
+    """docs/<name> with ATTNPROF_SCREENSHOTS=docs, <folder>/<name> for another value, else tmp."""
+    where = os.environ.get("ATTNPROF_SCREENSHOTS", "")
+    folder = DOCS if where == "docs" else Path(where) if where else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
+# per header cell of a table: its text lines and its words (a word broken across lines: more lines)
+HEADER_LINES = """(table = '#sw-table') =>
+  [...document.querySelectorAll(table + ' th[role=columnheader]')]
+  .map(th => {
+    const span = th.querySelector('span.header');
+    const line = parseFloat(getComputedStyle(span).lineHeight);
+    const lines = Math.round(span.getBoundingClientRect().height / line);
+    return {name: th.title, lines: lines, words: th.title.split(' ').length};
+  })"""
+
+
+def analyse_upload(page, path: Path) -> float:
+    """Upload `path` in the Analyse tab and click Analyse; the time of the click."""
+    page.get_by_role("tab", name="Analyse").click()
+    page.wait_for_selector("#analyze-button")
+    page.set_input_files("#an-file input[type=file]", str(path))
+    # Gradio shows the name as stem and extension, at times with a space between them
+    stem, dot, ext = path.name.rpartition(".")
+    shown = re.compile(rf"{re.escape(stem)}\s*{re.escape(dot + ext)}")
+    sync_api.expect(page.locator("#an-file")).to_contain_text(shown)
+    began = time.perf_counter()
+    page.click("#analyze-button")
+    return began
