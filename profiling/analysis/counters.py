@@ -17,9 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 # column → the ncu metric it reads (the names gh100 has; `ncu --query-metrics --chip gh100`)
 METRICS = {
@@ -49,6 +47,14 @@ _TO_COLUMN_UNIT = {
 }
 COLUMNS = ["index", "kernel", "demangled", *METRICS]
 MODULE_NAME = "ncu_report"
+if TYPE_CHECKING:  # pandas is imported after NVIDIA's module (see `main`)
+    import pandas as pd
+
+
+def _no_kernels() -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame(columns=COLUMNS)
 
 
 class CountersUnavailable(RuntimeError):
@@ -59,7 +65,7 @@ class CountersUnavailable(RuntimeError):
 class Counters:
     """A counter pass's outcome: the kernels it measured (COLUMNS), or why there are none."""
 
-    kernels: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COLUMNS))
+    kernels: pd.DataFrame = field(default_factory=_no_kernels)
     reason: str = ""  # why no counters (empty when measured)
     missing: list[str] = field(default_factory=list)  # metrics the report does not have
     seconds: float = 0.0  # the whole counter pass: ncu, the child's start-up, the replays
@@ -111,6 +117,8 @@ def read_report(path: str | Path, module: ModuleType | None = None) -> Counters:
         profiled = context.range_by_idx(r)
         for a in range(profiled.num_actions()):
             rows.append(_row(len(rows), profiled.action_by_idx(a), ncu_report))
+    import pandas as pd
+
     frame = pd.DataFrame(rows, columns=COLUMNS)
     missing = [METRICS[c] for c in METRICS if frame.empty or frame[c].isna().all()]
     return Counters(kernels=frame, missing=missing, report=Path(path))
@@ -139,8 +147,11 @@ def _value(metric: Any) -> float | None:
 def main(argv: list[str]) -> int:
     """`python -m profiling.analysis.counters REPORT [NCU]`: the report's rows as JSON on
     stdout. The runner reads a report through this child: NVIDIA's module loaded into the
-    profiled process (torch, CUDA, pyarrow) crashed it on the H200 (a segmentation fault)."""
-    counters = read_report(argv[0], load_module(argv[1] if len(argv) > 1 else None))
+    profiled process (torch, CUDA, pyarrow) crashed it on the H200 (a segmentation fault), and
+    so did a child that had imported pandas first: here NVIDIA's module is loaded before pandas
+    and numpy, as in the probe that read the reports there (docs/results-h200.md)."""
+    module = load_module(argv[1] if len(argv) > 1 else None)
+    counters = read_report(argv[0], module)
     frame = counters.kernels.astype(object).where(counters.kernels.notna(), None)
     sys.stdout.write(json.dumps({"rows": frame.to_dict("records"), "missing": counters.missing}))
     return 0
