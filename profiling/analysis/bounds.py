@@ -10,6 +10,7 @@ gradient and writes three gradients: about twice that; a train step three times)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from profiling.analysis.peaks import peak_bandwidth, peak_tflops
@@ -60,3 +61,10 @@ def ridge_text(device_name: str, dtype: str) -> str:
         return ""
     ridge = peak_flops / bandwidth
     return f"ridge {ridge:,.0f} FLOP/byte ({peak_flops:g} TFLOP/s ÷ {bandwidth:g} TB/s)"
+
+
+def cpu_or_gpu_bound(cpu_us: float | None, gpu_us: float | None) -> str:
+    """CPU-bound when the CPU spends longer per forward than the GPU works (the post's test)."""
+    if gpu_us is None or cpu_us is None or math.isnan(cpu_us) or math.isnan(gpu_us):
+        return "n/a"
+    return "CPU-bound" if cpu_us > gpu_us else "GPU-bound"

@@ -10,7 +10,6 @@ memory estimate, failed) is a row with its reason, never a guess. The result is 
 from __future__ import annotations
 
 import logging
-import math
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,6 +22,7 @@ import torch
 
 from attention import VARIANTS
 from profiling.analysis import counters_join as join
+from profiling.analysis.bounds import cpu_or_gpu_bound as bound
 from profiling.analysis.launch import LaunchStats
 from profiling.analysis.peaks import Peak, peak_entry, peak_tflops, peaks_table
 from profiling.analysis.roofline_runs import run_roofline
@@ -261,52 +261,56 @@ def timeline(spans: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+def _glance_row(variant_run: VariantRun, peak: float | None) -> dict[str, Any]:
+    """One variant's row of the glance table (its status and reason where it did not run)."""
+    row: dict[str, Any] = {
+        "variant": variant_run.variant,
+        "status": variant_run.status,
+        "reason": variant_run.reason,
+    }
+    summary, launch = variant_run.summary, variant_run.launch
+    if summary is not None:
+        on_gpu = summary.gpu_us_per_forward is not None  # None: the runner saw no GPU work
+        row.update(
+            {
+                "kernels/fwd": summary.kernels_per_forward,
+                "GPU µs/fwd": summary.gpu_us_per_forward,
+                "CPU µs/fwd": summary.cpu_us_per_forward,
+                "bound": bound(summary.cpu_us_per_forward, summary.gpu_us_per_forward),
+                "peak MiB": summary.peak_mib,
+                "TFLOP/s": summary.tflops,
+                "% of peak": 100 * summary.tflops / peak
+                if (peak and summary.tflops is not None and on_gpu)
+                else None,
+                "TB/s": summary.tbps,
+                "% of BW peak": summary.pct_peak_bandwidth,
+                "roofline": summary.roofline_bound or None,
+                "rel. err": summary.rel_err,
+                "ran": summary.ran,
+                "dominant kernel": summary.dominant_kernel,
+                "decoded": summary.dominant_decoded,
+                "reason": "; ".join(summary.notes),
+                **training_figures(summary),
+                **join.glance_figures(variant_run.counters),
+            }
+        )
+    if launch is not None and launch.busy_pct is not None:
+        row.update(
+            {
+                "GPU busy %": launch.busy_pct,
+                "idle gaps": launch.gaps,
+                "launch delay µs": launch.launch_delay_mean_us,
+                "CPU launch µs/fwd": launch.cpu_launch_us_per_forward,
+            }
+        )
+    return row
+
+
 def glance_table(runs: Iterable[VariantRun], device_name: str, dtype: str) -> pd.DataFrame:
     """The post's "at a glance" table, plus launch/idle figures; a row per variant asked for."""
     peak = peak_tflops(device_name, dtype)
-    runs, rows = list(runs), []
-    for variant_run in runs:
-        row: dict[str, Any] = {
-            "variant": variant_run.variant,
-            "status": variant_run.status,
-            "reason": variant_run.reason,
-        }
-        summary, launch = variant_run.summary, variant_run.launch
-        if summary is not None:
-            on_gpu = summary.gpu_us_per_forward is not None  # None: the runner saw no GPU work
-            row.update(
-                {
-                    "kernels/fwd": summary.kernels_per_forward,
-                    "GPU µs/fwd": summary.gpu_us_per_forward,
-                    "CPU µs/fwd": summary.cpu_us_per_forward,
-                    "bound": bound(summary.cpu_us_per_forward, summary.gpu_us_per_forward),
-                    "peak MiB": summary.peak_mib,
-                    "TFLOP/s": summary.tflops,
-                    "% of peak": 100 * summary.tflops / peak
-                    if (peak and summary.tflops is not None and on_gpu)
-                    else None,
-                    "TB/s": summary.tbps,
-                    "% of BW peak": summary.pct_peak_bandwidth,
-                    "roofline": summary.roofline_bound or None,
-                    "rel. err": summary.rel_err,
-                    "ran": summary.ran,
-                    "dominant kernel": summary.dominant_kernel,
-                    "decoded": summary.dominant_decoded,
-                    "reason": "; ".join(summary.notes),
-                    **training_figures(summary),
-                    **join.glance_figures(variant_run.counters),
-                }
-            )
-        if launch is not None and launch.busy_pct is not None:
-            row.update(
-                {
-                    "GPU busy %": launch.busy_pct,
-                    "idle gaps": launch.gaps,
-                    "launch delay µs": launch.launch_delay_mean_us,
-                    "CPU launch µs/fwd": launch.cpu_launch_us_per_forward,
-                }
-            )
-        rows.append(row)
+    runs = list(runs)
+    rows = [_glance_row(variant_run, peak) for variant_run in runs]
     columns, numeric = GLANCE_COLUMNS, [
         "kernels/fwd", "GPU µs/fwd", "CPU µs/fwd", "peak MiB", "TFLOP/s", "% of peak", "TB/s",
         "% of BW peak", "rel. err", "GPU busy %", "launch delay µs", "CPU launch µs/fwd",
@@ -341,13 +345,6 @@ def training_figures(summary: Summary) -> dict[str, Any]:
     for name in ("dq", "dk", "dv"):
         figures[f"d{name[1].upper()} err"] = (summary.grad_err or {}).get(name)
     return figures
-
-
-def bound(cpu_us: float | None, gpu_us: float | None) -> str:
-    """CPU-bound when the CPU spends longer per forward than the GPU works (the post's test)."""
-    if gpu_us is None or cpu_us is None or math.isnan(cpu_us) or math.isnan(gpu_us):
-        return "n/a"
-    return "CPU-bound" if cpu_us > gpu_us else "GPU-bound"
 
 
 # -- downloads -----------------------------------------------------------------------------------
