@@ -16,7 +16,8 @@ from profiling.run import counters as collect
 from profiling.views import counters as views_counters
 from profiling.views.roofline_figure import LINK_NAME, MEASURED_NAME, roofline_spec
 from profiling.views.shared import roofline_view
-from tests.page import test_browser as tb  # skips this module as it skips itself
+from tests.page import browser as tb  # skips this module as the browser tests skip
+from tests.page.conftest import wait_for_http
 from tests.views.test_counters_views import cudnn_result, measured_counters
 
 pytestmark = pytest.mark.browser
@@ -34,7 +35,7 @@ def chromium():
 
 def served(demo: gr.Blocks) -> str:
     _, local_url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
-    tb.wait_for_http(local_url)
+    wait_for_http(local_url)
     return local_url
 
 
