@@ -191,7 +191,7 @@ def _peak_growth_kib(path: Path, load: str) -> int:
     peak is reset first: an import's transient peak can exceed a small load's)."""
     program = _MEASURE.format(load=load)
     if load.startswith("legacy"):
-        program = "from tests import legacy_reader\n" + program
+        program = "from tests.trace import legacy_reader\n" + program
     done = subprocess.run(
         [sys.executable, "-c", program, str(path)],
         capture_output=True, text=True, check=True, cwd=ROOT,
