@@ -65,7 +65,9 @@ def screenshot_path(name: str, tmp_path: Path) -> Path:
 
 
 # per header cell of a table: its text lines and its words (a word broken across lines: more lines)
-HEADER_LINES = """(table = '#sw-table') =>
+# the table's selector is a required argument: Playwright passes null (not undefined) when the
+# argument is left out, so a JS default would never apply and the check would find no header
+HEADER_LINES = """(table) =>
   [...document.querySelectorAll(table + ' th[role=columnheader]')]
   .map(th => {
     const span = th.querySelector('span.header');

@@ -20,7 +20,9 @@ from tests.page.browser import (  # the browser, the served app and the helpers,
 )
 
 pytestmark = pytest.mark.browser
-SMALL = dict(seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
+# a shape no other test profiles: the store is shared by the session, and other tests' runs of
+# the same workload would join the trend (in CI two of them were flagged before this one)
+SMALL = dict(seq_len=128, dtype="float32", batch=1, heads=3, head_dim=16, causal=True)
 
 
 def _faster_copy(summary: dict) -> dict:

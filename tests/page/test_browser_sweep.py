@@ -51,14 +51,6 @@ def sweep_refusing_4096(page) -> None:
         page.wait_for_selector(f'{chart} [data-testid="plotly"] .main-svg')
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "after the controls declaration (issue 33) the Sweep table's header cells are not "
-        "found by the header check ('#sw-table th[role=columnheader]' returns none); "
-        "not diagnosed in this session"
-    ),
-)
 def test_sweep_draws_refusals_apart_and_its_table_reads_in_full(browser, url, tmp_path):
     """Issue 19, point 4: refused points sat on the time axis at made-up values, their labels
     overlapping; the Points table cut the reason off and broke "seq_len" into "seq_l / en";
@@ -92,9 +84,9 @@ def test_sweep_draws_refusals_apart_and_its_table_reads_in_full(browser, url, tm
         for width in (1400, 1024):  # a desktop and a laptop
             page.set_viewport_size({"width": width, "height": 1000})
             page.wait_for_timeout(500)
-            for header in page.evaluate(HEADER_LINES):
+            for header in page.evaluate(HEADER_LINES, "#sw-table"):
                 assert header["lines"] <= header["words"], (width, header)  # no word broken
-            lines = {h["name"]: h["lines"] for h in page.evaluate(HEADER_LINES)}
+            lines = {h["name"]: h["lines"] for h in page.evaluate(HEADER_LINES, "#sw-table")}
             assert lines.get("seq_len") == 1, lines
             cells = page.evaluate(REASON_CELLS, "GFLOP per forward")
             assert len(cells) == 2

@@ -151,13 +151,6 @@ def diff_uploads(page, trace_a: Path, trace_b: Path, label_a: str, label_b: str)
     page.click("#diff-button")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason=(
-        "after uploads moved to the worker process (issue 32) the H200 diff's headline "
-        "check fails in the browser; not diagnosed in this session"
-    ),
-)
 def test_diff_hides_the_kernel_table_of_cpu_traces_and_reads_names_as_text(browser, url, tmp_path):
     """Two CPU runs have no kernels: no empty table with cut-off headers, a line says why; two
     H200 traces bring the table back. The headline is the API's plain text shown as Markdown:
