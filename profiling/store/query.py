@@ -17,6 +17,7 @@ import pandas as pd
 from profiling.store.connection import opened
 from profiling.store.handle import Store
 from profiling.store.location import public_space
+from profiling.store.rows import WHOLE_NUMBER_FIELDS
 from profiling.store.schema import CHILD_TABLES
 from profiling.user_values import ConfigError, show
 
@@ -157,8 +158,19 @@ def children(store: Store, run_id: str) -> dict[str, pd.DataFrame]:
                 f"SELECT * FROM {table} WHERE run_id = ? ORDER BY rowid", (run_id,)
             )
             names = [d[0] for d in cursor.description]
-            found[table] = pd.DataFrame(cursor.fetchall(), columns=names).drop(columns="run_id")
+            found[table] = _whole_numbers(
+                pd.DataFrame(cursor.fetchall(), columns=names).drop(columns="run_id"), table
+            )
     return found
+
+
+def _whole_numbers(frame: pd.DataFrame, table: str) -> pd.DataFrame:
+    """The table's count columns as integers again where every value is one (rows.py says which)."""
+    for column in WHOLE_NUMBER_FIELDS.get(table, ()):
+        values = frame[column]
+        if values.notna().all() and (values == values.round()).all():
+            frame[column] = values.astype("int64")
+    return frame
 
 
 def workload_runs(store: Store, run: dict[str, Any]) -> pd.DataFrame:

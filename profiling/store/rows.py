@@ -49,6 +49,9 @@ ROLE_FIELDS = ("phase", "role", "us", "pct_gpu", "calls", "kernels")
 ROOFLINE_FIELDS = ("kernel", "role", "phase", "calls", "mean_us", "flop_per_call",
                    "bytes_per_call", "source", "tflops", "tbps", "intensity", "bound", "roof",
                    "total_us", "name")  # fmt: skip
+# counts in columns the schema declared REAL (v2's roofline): read back as the integers written,
+# so a reopened run's summary JSON equals the one the page showed (3, not 3.0)
+WHOLE_NUMBER_FIELDS = {"roofline": ("calls",)}
 OPERATOR_FIELDS = ("operator", "calls", "cpu_self_us", "cpu_total_us", "cpu_avg_us",
                    "device_self_us", "device_total_us", "device_avg_us")  # fmt: skip
 PHASE_FIELDS = ("phase", "gpu_us", "gpu_us_median", "gpu_us_q1", "gpu_us_q3", "cpu_us",

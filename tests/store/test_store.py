@@ -60,6 +60,26 @@ def test_a_row_holds_the_figures_as_columns(store):
     assert tables["phases"]["gpu_us_median"].tolist() == [512.5]
 
 
+def test_the_roofline_rows_read_back_as_the_page_showed_them(store):
+    """The H200 check of issue 34 found a reopened run's summary JSON differing in `roofline`:
+    the schema keeps `calls` as REAL, so 3 came back as 3.0. Records equal, value and type."""
+    from profiling.analysis.role_views import as_records
+    from profiling.analysis.roofline_runs import phases_roofline
+    from profiling.kernels.work import AttentionShape
+    from profiling.run import trace as run_trace
+
+    trace = run_trace.read(TRACE)
+    shape = AttentionShape.from_numbers(8, 16, 1024, 64, 2)
+    rows = phases_roofline({n: p.spans for n, p in trace.phases.items()}, shape, "NVIDIA H200",
+                           "bfloat16")  # fmt: skip
+    shown = as_records(rows)
+    data = run_data()
+    data.roofline = pd.DataFrame(shown)
+    back = as_records(query.children(store, record(store, data).run_id)["roofline"])
+    assert len(shown) > 1  # compared as JSON text, where 3 and 3.0 differ
+    assert json.dumps(back, default=str) == json.dumps(shown, default=str)
+
+
 def test_one_copy_of_identical_traces(store, tmp_path):
     """The same trace gzipped twice as a run writes it (run_export.gzip_file: another file name
     in each header) is kept once."""
