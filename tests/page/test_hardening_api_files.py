@@ -136,7 +136,9 @@ def test_broken_uploads_give_a_clear_error_fast(client, tmp_path, data, message)
     began = time.perf_counter()
     with pytest.raises(AppError, match=message):
         client.predict(trace=handle_file(str(path)), api_name="/analyze")
-    assert time.perf_counter() - began < 5
+    # refused on its content, not by the 50 s watchdog: 20 s leaves room for a worker's start
+    # on two busy cores (6-7 s seen at load 5; a quiet machine answers in about 1 s)
+    assert time.perf_counter() - began < 20
 
 
 def test_a_cpu_only_trace_is_analysed_and_says_so(client, tmp_path):
