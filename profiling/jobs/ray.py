@@ -40,7 +40,7 @@ ATTEMPTS = 2  # a point's first run and one more on a fresh worker
 POLL_SECONDS = 0.5  # how often the driver looks at a cancel request while points run
 CANCELLED = "not run: cancelled (Ctrl-C)"
 PACKAGES = ("profiling", "attention")  # shipped to a remote cluster's workers
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]  # the repository root: profiling/jobs/ray.py
 
 
 @dataclass
@@ -180,7 +180,9 @@ class RayExecutor:
             self._init()
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"at {self.address}" if self.address else "on this machine"
-            raise ConfigError(f"cannot start or reach the Ray cluster {where}: {exc}") from None
+            raise ConfigError(
+                f"cannot start or reach the Ray cluster {where}: {exc}{_token_hint(self.address)}"
+            ) from None
 
     def _init(self) -> None:
         if self.address is None:  # a local cluster: every GPU and CPU of this machine
@@ -331,6 +333,18 @@ class _Schedule:
             for worker, chain in sorted(self.busy.values())
         ]
         self.report(done / self.total, " · ".join([f"{done}/{self.total} points", *now]))
+
+
+def _token_hint(address: str | None) -> str:
+    """Why joining by address may fail where `auto` works: Ray (2.59 on) starts `ray start`'s
+    cluster with token authentication where the machine has a token, and sends the token to
+    an address given outright (argument or RAY_ADDRESS) only when RAY_AUTH_MODE=token."""
+    if address is None or os.environ.get("RAY_AUTH_MODE"):
+        return ""
+    return (
+        " (a cluster that asks for a token is joined by address with RAY_AUTH_MODE=token and"
+        " its token in ~/.ray/auth_token or RAY_AUTH_TOKEN: README, More than one GPU)"
+    )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -28,6 +28,7 @@ from profiling.jobs.compare import (
 )
 from profiling.text_tables import shape_text
 from profiling.views.compare_figures import gpu_cpu_bars, mini_gantts
+from profiling.views.ran_on import on_device, run_devices
 from profiling.views.roofline_figure import roofline_spec
 from profiling.views.shared import significant, without_nan
 from profiling.views.summary_text import sdpa_rows
@@ -212,11 +213,12 @@ def compare_page(result: CompareResult, device: str) -> ComparePage:
 
 def compare_roofline(result: CompareResult) -> FigureSpec:
     """Every variant's kernels that have a role in attention, on one roofline."""
+    placed = zip(result.runs, run_devices([r.placement for r in result.runs]), strict=True)
     rows = [
-        r.roofline[r.roofline["role"] != ""].assign(variant=r.variant)
-        for r in result.ran
-        if r.roofline is not None and not r.roofline.empty
-    ]
+        r.roofline[r.roofline["role"] != ""].assign(variant=on_device(r.variant, device))
+        for r, device in placed
+        if r.ok and r.roofline is not None and not r.roofline.empty
+    ]  # a mixed cluster: each variant's points named with the device they ran on
     points = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
         columns=[*ROOFLINE_COLUMNS, "variant"]
     )  # fmt: skip

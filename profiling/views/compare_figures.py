@@ -21,6 +21,14 @@ from plotly.subplots import make_subplots
 from profiling.jobs.compare import CompareResult
 from profiling.jobs.sweep import STEP_PEAK, SweepResult
 from profiling.text_tables import shape_text
+from profiling.views.ran_on import (
+    by_device,
+    device_marker,
+    device_symbols,
+    devices_of,
+    on_device,
+    run_devices,
+)
 from profiling.views.summary_text import UNITS
 
 CPU_SPANS = {
@@ -48,10 +56,11 @@ PALETTE = qualitative.Plotly
 def gpu_cpu_bars(result: CompareResult) -> go.Figure:
     """Grouped bars: GPU µs and CPU µs per forward (per step of a training run, per backward
     measured alone) for each variant that ran."""
-    t = result.glance[result.glance["status"] == "ok"]
+    t, x, split = _bar_places(result.glance[result.glance["status"] == "ok"])
     mode = result.shape.get("mode", "forward")
     per = UNITS.get(mode, "forward")
     fig = go.Figure()
+    which = "%{customdata}" if split else "%{x}"
     bars = [("GPU", "kernels + memcpy + memset", "#1f77b4"),
             ("CPU", CPU_SPANS.get(mode, CPU_SPANS["forward"]), "#ff7f0e")]  # fmt: skip
     for side, counts, color in bars:
@@ -59,31 +68,46 @@ def gpu_cpu_bars(result: CompareResult) -> go.Figure:
             continue  # a CPU run: no GPU bar at all
         fig.add_bar(
             name=f"{side} µs / {per} ({counts})",
-            x=t["variant"],
+            x=x,
             y=t[f"{side} µs/fwd"],
             marker_color=color,
-            hovertemplate=f"%{{x}}<br>{side} %{{y:,.1f}} µs / {per}<extra></extra>",
+            hovertemplate=f"{which}<br>{side} %{{y:,.1f}} µs / {per}<extra></extra>",
+            **split,
         )
     where = "" if result.device == "cuda" else " — CPU run: no GPU time"
     fig.update_layout(
         barmode="group",
         title=f"GPU vs CPU time per {per} · {_shape(result.shape)}{where}",
         yaxis_title=f"µs per {per}",
-        xaxis_title="variant",
+        xaxis_title="variant, under the device it ran on" if split else "variant",
         legend={"orientation": "h", "y": -0.25},
         margin={"t": 60, "l": 60, "r": 20, "b": 80},
     )
     return fig
 
 
+def _bar_places(t: pd.DataFrame) -> tuple[pd.DataFrame, Any, dict[str, Any]]:
+    """The bars' rows and x: the variants; on a mixed cluster (device, variant) pairs on a
+    two-level axis, each device's variants side by side, and the hover's name for each."""
+    places = devices_of(t)
+    if not any(places):
+        return t, t["variant"], {}
+    order = {device: i for i, device in enumerate(dict.fromkeys(places))}
+    t = t.assign(_on=places).sort_values("_on", key=lambda on: on.map(order), kind="stable")
+    names = [on_device(v, d) for v, d in zip(t["variant"], t["_on"], strict=True)]
+    return t, [list(t["_on"]), list(t["variant"])], {"customdata": names}
+
+
 def mini_gantts(result: CompareResult, row_height: int = 110) -> go.Figure:
     """One small Gantt per variant that ran, stacked, sharing one time axis (µs from step 1)."""
-    runs = [r for r in result.ran if r.timeline is not None and not r.timeline.empty]
-    if not runs:
+    placed = zip(result.runs, run_devices([r.placement for r in result.runs]), strict=True)
+    drawn = [(r, d) for r, d in placed if r.ok and r.timeline is not None and not r.timeline.empty]
+    if not drawn:
         fig = go.Figure()
         fig.update_layout(title="No variant ran, so there is no timeline to draw")
         return fig
-    titles = [_run_title(r) for r in runs]
+    runs = [r for r, _ in drawn]
+    titles = [on_device(_run_title(r), device) for r, device in drawn]  # mixed: where it ran
     fig = make_subplots(
         rows=len(runs), cols=1, shared_xaxes=True, vertical_spacing=0.3 / len(runs),
         subplot_titles=titles,
@@ -135,15 +159,18 @@ def sweep_time_figure(result: SweepResult) -> go.Figure:
     an axis of their own, so no stand-in value can be read as a measured time."""
     column = "GPU µs/fwd" if result.time_basis == "GPU" else "CPU µs/fwd"
     fig = _sweep_canvas(result)
+    symbols = device_symbols(result.table)  # a mixed cluster: a line per variant and device
     for i, variant in enumerate(result.variants):
         mine = result.table[result.table["variant"] == variant]
         good = mine[(mine["status"] == "ok") & mine[column].notna()]
-        fig.add_scatter(
-            x=good["seq_len"], y=good[column], mode="lines+markers", name=variant,
-            legendgroup=variant, line={"color": PALETTE[i % len(PALETTE)]},
-            hovertemplate=f"{variant}<br>S=%{{x}}<br>%{{y:,.1f}} µs<extra></extra>",
-            row=1, col=1,
-        )  # fmt: skip
+        for device, rows in by_device(good):
+            name = on_device(variant, device)
+            fig.add_scatter(
+                x=rows["seq_len"], y=rows[column], mode="lines+markers", name=name,
+                legendgroup=variant, line={"color": PALETTE[i % len(PALETTE)]},
+                hovertemplate=f"{name}<br>S=%{{x}}<br>%{{y:,.1f}} µs<extra></extra>",
+                row=1, col=1, **device_marker(symbols, device),
+            )  # fmt: skip
     _add_misses(fig, result)
     what = "GPU µs per forward" if result.time_basis == "GPU" else "CPU µs per forward"
     where = "" if result.time_basis == "GPU" else " (no GPU on this machine)"
@@ -155,20 +182,23 @@ def sweep_time_figure(result: SweepResult) -> go.Figure:
 def sweep_memory_figure(result: SweepResult) -> go.Figure:
     """Log–log memory vs S: what the run used solid (a GPU's peak; on a CPU what one step
     allocated, issue 31), the estimate dotted as its own series (through refused lengths too:
-    it is what refused them); points that did not run in the strip below."""
+    it is what refused them; one per variant on a mixed cluster too, as no device measured
+    it); points that did not run in the strip below."""
     fig = _sweep_canvas(result)
     column, what = ("peak MiB", "peak") if result.device == "cuda" else (
         STEP_PEAK, "allocated in one step")  # fmt: skip
+    symbols = device_symbols(result.table)  # a mixed cluster: measured lines per device
     for i, variant in enumerate(result.variants):
         color = PALETTE[i % len(PALETTE)]
         mine = result.table[result.table["variant"] == variant]
         measured = mine[(mine["status"] == "ok") & (mine[column] > 0)]
-        if not measured.empty:
+        for device, rows in by_device(measured) if not measured.empty else []:
+            name = on_device(variant, device)
             fig.add_scatter(
-                x=measured["seq_len"], y=measured[column], mode="lines+markers",
-                name=f"{variant} {what}", legendgroup=variant, line={"color": color},
-                hovertemplate=f"{variant}<br>S=%{{x}}<br>{what} %{{y:,.1f}} MiB<extra></extra>",
-                row=1, col=1,
+                x=rows["seq_len"], y=rows[column], mode="lines+markers",
+                name=f"{name} {what}", legendgroup=variant, line={"color": color},
+                hovertemplate=f"{name}<br>S=%{{x}}<br>{what} %{{y:,.1f}} MiB<extra></extra>",
+                row=1, col=1, **device_marker(symbols, device),
             )  # fmt: skip
         fig.add_scatter(
             x=mine["seq_len"], y=mine["est. MiB"], mode="lines", name=f"{variant} estimate",
@@ -176,7 +206,7 @@ def sweep_memory_figure(result: SweepResult) -> go.Figure:
             hovertemplate=f"{variant}<br>S=%{{x}}<br>estimate %{{y:,.0f}} MiB<extra></extra>",
             row=1, col=1,
         )  # fmt: skip
-        _add_saved(fig, mine, variant, color)
+        _add_saved(fig, mine, variant, color, symbols)
     _add_misses(fig, result)
     measured_note = "" if result.device == "cuda" else " (CPU: solid, what one step allocated)"
     _sweep_axes(fig, result, "MiB (log)")
@@ -184,21 +214,24 @@ def sweep_memory_figure(result: SweepResult) -> go.Figure:
     return fig
 
 
-def _add_saved(fig: go.Figure, points: pd.DataFrame, variant: str, color: str) -> None:
+def _add_saved(
+    fig: go.Figure, points: pd.DataFrame, variant: str, color: str, symbols: dict[str, str]
+) -> None:
     """A training sweep: what the forward saves for backward, dashed (S² for naive, S for a
     fused kernel's log-sum-exp). A point that saves nothing beyond its inputs has no log value."""
     if "saved MiB" not in points:
         return
     saved = points[(points["status"] == "ok") & (points["saved MiB"] > 0)]
-    if saved.empty:
-        return
-    fig.add_scatter(
-        x=saved["seq_len"], y=saved["saved MiB"], mode="lines+markers",
-        name=f"{variant} saved for backward", legendgroup=variant,
-        line={"color": color, "dash": "dash"}, marker={"symbol": "diamond"},
-        hovertemplate=f"{variant}<br>S=%{{x}}<br>saved for backward %{{y:,.1f}} MiB<extra></extra>",
-        row=1, col=1,
-    )  # fmt: skip
+    for device, rows in by_device(saved) if not saved.empty else []:
+        name = on_device(variant, device)
+        fig.add_scatter(
+            x=rows["seq_len"], y=rows["saved MiB"], mode="lines+markers",
+            name=f"{name} saved for backward", legendgroup=variant,
+            line={"color": color, "dash": "dash"},
+            marker=device_marker(symbols, device).get("marker", {"symbol": "diamond"}),
+            hovertemplate=f"{name}<br>S=%{{x}}<br>saved for backward %{{y:,.1f}} MiB"
+            "<extra></extra>", row=1, col=1,
+        )  # fmt: skip
 
 
 SWEEP_PLOT_PX = 320  # the data's plot area; the strip of missed points adds its own height
@@ -310,12 +343,14 @@ def _si(value: float) -> str:
 
 def _add_misses(fig: go.Figure, result: SweepResult) -> None:
     """Points that did not run, in the strip: one row per variant, one marker trace per
-    status (its symbol), the reason in the hover. No text on the plot, so none can overlap."""
+    status (its symbol), the reason in the hover (and on a mixed cluster the device, where
+    one ran it). No text on the plot, so none can overlap."""
     for i, variant in enumerate(result.variants):
         color = PALETTE[i % len(PALETTE)]
         mine = result.table[(result.table["variant"] == variant) & (result.table["status"] != "ok")]
         for status, group in mine.groupby("status", sort=False):
-            reasons = [[_hover_lines(str(r))] for r in group["reason"].fillna("")]
+            where = zip(group["reason"].fillna(""), devices_of(group), strict=True)
+            reasons = [[_hover_lines(f"on {d}: {r}" if d else str(r))] for r, d in where]
             fig.add_scatter(
                 x=group["seq_len"], y=[variant] * len(group), mode="markers",
                 name=f"{variant} {status}", legendgroup=variant,

@@ -66,7 +66,7 @@ def test_compare_draws_every_variants_attention_kernels_on_one_roofline():
     assert matrix.loc["naive", "mask"] > matrix.loc["naive", "QKᵀ"]
     from profiling.views.compare import compare_roofline
 
-    compared = SimpleNamespace(ran=runs, device_name="NVIDIA H200", shape={"dtype": "bfloat16"})
+    compared = SimpleNamespace(runs=runs, device_name="NVIDIA H200", shape={"dtype": "bfloat16"})
     figure = compare_roofline(compared)
     points = [t for t in figure.data if t.get("mode") == "markers"]
     assert [t["name"] for t in points] == ["naive", "sdpa-flash"]
