@@ -1,6 +1,6 @@
 """Joining a cluster the way the README says (issue 35): `ray start --head` (Ray's own CLI, in a
-child), then `python -m profiling sweep|compare --ray …` as children, by address, by `auto`
-and by RAY_ADDRESS. Each command must join that cluster, not start one of its own: its Ray
+child), then `python -m profiling sweep|compare --ray …` as children, by `auto` (the sweep)
+and by address (the compare). Each command must join that cluster, not start one of its own: its Ray
 driver log and its workers' logs are in the cluster's session folder, which only a process
 connected to that cluster writes to.
 
@@ -132,16 +132,10 @@ def _points(zip_path: Path) -> list[dict]:
         return json.loads(archive.read("points.json"))
 
 
-@pytest.mark.parametrize("how", ["address", "auto"])
-def test_sweep_joins_the_cluster_ray_start_made(cluster, tmp_path, how):
-    """By address (RAY_AUTH_MODE=token, as the README says for a cluster with a token) and by
-    `auto`, which finds the cluster and its token itself (the README's two lines)."""
-    if how == "address":
-        flag, env = ["--ray", cluster.address], {"RAY_AUTH_MODE": "token"}
-    else:
-        flag, env = ["--ray", "auto"], {}
+def test_sweep_joins_the_cluster_ray_start_made(cluster, tmp_path):
+    """By `auto`, which finds the cluster and its token itself: the README's two lines."""
     args = ["sweep", "--variants", "naive,sdpa-math", "--seq-lens", "32,64", *SHAPE]
-    pid, output = _profiling(cluster, [*args, "--out", str(tmp_path), *flag], **env)
+    pid, output = _profiling(cluster, [*args, "--out", str(tmp_path), "--ray", "auto"])
     _joined(cluster, pid)
     [zip_path] = tmp_path.glob("sweep_*.zip")
     points = _points(zip_path)
@@ -153,12 +147,12 @@ def test_sweep_joins_the_cluster_ray_start_made(cluster, tmp_path, how):
     assert "ran on" not in output  # one device: the table as without Ray
 
 
-def test_compare_joins_the_cluster_at_ray_address(cluster, tmp_path):
-    """`--ray auto` with RAY_ADDRESS set: Ray takes the variable's address (an address given
-    outright, so the token needs RAY_AUTH_MODE=token as with --ray ADDRESS)."""
+def test_compare_joins_the_cluster_at_its_address(cluster, tmp_path):
+    """`--ray HOST:PORT`, an address given outright: Ray sends the cluster's token only with
+    RAY_AUTH_MODE=token, as the README says (RAY_ADDRESS with `auto` takes the same route)."""
     args = ["compare", "--variants", "naive,sdpa-math", "--seq-len", "32", *SHAPE]
-    env = {"RAY_ADDRESS": cluster.address, "RAY_AUTH_MODE": "token"}
-    pid, _ = _profiling(cluster, [*args, "--out", str(tmp_path), "--ray", "auto"], **env)
+    flag, env = ["--ray", cluster.address], {"RAY_AUTH_MODE": "token"}
+    pid, _ = _profiling(cluster, [*args, "--out", str(tmp_path), *flag], **env)
     _joined(cluster, pid)
     [zip_path] = tmp_path.glob("compare_*.zip")
     with zipfile.ZipFile(zip_path) as archive:
