@@ -13,10 +13,8 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling.jobs import queue as jobs
 from profiling.jobs.compare import CompareResult
 from profiling.jobs.compare import compare_workloads as run_compare
-from profiling.jobs.executor import app_executor
 from profiling.page.controls import (
     DEVICE,
     START,
@@ -33,8 +31,8 @@ from profiling.page.listeners import (
     device_job,
     download_button,
     enable_downloads,
+    job_options,
     job_seconds,
-    progress_callback,
     relabel_on_dtype,
     run_device_job,
 )
@@ -52,12 +50,7 @@ BEFORE_RUN = views_shared.before_run_note("Compare", "the table, the charts and 
 def compare_on_gpu(request: job_request.JobRequest, progress: Any = None) -> CompareResult:
     """The GPU work of a Compare: every variant profiled one after another, plain data back."""
     with translated("compare_on_gpu"):
-        return run_compare(
-            request.workloads,
-            progress=progress_callback(progress),
-            stop=jobs.stop_requested,
-            executor=app_executor(),  # a Ray cluster's GPUs with ATTNPROF_RAY_ADDRESS
-        )
+        return run_compare(request.workloads, job_options(progress))
 
 
 @shape_handler(

@@ -20,6 +20,7 @@ from typing import Any
 import gradio as gr
 
 from profiling.jobs import queue as jobs
+from profiling.jobs.executor import JobOptions, app_executor
 from profiling.page.controls import DEVICE
 from profiling.page.errors import guarded, released
 from profiling.views import profile as views_profile
@@ -141,6 +142,15 @@ def progress_callback(progress: Any) -> Callable[[float, str], None] | None:
     if progress is None:
         return None
     return lambda fraction, text: progress(fraction, desc=text)
+
+
+def job_options(progress: Any) -> JobOptions:
+    """How the page's Compares and Sweeps run (in their GPU function, where Gradio's progress
+    is): progress on the bar, stopped when the client cancels, and on a Ray cluster's GPUs
+    with ATTNPROF_RAY_ADDRESS."""
+    return JobOptions(
+        progress=progress_callback(progress), stop=jobs.stop_requested, executor=app_executor()
+    )
 
 
 def show_waiting(progress: Any) -> None:

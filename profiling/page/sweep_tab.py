@@ -13,8 +13,6 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling.jobs import queue as jobs
-from profiling.jobs.executor import app_executor
 from profiling.jobs.sweep import SweepResult
 from profiling.jobs.sweep import sweep_workloads as run_sweep
 from profiling.page.controls import (
@@ -32,8 +30,8 @@ from profiling.page.listeners import (
     device_job,
     download_button,
     enable_downloads,
+    job_options,
     job_seconds,
-    progress_callback,
     relabel_on_dtype,
     run_device_job,
 )
@@ -49,13 +47,7 @@ BEFORE_RUN = views_shared.before_run_note("Sweep", "the charts, the points and t
 def sweep_on_gpu(request: job_request.JobRequest, progress: Any = None) -> SweepResult:
     """The GPU work of a Sweep: every (variant, seq_len) point, one after another."""
     with translated("sweep_on_gpu"):
-        return run_sweep(
-            request.workloads,
-            progress=progress_callback(progress),
-            check=job_request.point_check(DEVICE),
-            stop=jobs.stop_requested,
-            executor=app_executor(),  # a Ray cluster's GPUs with ATTNPROF_RAY_ADDRESS
-        )
+        return run_sweep(request.workloads, job_options(progress), job_request.point_check(DEVICE))
 
 
 @shape_handler(
