@@ -73,6 +73,29 @@ def device_job(fn: Callable[..., Any]) -> Callable[..., Any]:
     return handler
 
 
+def device_click(
+    button: gr.Button,
+    fn: Callable[..., Any],
+    api_name: str,
+    inputs: list[Any],
+    outputs: list[Any],
+    *,
+    cleared: list[Any],
+    said: dict[Any, Any],
+    downloads: list[gr.DownloadButton],
+    note: Any = None,
+) -> Any:
+    """A device job's button: `fn` on the device worker as /`api_name` (device_job, in
+    DEVICE_JOB's lane); after a failure `cleared` emptied (clear_on_failure), after a success
+    its `downloads` enabled (enable_downloads). Returns the event, for the tab's follow-ups."""
+    event = button.click(
+        device_job(fn), inputs=inputs, outputs=outputs, api_name=api_name, **DEVICE_JOB
+    )
+    clear_on_failure(event, cleared, said=said)
+    enable_downloads(event, downloads, note)
+    return event
+
+
 def let_go(request: gr.Request) -> None:
     """A page was closed or reloaded: its jobs are let go (profiling.jobs.queue.abandon)."""
     if request is not None and request.session_hash:
