@@ -16,7 +16,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import CausalBias, causal_lower_right
 
 from attention.masks import visible
-from attention.sdpa_reasons import backend_checks, chosen_backend, lower_right_backend
+from attention.sdpa_reasons import SdpaCall, backend_checks, chosen_backend, lower_right_backend
 from attention.variant import Built, Problem, Variant
 
 BACKENDS: dict[str, SDPBackend] = {
@@ -105,12 +105,13 @@ def explainer(problem: Problem):
         mask = mask._materialize(problem.device)
 
     def explain(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict:
+        call = SdpaCall(q, k, v, mask, is_causal, gqa)
         if through_bias:  # the questions CausalBias asks first: no mask
-            checks = backend_checks(q, k, v, None, False, gqa)
-            chosen = lower_right_backend(q, k, v, mask, gqa)
+            checks = backend_checks(call.unmasked())
+            chosen = lower_right_backend(call)
         else:
-            checks = backend_checks(q, k, v, mask, is_causal, gqa)
-            chosen = chosen_backend(q, k, v, mask, is_causal, gqa)
+            checks = backend_checks(call)
+            chosen = chosen_backend(call)
         return {
             "checks": [
                 {"backend": c.backend, "accepts": c.accepts, "reasons": list(c.reasons)}

@@ -23,6 +23,7 @@ import tempfile
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -103,6 +104,27 @@ def torch_warnings() -> Iterator[list[str]]:
     found.extend(c10_warnings(printed[0] if printed else ""))
 
 
+class SdpaCall(NamedTuple):
+    """One call's inputs, as SDPA's checks and its dispatcher read them ((B, nh, T, hs))."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    mask: torch.Tensor | None
+    is_causal: bool
+    enable_gqa: bool
+
+    def params(self) -> Any:
+        """The checks' SDPAParams for the call (no dropout)."""
+        return torch.backends.cuda.SDPAParams(
+            self.q, self.k, self.v, self.mask, 0.0, self.is_causal, self.enable_gqa
+        )
+
+    def unmasked(self) -> SdpaCall:
+        """The call with no mask: what causal_lower_right asks flash and efficient first."""
+        return self._replace(mask=None, is_causal=False)
+
+
 @dataclass(frozen=True)
 class BackendCheck:
     backend: str
@@ -110,39 +132,26 @@ class BackendCheck:
     reasons: tuple[str, ...]  # torch's words, when it refuses
 
 
-def backend_checks(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None,
-    is_causal: bool,
-    enable_gqa: bool,
-) -> list[BackendCheck]:
-    """torch's verdict on each fused backend for these inputs ((B, nh, T, hs) layout), in the
-    order CHECKS lists them; math accepts everything and is not asked. Every backend is
-    enabled while asking, so a variant's pin does not hide the others' own reasons."""
-    params = torch.backends.cuda.SDPAParams(q, k, v, mask, 0.0, is_causal, enable_gqa)
+def backend_checks(call: SdpaCall) -> list[BackendCheck]:
+    """torch's verdict on each fused backend for this call, in the order CHECKS lists them;
+    math accepts everything and is not asked. Every backend is enabled while asking, so a
+    variant's pin does not hide the others' own reasons."""
+    params = call.params()
     found = []
     for backend, check in CHECKS.items():
         with sdpa_kernel(list(NAMES)), torch_warnings() as heard:
             accepts = bool(getattr(torch.backends.cuda, check)(params, True))
         reasons = tuple(dict.fromkeys(r for r in map(first_line, heard) if r))
-        if not accepts and not reasons and q.device.type != "cuda":
+        if not accepts and not reasons and call.q.device.type != "cuda":
             reasons = (CPU_REFUSAL,)
         found.append(BackendCheck(backend, accepts, reasons))
     return found
 
 
-def chosen_backend(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None,
-    is_causal: bool,
-    enable_gqa: bool,
-) -> str:
-    """The backend SDPA's dispatcher takes for these inputs under the backends enabled now
+def chosen_backend(call: SdpaCall) -> str:
+    """The backend SDPA's dispatcher takes for this call under the backends enabled now
     ("none: …" with torch's words when every enabled one refuses)."""
+    q, k, v, mask, is_causal, enable_gqa = call
     try:
         choice = torch._fused_sdp_choice(q, k, v, mask, 0.0, is_causal, enable_gqa=enable_gqa)
     except RuntimeError as exc:  # e.g. a pinned backend that refuses the mask
@@ -150,15 +159,13 @@ def chosen_backend(
     return NAMES.get(SDPBackend(choice), str(SDPBackend(choice)))
 
 
-def lower_right_backend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, materialized: torch.Tensor, gqa: bool
-) -> str:
-    """Where `causal_lower_right` (a CausalBias) sends a call with fewer queries than keys: it
-    asks flash, then efficient, with no mask (torch/nn/attention/bias.py), and only then hands
-    the materialized mask to the dispatcher."""
-    params = torch.backends.cuda.SDPAParams(q, k, v, None, 0.0, False, gqa)
+def lower_right_backend(call: SdpaCall) -> str:
+    """Where `causal_lower_right` (a CausalBias) sends a call with fewer queries than keys
+    (`call.mask`: the mask it materializes): it asks flash, then efficient, with no mask
+    (torch/nn/attention/bias.py), and only then hands the materialized mask to the dispatcher."""
+    params = call.unmasked().params()
     if torch.backends.cuda.can_use_flash_attention(params):
         return "flash"
     if torch.backends.cuda.can_use_efficient_attention(params):
         return "efficient"
-    return chosen_backend(q, k, v, materialized, False, gqa)
+    return chosen_backend(call._replace(is_causal=False))

@@ -1,13 +1,15 @@
 """Datasheet peaks per GPU model, TFLOP/s and memory TB/s: what "% of peak" is measured against.
 
-Plain data (no torch): the page shows the table itself, so the source of every figure is on
-screen.
+Plain data (no torch), kept as a data file (peaks.csv): the page shows the table itself, so
+the source of every figure is on screen.
 """
 
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -22,52 +24,37 @@ class Peak:
     bandwidth_tbps: float | None = None  # memory bandwidth, TB/s (10¹² bytes/s), datasheet
 
 
-# Name patterns as torch.cuda.get_device_name() spells them ("NVIDIA H200", "NVIDIA H100 80GB
-# HBM3", "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "Tesla T4"), first match wins. float32 is the
-# FP32 (non-tensor-core) peak: PyTorch's default matmul precision does not use TF32; "tf32" is
-# the TF32 tensor-core peak (a float32 matmul under allow_tf32 / "high" precision). Dense =
-# half of the datasheet's "with sparsity" tensor figure. Left out on purpose: A10G (AWS's part;
-# NVIDIA publishes no datasheet for it), H100 NVL and H200 NVL (lower clocks, other figures).
-PEAKS: list[tuple[re.Pattern[str], Peak]] = [
-    (re.compile(r"\bH200\b(?!.*\bNVL\b)"),
-     Peak("H200 SXM", {"bfloat16": 989.4, "float16": 989.4, "tf32": 494.7, "float32": 67.0},
-          "NVIDIA H200 datasheet (BF16/FP16 1,979 with sparsity → 989.4 dense; TF32 989 with"
-          " sparsity → 494.7 dense; FP32 67);"
-          " HBM3e 4.8 TB/s", 4.8)),
-    (re.compile(r"\bH100\b.*\bPCIe\b", re.I),
-     Peak("H100 PCIe", {"bfloat16": 756.0, "float16": 756.0, "tf32": 378.0, "float32": 51.0},
-          "NVIDIA H100 datasheet, PCIe (BF16/FP16 1,513 with sparsity → 756 dense; TF32 756"
-          " with sparsity → 378 dense; FP32 51);"
-          " HBM2e 2.0 TB/s", 2.0)),
-    (re.compile(r"\bH100\b(?!.*\bNVL\b).*(\bSXM|\bHBM3\b)"),
-     Peak("H100 SXM", {"bfloat16": 989.4, "float16": 989.4, "tf32": 494.7, "float32": 67.0},
-          "NVIDIA H100 datasheet, SXM (BF16/FP16 1,979 with sparsity → 989.4 dense; TF32 989"
-          " with sparsity → 494.7 dense; FP32 67);"
-          " HBM3 3.35 TB/s", 3.35)),
-    (re.compile(r"\bA100\b"),
-     Peak("A100", {"bfloat16": 312.0, "float16": 312.0, "tf32": 156.0, "float32": 19.5},
-          "NVIDIA A100 datasheet (BF16/FP16 tensor 312 dense; TF32 156 dense; FP32 19.5);"
-          " HBM2 1.555 TB/s (40GB; the 80GB SXM reads 2.039)", 1.555)),
-    (re.compile(r"\bL40S\b"),
-     Peak("L40S", {"bfloat16": 362.05, "float16": 362.05, "tf32": 183.0, "float32": 91.6},
-          "NVIDIA L40S datasheet (BF16/FP16 tensor 362.05 dense; TF32 183 dense, 366 with"
-          " sparsity; FP32 91.6);"
-          " GDDR6 864 GB/s", 0.864)),
-    (re.compile(r"\bL4\b"),
-     Peak("L4", {"bfloat16": 121.0, "float16": 121.0, "tf32": 60.0, "float32": 30.3},
-          "NVIDIA L4 datasheet (BF16/FP16 242 with sparsity → 121 dense; TF32 120 with"
-          " sparsity → 60 dense; FP32 30.3);"
-          " GDDR6 300 GB/s", 0.3)),
-    (re.compile(r"\bA10\b"),
-     Peak("A10", {"bfloat16": 125.0, "float16": 125.0, "tf32": 62.5, "float32": 31.2},
-          "NVIDIA A10 datasheet (BF16/FP16 tensor 125 dense; TF32 62.5 dense, 125 with"
-          " sparsity; FP32 31.2);"
-          " GDDR6 600 GB/s", 0.6)),
-    (re.compile(r"\bT4\b"),
-     Peak("T4", {"float16": 65.0, "float32": 8.1},
-          "NVIDIA T4 datasheet (FP16 tensor 65; FP32 8.1; no bf16 or tf32 tensor cores);"
-          " GDDR6 320 GB/s", 0.32)),
-]  # fmt: skip
+# The table is data: peaks.csv beside this module, one row per model, its `pattern` matching
+# the names torch.cuda.get_device_name() gives ("NVIDIA H200", "NVIDIA H100 80GB HBM3",
+# "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "Tesla T4"; "(?i)": in any case), first match wins.
+# float32 is the FP32 (non-tensor-core) peak: PyTorch's default matmul precision does not use
+# TF32; "tf32" is the TF32 tensor-core peak (a float32 matmul under allow_tf32 / "high"
+# precision). Dense = half of the datasheet's "with sparsity" tensor figure. An empty cell: no
+# tensor-core peak for that dtype. Left out on purpose: A10G (AWS's part; NVIDIA publishes no
+# datasheet for it), H100 NVL and H200 NVL (lower clocks, other figures).
+DATASHEET = Path(__file__).with_name("peaks.csv")
+DTYPES = ("bfloat16", "float16", "tf32", "float32")  # the file's TFLOP/s columns, in order
+
+
+def read_peaks(path: Path = DATASHEET) -> list[tuple[re.Pattern[str], Peak]]:
+    """The datasheet file's rows, in its order, each with its compiled name pattern."""
+    with path.open(encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file))
+    return [
+        (
+            re.compile(row["pattern"]),
+            Peak(
+                row["device"],
+                {dtype: float(row[dtype]) for dtype in DTYPES if row[dtype]},
+                row["source"],
+                float(row["memory TB/s"]) if row["memory TB/s"] else None,
+            ),
+        )
+        for row in rows
+    ]
+
+
+PEAKS = read_peaks()
 
 
 def peak_entry(device_name: str) -> Peak | None:
@@ -101,8 +88,7 @@ def peaks_table() -> pd.DataFrame:
         }
         for _, peak in PEAKS
     ]
-    columns = ["device", "bfloat16 TFLOP/s", "float16 TFLOP/s", "tf32 TFLOP/s", "float32 TFLOP/s",
-               "memory TB/s", "source"]  # fmt: skip
+    columns = ["device", *(f"{dtype} TFLOP/s" for dtype in DTYPES), "memory TB/s", "source"]
     return pd.DataFrame(rows).reindex(columns=columns)
 
 

@@ -71,38 +71,42 @@ def large_spread_note(figures: dict[str, Any], per: str) -> str | None:
     )
 
 
+def _iqr(value: dict[str, Any], digits: int) -> str:
+    return f"IQR {value['q1']:,.{digits}f}–{value['q3']:,.{digits}f}"
+
+
+def _large_tail(value: dict[str, Any], separator: str) -> str:
+    """`{separator}large spread: …` where the spread is large, else ''."""
+    large = large_text(value)
+    return separator + large if large else ""
+
+
+def _over_steps(value: dict[str, Any] | None, head: str, digits: int) -> str:
+    """` ({head}IQR …, large spread: …)`, `head` formatted with the steps (n) and the median;
+    '' for a single step (nothing to spread)."""
+    if not value or value["n"] < 2:
+        return ""
+    said = head.format(n=value["n"], median=f"{value['median']:,.{digits}f}")
+    return f" ({said}{_iqr(value, digits)}{_large_tail(value, ', ')})"
+
+
 def mean_note(value: dict[str, Any] | None, digits: int = 1) -> str:
     """` (mean of 3 steps, as the kernel table adds up; median 57.8, IQR 57.5–58.1)`: the GPU
     headline is the steps' total ÷ steps, so the kernel rows sum to it; its median and IQR
     beside it, and a large spread said, as for the CPU's median."""
-    if not value or value["n"] < 2:
-        return ""
-    large = large_text(value)
-    return (
-        f" (mean of {value['n']} steps, as the kernel table adds up; median "
-        f"{value['median']:,.{digits}f}, IQR {value['q1']:,.{digits}f}–{value['q3']:,.{digits}f}"
-        f"{', ' + large if large else ''})"
-    )
+    head = "mean of {n} steps, as the kernel table adds up; median {median}, "
+    return _over_steps(value, head, digits)
 
 
 def spread_text(value: dict[str, Any] | None, digits: int = 1) -> str:
     """`57.8 (IQR 57.5–58.1, 3 steps)`, `…, 3 steps; large spread: IQR 60% of the median)`."""
     if not value:
         return "n/a"
-    large = large_text(value)
-    return (
-        f"{value['median']:,.{digits}f} (IQR {value['q1']:,.{digits}f}–{value['q3']:,.{digits}f}"
-        f", {value['n']} steps{'; ' + large if large else ''})"
-    )
+    median = f"{value['median']:,.{digits}f}"
+    return f"{median} ({_iqr(value, digits)}, {value['n']} steps{_large_tail(value, '; ')})"
 
 
 def median_note(value: dict[str, Any] | None, digits: int = 1) -> str:
     """` (median of 3, IQR 4,180.0–200,212.0, large spread: …)`: what a headline median is
     over; '' for a single step (nothing to spread)."""
-    if not value or value["n"] < 2:
-        return ""
-    large = large_text(value)
-    return (
-        f" (median of {value['n']}, IQR {value['q1']:,.{digits}f}–{value['q3']:,.{digits}f}"
-        f"{', ' + large if large else ''})"
-    )
+    return _over_steps(value, "median of {n}, ", digits)

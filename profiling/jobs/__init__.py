@@ -7,6 +7,7 @@ May import: run, workload, analysis and below.
 Each rule decided here, and where (docs/architecture.md keeps only an index):
 - where a Compare's or Sweep's points run (this process, one after another; or a Ray cluster, one
   per GPU) and which points end a Sweep variant's run: `profiling/jobs/executor.py` (chains of
-  points, `SerialExecutor`, `Placement`), `profiling/jobs/ray.py` (imported only for `--ray` /
+  points, `SerialExecutor`, `Placement`, and `run_chains`, the loop both jobs share with its
+  cancel checks), `profiling/jobs/ray.py` (imported only for `--ray` /
   `ATTNPROF_RAY_ADDRESS`); the rule itself: `sweep._ends_variant`
 """

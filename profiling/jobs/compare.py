@@ -10,7 +10,6 @@ memory estimate, failed) is a row with its reason, never a guess. The result is 
 from __future__ import annotations
 
 import logging
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -28,8 +27,8 @@ from profiling.analysis.peaks import Peak, peak_entry, peak_tflops, peaks_table
 from profiling.analysis.roofline_runs import run_roofline
 from profiling.analysis.summary import Summary
 from profiling.jobs import executor as placed
-from profiling.jobs.executor import RAN_ON, Executor, Placement, PointJob, SerialExecutor
-from profiling.jobs.files import Progress, cancelled, write_zip
+from profiling.jobs.executor import RAN_ON, Executor, JobOptions, Placement, PointJob, run_chains
+from profiling.jobs.files import Progress, job_folder, write_zip
 from profiling.run.runner import ProfileResult, RunError, VariantUnavailable, run
 from profiling.text_tables import markdown
 from profiling.vocabulary import BACKWARD, FORWARD
@@ -148,40 +147,21 @@ def compare(
     device = resolve_device(common["device"])
     names = known_variants(variants) if variants else default_variants(device, common["dtype"])
     workloads = [Workload(variant=name, **common) for name in names]
-    return compare_workloads(
-        workloads,
-        out_dir=out_dir,
-        progress=progress,
-        make_zip=make_zip,
-        stop=stop,
-        executor=executor,
-    )
+    return compare_workloads(workloads, JobOptions(out_dir, progress, make_zip, stop, executor))
 
 
-def compare_workloads(
-    workloads: Sequence[Workload],
-    *,
-    out_dir: str | Path | None = None,
-    progress: Progress | None = None,
-    make_zip: bool = True,
-    stop: Callable[[], bool] | None = None,
-    executor: Executor | None = None,
-) -> CompareResult:
+def compare_workloads(workloads: Sequence[Workload], options: JobOptions) -> CompareResult:
     """Profile validated workloads of one shape (a JobRequest's), one after another, or side
-    by side on `executor`'s workers (a Ray cluster's GPUs: profiling/jobs/executor.py)."""
+    by side on `options.executor`'s workers (a Ray cluster's GPUs: profiling/jobs/executor.py)."""
     first = workloads[0]
     device = resolve_device(first.device)
-    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-compare-"))
-    report = progress or (lambda fraction, text: None)
+    out = job_folder(options.out_dir, "compare")
     chains = [  # chains of one: no variant's outcome stops another
         [PointJob(i, w.variant, w, _started, out / w.variant, partial(_failed_run, w))]
         for i, w in enumerate(workloads)
     ]
-    before = partial(cancelled, stop, out, made=out_dir is None)
-    answer = (executor or SerialExecutor()).run(chains, report, before, lambda run: False)
+    answer = run_chains(chains, out, options, lambda run: False, f"{len(workloads)} variants done")
     runs = [replace(o.value, placement=o.placement) for [o] in answer if o is not None]
-    cancelled(stop, out, made=out_dir is None)  # cancelled during the last run: no zip, no page
-    report(1.0, f"{len(workloads)} variants done")
     device_name = next((r.summary.device_name for r in runs if r.summary), _device_name(device))
     peak = peak_entry(device_name) if device == "cuda" else None
     result = CompareResult(
@@ -194,7 +174,7 @@ def compare_workloads(
         peak=peak,
         notes=_notes(runs, device, peak),
     )
-    if make_zip:
+    if options.make_zip:
         result.zip_path = compare_zip(result)
     return result
 

@@ -17,10 +17,11 @@ import os
 import socket
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from profiling.jobs.files import Progress, run_progress
+from profiling.jobs.files import Progress, cancelled, run_progress
 from profiling.user_values import ConfigError
 
 if TYPE_CHECKING:
@@ -105,29 +106,25 @@ Chains = Sequence[Sequence[PointJob]]
 Answer = list[list[Outcome | None]]  # per chain, per point; None: not run, its chain had ended
 
 
+@dataclass(frozen=True)
+class Hooks:
+    """What a job hands its executor beside the chains, the same for every executor."""
+
+    report: Progress  # the whole job's progress
+    before: Callable[[], None]  # called before each point starts; raises to end the job
+    ends_chain: Callable[[Any], bool]  # true for a record after which its chain goes no further
+
+
 class Executor(Protocol):
-    def run(
-        self,
-        chains: Chains,
-        report: Progress,
-        before: Callable[[], None],
-        ends_chain: Callable[[Any], bool],
-    ) -> Answer:
-        """Run every chain; `before()` is called before each point starts and may raise to end
-        the job (a cancelled page job); `ends_chain(record)` says a chain goes no further."""
+    def run(self, chains: Chains, hooks: Hooks) -> Answer:
+        """Run every chain, calling `hooks` around its points."""
         ...
 
 
 class SerialExecutor:
     """Today's loop: every point in this process, one after another, in the job's order."""
 
-    def run(
-        self,
-        chains: Chains,
-        report: Progress,
-        before: Callable[[], None],
-        ends_chain: Callable[[Any], bool],
-    ) -> Answer:
+    def run(self, chains: Chains, hooks: Hooks) -> Answer:
         total = sum(len(chain) for chain in chains)
         answer: Answer = []
         for chain in chains:
@@ -137,13 +134,39 @@ class SerialExecutor:
                 if ended:
                     outcomes.append(None)
                     continue
-                before()
-                step = run_progress(report, job.index, total, job.label)
+                hooks.before()
+                step = run_progress(hooks.report, job.index, total, job.label)
                 value = job.run(job.workload, job.out_dir, step)
                 outcomes.append(Outcome(value, placement_here(job.workload)))
-                ended = ends_chain(value)
+                ended = hooks.ends_chain(value)
             answer.append(outcomes)
         return answer
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """How a Compare or a Sweep runs, apart from what it profiles: its folder (None: a fresh
+    temporary one, removed if the job is cancelled), its progress, whether it zips, when its
+    client has cancelled it, and where its points run (None: here, one after another)."""
+
+    out_dir: str | Path | None = None
+    progress: Progress | None = None
+    make_zip: bool = True
+    stop: Callable[[], bool] | None = None
+    executor: Executor | None = None
+
+
+def run_chains(
+    chains: Chains, out: Path, options: JobOptions, ends_chain: Callable[[Any], bool], done: str
+) -> Answer:
+    """A job's chains run on its executor, checked for a cancel before each point and once
+    after the last (its folder `out` is then removed if the job made it: no zip, no page)."""
+    report = options.progress or (lambda fraction, text: None)
+    before = partial(cancelled, options.stop, out, made=options.out_dir is None)
+    answer = (options.executor or SerialExecutor()).run(chains, Hooks(report, before, ends_chain))
+    before()  # cancelled during the last run
+    report(1.0, done)
+    return answer
 
 
 def executor_for(ray: str | None) -> Executor:

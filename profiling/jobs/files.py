@@ -23,6 +23,11 @@ def cancelled(stop: Callable[[], bool] | None, out: Path, made: bool) -> None:
         raise JobCancelled(f"cancelled; {out.name} removed" if made else "cancelled")
 
 
+def job_folder(out_dir: str | Path | None, kind: str) -> Path:
+    """A job's folder: the one asked for, else a fresh temporary one ("attnprof-sweep-…")."""
+    return Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix=f"attnprof-{kind}-"))
+
+
 def write_zip(entries: Iterable[tuple[str, Path | str | bytes]], name: str) -> Path:
     """Write (name in zip, file or text) pairs into a zip in a fresh temp folder; its path."""
     path = Path(tempfile.mkdtemp(prefix="attnprof-zip-")) / name

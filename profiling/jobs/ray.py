@@ -23,7 +23,6 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,15 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
-from profiling.jobs.executor import Answer, Chains, Outcome, Placement, PointJob, placement_here
+from profiling.jobs.executor import (
+    Answer,
+    Chains,
+    Hooks,
+    Outcome,
+    Placement,
+    PointJob,
+    placement_here,
+)
 from profiling.jobs.files import Progress
 from profiling.user_values import ConfigError
 
@@ -160,18 +167,12 @@ class RayExecutor:
         self._pool: list[Any] = []
         self._pool_options: dict[str, Any] = {}
 
-    def run(
-        self,
-        chains: Chains,
-        report: Progress,
-        before: Callable[[], None],
-        ends_chain: Callable[[Any], bool],
-    ) -> Answer:
+    def run(self, chains: Chains, hooks: Hooks) -> Answer:
         """Each chain's points in order; chains side by side, one point per worker."""
         self._connect()
         jobs = [job for chain in chains for job in chain]
         size = self._ensure_pool(jobs)
-        return _Schedule(self, chains, size, report, before, ends_chain).run()
+        return _Schedule(self, chains, size, hooks).run()
 
     def _connect(self) -> None:
         if ray.is_initialized():
@@ -235,17 +236,9 @@ class RayExecutor:
 class _Schedule:
     """One job's run over the pool: which chain each worker runs, what came back."""
 
-    def __init__(
-        self,
-        executor: RayExecutor,
-        chains: Chains,
-        size: int,
-        report: Progress,
-        before: Callable[[], None],
-        ends_chain: Callable[[Any], bool],
-    ) -> None:
+    def __init__(self, executor: RayExecutor, chains: Chains, size: int, hooks: Hooks) -> None:
         self.executor, self.chains, self.size = executor, chains, size
-        self.report, self.before, self.ends_chain = report, before, ends_chain
+        self.report, self.before, self.ends_chain = hooks.report, hooks.before, hooks.ends_chain
         self.answer: Answer = [[] for _ in chains]
         self.attempts = [1] * len(chains)
         self.busy: dict[Any, tuple[int, int]] = {}  # ref → (worker, chain)

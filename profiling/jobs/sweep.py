@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from functools import partial
@@ -25,12 +24,13 @@ from profiling.jobs.executor import (
     RAN_ON,
     Answer,
     Executor,
+    JobOptions,
     Placement,
     PointJob,
-    SerialExecutor,
     ran_on_texts,
+    run_chains,
 )
-from profiling.jobs.files import Progress, cancelled, write_zip
+from profiling.jobs.files import Progress, job_folder, write_zip
 from profiling.run.runner import RunError, VariantUnavailable, run
 from profiling.text_tables import markdown
 from profiling.workload.availability import error_text
@@ -157,26 +157,12 @@ def sweep(
         for name in names
         for length in lens
     ]
-    return sweep_workloads(
-        workloads,
-        out_dir=out_dir,
-        progress=progress,
-        make_zip=make_zip,
-        check=check,
-        stop=stop,
-        executor=executor,
-    )
+    options = JobOptions(out_dir, progress, make_zip, stop, executor)
+    return sweep_workloads(workloads, options, check)
 
 
 def sweep_workloads(
-    workloads: Sequence[Workload],
-    *,
-    out_dir: str | Path | None = None,
-    progress: Progress | None = None,
-    make_zip: bool = True,
-    check: Callable[[Workload], None] | None = None,
-    stop: Callable[[], bool] | None = None,
-    executor: Executor | None = None,
+    workloads: Sequence[Workload], options: JobOptions, check: Callable[[Workload], None] | None
 ) -> SweepResult:
     """Profile validated points of one shape (a JobRequest's), variant by variant, each over
     its lengths in order. An unavailable or out-of-memory point ends its variant's run: the
@@ -184,15 +170,10 @@ def sweep_workloads(
     profiling/jobs/executor.py): on Ray, variants run side by side and a variant's lengths one after
     another, so the rule gives the serial sweep's table."""
     device = resolve_device(workloads[0].device)
-    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-sweep-"))
-    report = progress or (lambda fraction, text: None)
+    out = job_folder(options.out_dir, "sweep")
     chains = _chains(workloads, out, check)
-    answer = (executor or SerialExecutor()).run(
-        chains, report, lambda: cancelled(stop, out, made=out_dir is None), _ends_variant
-    )
+    answer = run_chains(chains, out, options, _ends_variant, f"{len(workloads)} points done")
     points, device_name = _points(chains, answer)
-    cancelled(stop, out, made=out_dir is None)  # cancelled during the last run: no zip, no page
-    report(1.0, f"{len(workloads)} points done")
     result = SweepResult(
         shape={k: v for k, v in workloads[0].shape().items() if k != "seq_len"},
         device=device,
@@ -208,7 +189,7 @@ def sweep_workloads(
             *([] if device == "cuda" else [STEP_NOTE]),
         ],
     )
-    if make_zip:
+    if options.make_zip:
         result.zip_path = sweep_zip(result)
     return result
 

@@ -13,28 +13,22 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling.jobs import queue as jobs
 from profiling.jobs.compare import CompareResult
 from profiling.jobs.compare import compare_workloads as run_compare
-from profiling.jobs.executor import app_executor
 from profiling.page.controls import (
     DEVICE,
-    START,
-    shape_controls,
+    beside_shape,
     shape_handler,
     table,
     variant_picker,
 )
 from profiling.page.errors import translated
 from profiling.page.listeners import (
-    DEVICE_JOB,
     QUIET,
-    clear_on_failure,
-    device_job,
+    device_click,
     download_button,
-    enable_downloads,
+    job_options,
     job_seconds,
-    progress_callback,
     relabel_on_dtype,
     run_device_job,
 )
@@ -52,12 +46,7 @@ BEFORE_RUN = views_shared.before_run_note("Compare", "the table, the charts and 
 def compare_on_gpu(request: job_request.JobRequest, progress: Any = None) -> CompareResult:
     """The GPU work of a Compare: every variant profiled one after another, plain data back."""
     with translated("compare_on_gpu"):
-        return run_compare(
-            request.workloads,
-            progress=progress_callback(progress),
-            stop=jobs.stop_requested,
-            executor=app_executor(),  # a Ray cluster's GPUs with ATTNPROF_RAY_ADDRESS
-        )
+        return run_compare(request.workloads, job_options(progress))
 
 
 @shape_handler(
@@ -92,6 +81,17 @@ def _view(result: CompareResult, device: str) -> tuple[Any, Any]:
     return views_compare.compare_page(result, device), views_timing.compare_timing(result.runs)
 
 
+def _picks() -> gr.Dropdown:
+    """The variants, preselected as compare_defaults says, at most MAX_VARIANTS."""
+    return variant_picker(
+        "cmp-variants",
+        views_compare.compare_defaults,
+        MAX_VARIANTS,
+        info=f"at most {MAX_VARIANTS}; preselected: those of the post's six "
+        "(and the Hub kernels) that can run here",
+    )
+
+
 def _results() -> tuple[list[Any], gr.Markdown]:
     """What a Compare shows, in the order of compare()'s outputs (laid out in the page's), and
     the page-only line that stands in for an empty role table."""
@@ -101,9 +101,7 @@ def _results() -> tuple[list[Any], gr.Markdown]:
     glance = table(
         "At a glance (per forward; per step of a train step)",
         "glance",
-        headers=views_compare.glance_columns(DEVICE),
-        datatype=views_compare.glance_datatypes(DEVICE),
-        column_widths=views_compare.glance_widths(DEVICE),
+        views_compare.glance_layout(DEVICE),
         max_chars=120,
         max_height=640,
     )
@@ -157,31 +155,21 @@ def build() -> tuple[Any, gr.State]:
             "the post's *at a glance* table, GPU vs CPU time per forward, and every timeline "
             "on one time axis. Variants that cannot run here are listed with the reason."
         )
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=2, min_width=320):
-                variants = variant_picker(
-                    "cmp-variants",
-                    views_compare.compare_defaults(DEVICE, START["dtype"]),
-                    MAX_VARIANTS,
-                    info=f"at most {MAX_VARIANTS}; preselected: those of the post's six "
-                    "(and the Hub kernels) that can run here",
-                )
-            with gr.Column(scale=3, min_width=320):
-                shape = shape_controls("cmp-", counters=True)
+        variants, shape = beside_shape(_picks, "cmp-", counters=True)
         button = gr.Button("Compare", variant="primary", elem_id="compare-button")
         outputs, roles_note = _results()
         timing = _timing_results()
         runs, timing_state = gr.State({}), gr.State(None)
-    compared = button.click(
-        device_job(compare),
+    compared = device_click(
+        button,
+        compare,
+        "compare",
         inputs=[variants, *shape.values()],
         outputs=[*outputs[:4], timing_state, *outputs[4:], runs],
-        api_name="compare",
-        **DEVICE_JOB,
+        cleared=[*outputs, *timing, roles_note],
+        said={outputs[1]: views_shared.failed_note("Compare")},
+        downloads=outputs[4:5],  # the zip
     )
-    said = {outputs[1]: views_shared.failed_note("Compare")}
-    clear_on_failure(compared, [*outputs, *timing, roles_note], said=said)
-    enable_downloads(compared, outputs[4:5])  # the zip
     compared.success(show_timing, timing_state, timing, **QUIET)
     compared.success(show_roles, outputs[5], [outputs[5], roles_note], **QUIET)
     compared.success(fit_glance, outputs[0], outputs[0], **QUIET)

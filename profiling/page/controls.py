@@ -60,6 +60,19 @@ def slider(name: str, prefix: str = "") -> gr.Slider:
     )
 
 
+def beside_shape(
+    picks: Callable[[], Any], prefix: str, **shape_options: Any
+) -> tuple[Any, dict[str, Any]]:
+    """The top of Profile, Compare and Sweep: what `picks()` builds (the variants) on the
+    left, the shape controls (`shape_controls(prefix, **shape_options)`) on the right."""
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=320):
+            picked = picks()
+        with gr.Column(scale=3, min_width=320):
+            shape = shape_controls(prefix, **shape_options)
+    return picked, shape
+
+
 def shape_controls(prefix: str, seq_len: bool = True, counters: bool = False) -> dict[str, Any]:
     """seq_len (optional), dtype, batch, heads, head_dim, causal, mode (and, for Profile and
     Compare, the counters box): laid out as on the Profile tab, in the handlers' order."""
@@ -224,8 +237,11 @@ def timing_controls(prefix: str) -> dict[str, Any]:
     return {"timing": timing, "steps": steps}
 
 
-def table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:
-    """A read-only table that wraps, scrolls past 420 px, and can be searched and copied."""
+def table(
+    label: str, elem_id: str, columns: views_shared.Columns | None = None, **options: Any
+) -> gr.Dataframe:
+    """A read-only table that wraps, scrolls past 420 px, and can be searched and copied;
+    laid out by `columns` (a view's headers, datatypes and widths) where the view has them."""
     defaults: dict[str, Any] = dict(
         interactive=False,
         wrap=True,
@@ -233,20 +249,13 @@ def table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:
         show_search="search",
         buttons=["copy", "fullscreen"],
     )
-    return gr.Dataframe(label=label, elem_id=elem_id, **{**defaults, **options})
+    laid_out = columns._asdict() if columns else {}
+    return gr.Dataframe(label=label, elem_id=elem_id, **{**defaults, **laid_out, **options})
 
 
 def kernel_table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:
     """The kernel table as Profile and Analyse show it: the decoding beside each name."""
-    return table(
-        label,
-        elem_id,
-        headers=views_shared.kernel_headers(),
-        datatype=views_shared.kernel_datatypes(),
-        column_widths=views_shared.kernel_widths(),
-        max_chars=100,
-        **options,
-    )
+    return table(label, elem_id, views_shared.kernel_layout(), max_chars=100, **options)
 
 
 # pixels per roofline column (by header): at a share of the page each, 15 headers broke letter
@@ -265,12 +274,17 @@ def roofline_table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:
 
 
 def variant_picker(
-    elem_id: str, defaults: list[str], max_choices: int, info: str | None = None
+    elem_id: str,
+    defaults: Callable[[str, str], list[str]],
+    max_choices: int,
+    info: str | None = None,
 ) -> gr.Dropdown:
-    """The multiselect of variants the Compare and Sweep tabs share, labelled as Profile's."""
+    """The multiselect of variants the Compare and Sweep tabs share, labelled as Profile's;
+    `defaults(device, dtype)` preselects, at the dtype its choices are labelled for."""
+    dtype = START["dtype"]
     return gr.Dropdown(
-        choices=views_profile.variant_choices(DEVICE, START["dtype"]),
-        value=defaults,
+        choices=views_profile.variant_choices(DEVICE, dtype),
+        value=defaults(DEVICE, dtype),
         multiselect=True,
         max_choices=max_choices,
         label="Variants",

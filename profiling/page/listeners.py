@@ -20,6 +20,7 @@ from typing import Any
 import gradio as gr
 
 from profiling.jobs import queue as jobs
+from profiling.jobs.executor import JobOptions, app_executor
 from profiling.page.controls import DEVICE
 from profiling.page.errors import guarded, released
 from profiling.views import profile as views_profile
@@ -70,6 +71,29 @@ def device_job(fn: Callable[..., Any]) -> Callable[..., Any]:
     )
     handler.__annotations__ = {**fn.__annotations__, "request": gr.Request}
     return handler
+
+
+def device_click(
+    button: gr.Button,
+    fn: Callable[..., Any],
+    api_name: str,
+    inputs: list[Any],
+    outputs: list[Any],
+    *,
+    cleared: list[Any],
+    said: dict[Any, Any],
+    downloads: list[gr.DownloadButton],
+    note: Any = None,
+) -> Any:
+    """A device job's button: `fn` on the device worker as /`api_name` (device_job, in
+    DEVICE_JOB's lane); after a failure `cleared` emptied (clear_on_failure), after a success
+    its `downloads` enabled (enable_downloads). Returns the event, for the tab's follow-ups."""
+    event = button.click(
+        device_job(fn), inputs=inputs, outputs=outputs, api_name=api_name, **DEVICE_JOB
+    )
+    clear_on_failure(event, cleared, said=said)
+    enable_downloads(event, downloads, note)
+    return event
 
 
 def let_go(request: gr.Request) -> None:
@@ -141,6 +165,15 @@ def progress_callback(progress: Any) -> Callable[[float, str], None] | None:
     if progress is None:
         return None
     return lambda fraction, text: progress(fraction, desc=text)
+
+
+def job_options(progress: Any) -> JobOptions:
+    """How the page's Compares and Sweeps run (in their GPU function, where Gradio's progress
+    is): progress on the bar, stopped when the client cancels, and on a Ray cluster's GPUs
+    with ATTNPROF_RAY_ADDRESS."""
+    return JobOptions(
+        progress=progress_callback(progress), stop=jobs.stop_requested, executor=app_executor()
+    )
 
 
 def show_waiting(progress: Any) -> None:

@@ -15,21 +15,18 @@ from attention import VARIANTS
 from profiling.page.controls import (
     DEVICE,
     START,
+    beside_shape,
     kernel_table,
     read_shape,
     roofline_table,
-    shape_controls,
     shape_handler,
     table,
 )
 from profiling.page.errors import translated
 from profiling.page.listeners import (
-    DEVICE_JOB,
     QUIET,
-    clear_on_failure,
-    device_job,
+    device_click,
     download_button,
-    enable_downloads,
     progress_callback,
     show_waiting,
 )
@@ -150,8 +147,9 @@ def relabel_variants(
     )
 
 
-def _variant_column() -> tuple[gr.Dropdown, gr.Markdown]:
-    """The variant dropdown and, under it, the chosen variant's lesson."""
+def _variant_column() -> tuple[gr.Dropdown, gr.Markdown, gr.Column]:
+    """The variant dropdown, under it the chosen variant's lesson, and under that a column
+    for SDPA's checks (filled once the shape controls exist)."""
     variant = gr.Dropdown(
         choices=views_profile.variant_choices(DEVICE, START["dtype"]),
         value=START["variant"],
@@ -165,7 +163,7 @@ def _variant_column() -> tuple[gr.Dropdown, gr.Markdown]:
         container=True,
         min_height=90,
     )
-    return variant, lesson
+    return variant, lesson, gr.Column()
 
 
 def _checks(variant: gr.Dropdown, shape: dict[str, Any]) -> gr.Markdown:
@@ -186,9 +184,7 @@ def _results() -> list[Any]:
     operators = table(
         "Operators (torch.profiler key_averages)",
         "operators",
-        headers=views_profile.operator_headers(DEVICE),
-        datatype=views_profile.operator_datatypes(DEVICE),
-        column_widths=views_profile.operator_widths(DEVICE),
+        views_profile.operator_layout(DEVICE),
         max_chars=90,  # key_averages lists kernels too; click a cell for the full name
     )
     kernel_note = gr.Markdown(
@@ -230,28 +226,23 @@ def _memory_results() -> list[Any]:
 def build() -> None:
     """The Profile tab and its listeners: /profile, and the lesson that follows the picks."""
     with gr.Tab("Profile", id="profile"):
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=2, min_width=320):
-                variant, lesson = _variant_column()
-                checks_column = gr.Column()
-            with gr.Column(scale=3, min_width=320):
-                shape = shape_controls("", counters=True)
+        (variant, lesson, checks_column), shape = beside_shape(_variant_column, "", counters=True)
         with checks_column:  # under the lesson, made once the shape controls exist
             checks = _checks(variant, shape)
         run_button = gr.Button("Profile", variant="primary", elem_id="profile-button")
         outputs = _results()
         memory = _memory_results()
         memory_state = gr.State(None)
-    profiled = run_button.click(
-        device_job(profile),
+    profiled = device_click(
+        run_button,
+        profile,
+        "profile",
         inputs=[variant, *shape.values()],
         outputs=[*outputs[:6], memory_state, *outputs[6:]],
-        api_name="profile",
-        **DEVICE_JOB,
+        cleared=[*outputs, *memory],
+        said={outputs[0]: views_profile.failed_html()},
+        downloads=outputs[6:9],  # the three files
     )
-    said = {outputs[0]: views_profile.failed_html()}
-    clear_on_failure(profiled, [*outputs, *memory], said=said)
-    enable_downloads(profiled, outputs[6:9])  # the three files
     for control in (variant, *shape.values()):
         control.change(sdpa_checks, [variant, *shape.values()], checks, **QUIET)
     profiled.success(show_memory, memory_state, memory, **QUIET)

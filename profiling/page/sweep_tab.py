@@ -13,27 +13,21 @@ from typing import Any
 import gradio as gr
 import spaces
 
-from profiling.jobs import queue as jobs
-from profiling.jobs.executor import app_executor
 from profiling.jobs.sweep import SweepResult
 from profiling.jobs.sweep import sweep_workloads as run_sweep
 from profiling.page.controls import (
     DEVICE,
-    START,
-    shape_controls,
+    beside_shape,
     shape_handler,
     table,
     variant_picker,
 )
 from profiling.page.errors import translated
 from profiling.page.listeners import (
-    DEVICE_JOB,
-    clear_on_failure,
-    device_job,
+    device_click,
     download_button,
-    enable_downloads,
+    job_options,
     job_seconds,
-    progress_callback,
     relabel_on_dtype,
     run_device_job,
 )
@@ -49,13 +43,7 @@ BEFORE_RUN = views_shared.before_run_note("Sweep", "the charts, the points and t
 def sweep_on_gpu(request: job_request.JobRequest, progress: Any = None) -> SweepResult:
     """The GPU work of a Sweep: every (variant, seq_len) point, one after another."""
     with translated("sweep_on_gpu"):
-        return run_sweep(
-            request.workloads,
-            progress=progress_callback(progress),
-            check=job_request.point_check(DEVICE),
-            stop=jobs.stop_requested,
-            executor=app_executor(),  # a Ray cluster's GPUs with ATTNPROF_RAY_ADDRESS
-        )
+        return run_sweep(request.workloads, job_options(progress), job_request.point_check(DEVICE))
 
 
 @shape_handler(
@@ -87,7 +75,7 @@ def _picks() -> tuple[gr.Dropdown, gr.CheckboxGroup]:
     """The variants and the sequence lengths, bounded by the points a sweep may hold."""
     variants = variant_picker(
         "sw-variants",
-        views_sweep.sweep_defaults(DEVICE, START["dtype"]),
+        views_sweep.sweep_defaults,
         job_request.MAX_SWEEP_VARIANTS[DEVICE],
     )
     lengths = gr.CheckboxGroup(
@@ -104,13 +92,7 @@ def _results() -> list[Any]:
     """The two charts, the points and the zip, in the order of sweep()'s outputs."""
     time_chart = gr.Plot(label="Time per forward vs S (log–log)", elem_id="sw-time")
     memory_chart = gr.Plot(label="Memory vs S (log–log)", elem_id="sw-memory")
-    points = table(
-        "Points",
-        "sw-table",
-        headers=views_sweep.sweep_columns(DEVICE),
-        datatype=views_sweep.sweep_datatypes(DEVICE),
-        column_widths=views_sweep.sweep_widths(DEVICE),  # the reason wraps, in full
-    )
+    points = table("Points", "sw-table", views_sweep.sweep_layout(DEVICE))
     zip_file = download_button("Every trace and the table (.zip)", "sw-zip")
     return [time_chart, memory_chart, points, zip_file]
 
@@ -123,21 +105,19 @@ def build() -> None:
             "memory estimate or the CPU budget refuses, and out-of-memory runs, are marked on "
             "the charts and listed in the table, never dropped."
         )
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=2, min_width=320):
-                variants, lengths = _picks()
-            with gr.Column(scale=3, min_width=320):
-                shape = shape_controls("sw-", seq_len=False)
+        (variants, lengths), shape = beside_shape(_picks, "sw-", seq_len=False)
         button = gr.Button("Sweep", variant="primary", elem_id="sweep-button")
         note = gr.Markdown(BEFORE_RUN, elem_id="sw-note")  # page only: why the zip is disabled
         outputs = _results()
-    swept = button.click(
-        device_job(sweep),
+    device_click(
+        button,
+        sweep,
+        "sweep",
         inputs=[variants, lengths, *shape.values()],
         outputs=outputs,
-        api_name="sweep",
-        **DEVICE_JOB,
+        cleared=[*outputs, note],
+        said={note: views_shared.failed_note("Sweep")},
+        downloads=outputs[-1:],  # the zip
+        note=note,
     )
-    clear_on_failure(swept, [*outputs, note], said={note: views_shared.failed_note("Sweep")})
-    enable_downloads(swept, outputs[-1:], note)
     relabel_on_dtype(variants, shape["dtype"])

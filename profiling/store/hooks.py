@@ -24,6 +24,8 @@ from profiling.store.write import record
 
 log = logging.getLogger(__name__)
 FAILURES = (StoreError, sqlite3.Error, OSError, ValueError)
+# what a Compare row (VariantRun) and a Sweep point (SweepPoint) hold under RunData's own names
+AS_IS = ("status", "reason", "kernels", "roles", "roofline", "operators")
 
 
 @dataclass
@@ -126,14 +128,9 @@ def _job_run(kind: str, origin: str, config: dict[str, Any], item: Any) -> RunDa
         kind=kind,
         origin=origin,
         config=config,
-        status=item.status,
-        reason=item.reason,
         summary=summary.as_dict() if summary else None,
-        kernels=getattr(item, "kernels", None),
-        roles=getattr(item, "roles", None),
-        roofline=getattr(item, "roofline", None),
-        operators=getattr(item, "operators", None),
         trace_gz=_path(item.trace_gz),
+        **{name: getattr(item, name) for name in AS_IS},
     )
 
 

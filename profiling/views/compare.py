@@ -30,7 +30,7 @@ from profiling.text_tables import shape_text
 from profiling.views.compare_figures import gpu_cpu_bars, mini_gantts
 from profiling.views.ran_on import on_device, run_devices
 from profiling.views.roofline_figure import roofline_spec
-from profiling.views.shared import significant, without_nan
+from profiling.views.shared import Columns, significant, without_nan
 from profiling.views.summary_text import sdpa_rows
 from profiling.workload.availability import unavailable_reasons, zero_gpu
 from profiling.workload.spec import device_key
@@ -91,6 +91,11 @@ def glance_widths(device: str, columns: list[str] | None = None) -> list[int | s
     if device_key(device) == "cpu" and set(columns) <= set(GLANCE_CPU_SHARES):
         return [f"{GLANCE_CPU_SHARES[c]}%" for c in columns]
     return [GLANCE_WIDE.get(c, 96) for c in columns]
+
+
+def glance_layout(device: str) -> Columns:
+    """The glance table's layout for a forward's columns (fit_glance widens it for more)."""
+    return Columns(glance_columns(device), glance_datatypes(device), glance_widths(device))
 
 
 PER_SHORT = {"forward": "fwd", "backward": "bwd", "train": "step"}  # what a "/fwd" column is per

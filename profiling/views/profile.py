@@ -23,6 +23,7 @@ from profiling.views import counters as views_counters
 from profiling.views.roofline_figure import roofline_spec
 from profiling.views.shared import (
     DIGITS,
+    Columns,
     escaped,
     kernel_view,
     launch_html,
@@ -234,6 +235,10 @@ def operator_widths(device: str) -> list[str]:
     """Name column wide, numbers evenly: key_averages lists long kernel names too."""
     numbers = len(operator_columns(device)) - 1
     return ["40%"] + [f"{60 / numbers:.1f}%"] * numbers
+
+
+def operator_layout(device: str) -> Columns:
+    return Columns(operator_headers(device), operator_datatypes(device), operator_widths(device))
 
 
 def operator_view(operators: pd.DataFrame, device: str) -> pd.DataFrame:

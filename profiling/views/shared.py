@@ -16,7 +16,7 @@ import tempfile
 import threading
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -195,6 +195,19 @@ def kernel_headers() -> list[str]:
 
 def kernel_datatypes() -> list[str]:
     return ["str" if c in KERNEL_TEXT else "number" for c in KERNEL_COLUMNS]
+
+
+class Columns(NamedTuple):
+    """A page table's layout, fixed when the page is built: its headers, each column's
+    datatype ("str" or "number") and widths (pixels, or shares of the page)."""
+
+    headers: list[str]
+    datatype: list[str]
+    column_widths: list[Any]
+
+
+def kernel_layout() -> Columns:
+    return Columns(kernel_headers(), kernel_datatypes(), kernel_widths())
 
 
 def kernel_view(kernels: pd.DataFrame, unit: str = "forward") -> pd.DataFrame:

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from profiling.jobs.sweep import STEP_PEAK, SWEEP_COLUMNS, SweepResult
 from profiling.views.compare_figures import sweep_memory_figure, sweep_time_figure
-from profiling.views.shared import significant, without_nan
+from profiling.views.shared import Columns, significant, without_nan
 from profiling.workload.availability import unavailable_reasons
 from profiling.workload.request import doubling
 from profiling.workload.spec import device_key
@@ -60,6 +60,11 @@ def sweep_widths(device: str) -> list[int | str]:
     if device_key(device) == "cuda":
         return [SWEEP_WIDE.get(c, 96) for c in sweep_columns("cuda")]
     return [f"{SWEEP_CPU_SHARES[c]}%" for c in sweep_columns("cpu")]
+
+
+def sweep_layout(device: str) -> Columns:
+    """The points table's layout: the reason wraps, in full."""
+    return Columns(sweep_columns(device), sweep_datatypes(device), sweep_widths(device))
 
 
 @dataclass

@@ -133,50 +133,20 @@ def seq_len_list(raw: Any, device: str) -> list[int]:
     return sorted(set(lens))
 
 
-def _page_shape(
-    device: str,
-    seq_len: Any,
-    dtype: Any,
-    batch: Any,
-    heads: Any,
-    head_dim: Any,
-    causal: Any,
-    mode: Any = "forward",
-    **inference: Any,
-) -> dict[str, Any]:
-    """The shared shape (the requests' own parameters, in their order), checked as a shape
-    (Workload's rules), then the page's ranges."""
-    shape = shape_from_user(
-        seq_len=seq_len,
-        dtype=dtype,
-        batch=batch,
-        heads=heads,
-        head_dim=head_dim,
-        causal=causal,
-        mode=mode,
-        **inference,
-    )
-    check_page_ranges(shape, device)
-    return shape
+def _page_shape(device: str, **shape: Any) -> dict[str, Any]:
+    """The shared shape (the controls' fields, as the page's handlers pass them), checked as a
+    shape (Workload's rules), then the page's ranges."""
+    checked = shape_from_user(**shape)
+    check_page_ranges(checked, device)
+    return checked
 
 
-def compare_request(
-    variants: Any,
-    seq_len: Any,
-    dtype: Any,
-    batch: Any,
-    heads: Any,
-    head_dim: Any,
-    causal: Any,
-    device: str,
-    mode: Any = "forward",
-    **inference: Any,
-) -> JobRequest:
+def compare_request(variants: Any, device: str, **shape: Any) -> JobRequest:
     """Validate a Compare: the variant list, the shape, the CPU budget for one run and for the
     whole job (the variants that can run here)."""
     device = device_key(device)
     names = variant_ids(variants, what="compare", limit=MAX_COMPARE_VARIANTS[device])
-    shape = _page_shape(device, seq_len, dtype, batch, heads, head_dim, causal, mode, **inference)
+    shape = _page_shape(device, **shape)
     workloads = [Workload(variant=name, **shape) for name in names]
     check_cpu_budget(workloads[0], device)  # one shape: one per-run check covers every variant
     runnable = _runnable(workloads, device)
@@ -184,18 +154,7 @@ def compare_request(
     return JobRequest(workloads, gpu_seconds=job_gpu_seconds(workloads))
 
 
-def sweep_request(
-    variants: Any,
-    seq_lens: Any,
-    dtype: Any,
-    batch: Any,
-    heads: Any,
-    head_dim: Any,
-    causal: Any,
-    device: str,
-    mode: Any = "forward",
-    **inference: Any,
-) -> JobRequest:
+def sweep_request(variants: Any, seq_lens: Any, device: str, **shape: Any) -> JobRequest:
     """Validate a Sweep: variants, every length, the number of points and the CPU budget.
 
     On a CPU a point above the per-run budget is not an error: the sweep marks it refused
@@ -210,7 +169,7 @@ def sweep_request(
             f"{len(names)} variants × {len(lens)} lengths = {points} points; a sweep on this "
             f"machine runs at most {MAX_SWEEP_POINTS[device]}: pick fewer"
         )
-    shape = _page_shape(device, lens[0], dtype, batch, heads, head_dim, causal, mode, **inference)
+    shape = _page_shape(device, seq_len=lens[0], **shape)
     shape.pop("seq_len")
     workloads = [
         Workload(variant=name, seq_len=length, **shape) for name in names for length in lens

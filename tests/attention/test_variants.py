@@ -122,9 +122,9 @@ def test_a_registered_variant_is_on_every_picker_and_accepted_by_every_request(t
     for elem_id in ("variant", "cmp-variants", "sw-variants"):  # Profile, Compare, Sweep
         assert TOY in picker_values(demo, elem_id), elem_id
     assert (toy.label, TOY) in views_profile.variant_choices("cpu", "float32")
-    page_shape = ("float32", 1, 2, 32, True)  # dtype, batch, heads, head_dim, causal
-    assert job_request.compare_request([TOY], 128, *page_shape, "cpu").variants == [TOY]
-    assert job_request.sweep_request([TOY], [256], *page_shape, "cpu").variants == [TOY]
+    page_shape = dict(dtype="float32", batch=1, heads=2, head_dim=32, causal=True)
+    assert job_request.compare_request([TOY], "cpu", seq_len=128, **page_shape).variants == [TOY]
+    assert job_request.sweep_request([TOY], [256], "cpu", **page_shape).variants == [TOY]
     shape = dict(seq_len=64, dtype="float32", batch=1, heads=2, head_dim=32, device="cpu")
     result = compare([TOY], out_dir=tmp_path / "compare", make_zip=False, **shape)
     assert [(r.variant, r.status) for r in result.runs] == [(TOY, "ok")]

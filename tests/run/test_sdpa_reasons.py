@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from attention import sdpa_reasons
+from attention.sdpa_reasons import SdpaCall
 from profiling.run.runner import run
 from profiling.views import profile as views_profile
 from profiling.views import summary_text
@@ -37,7 +38,8 @@ def test_torchs_warnings_are_the_reasons_without_their_source_locations(monkeypa
     monkeypatch.setattr(torch.backends.cuda, "can_use_flash_attention", refuses)
     monkeypatch.setattr(torch.backends.cuda, "can_use_efficient_attention", lambda p, d: True)
     q = torch.randn(1, 2, 8, 16)
-    checks = {c.backend: c for c in sdpa_reasons.backend_checks(q, q, q, None, True, False)}
+    call = SdpaCall(q, q, q, None, True, False)
+    checks = {c.backend: c for c in sdpa_reasons.backend_checks(call)}
     assert checks["flash"].reasons == ("Flash attention requires head_dim <= 256",)
     assert not checks["flash"].accepts and checks["efficient"].accepts
     assert checks["efficient"].reasons == ()
@@ -91,13 +93,14 @@ def test_lower_right_follows_causal_biass_own_order(monkeypatch):
     monkeypatch.setattr(
         cuda, "can_use_efficient_attention", lambda p, d=False: answers["efficient"]
     )
-    assert sdpa_reasons.lower_right_backend(q, k, k, mask, False) == "flash"
+    call = SdpaCall(q, k, k, mask, False, False)
+    assert sdpa_reasons.lower_right_backend(call) == "flash"
     answers["flash"] = False
-    assert sdpa_reasons.lower_right_backend(q, k, k, mask, False) == "efficient"
+    assert sdpa_reasons.lower_right_backend(call) == "efficient"
     answers["efficient"] = False
-    assert sdpa_reasons.lower_right_backend(q, k, k, mask, False) == "flash"  # CPU: flash
+    assert sdpa_reasons.lower_right_backend(call) == "flash"  # CPU: flash
     with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION):
-        picked = sdpa_reasons.chosen_backend(q, k, k, mask, False, False)
+        picked = sdpa_reasons.chosen_backend(call)
     assert picked.startswith("none: ")
 
 
@@ -145,7 +148,8 @@ def test_the_checks_warnings_are_read_from_file_descriptor_2(monkeypatch):
     monkeypatch.setattr(torch.backends.cuda, "can_use_flash_attention", prints)
     before = os.fstat(2)
     q = torch.randn(1, 2, 8, 16)
-    checks = {c.backend: c for c in sdpa_reasons.backend_checks(q, q, q, None, True, False)}
+    call = SdpaCall(q, q, q, None, True, False)
+    checks = {c.backend: c for c in sdpa_reasons.backend_checks(call)}
     assert checks["flash"].reasons == ("too wide",)
     assert os.fstat(2).st_ino == before.st_ino
 
@@ -164,7 +168,7 @@ def test_a_pinned_variant_still_hears_each_backends_own_verdict(monkeypatch):
     monkeypatch.setattr(torch.backends.cuda, "can_use_efficient_attention", efficient)
     q = torch.randn(1, 2, 8, 16)
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-        sdpa_reasons.backend_checks(q, q, q, None, True, False)
+        sdpa_reasons.backend_checks(SdpaCall(q, q, q, None, True, False))
         assert not torch.backends.cuda.mem_efficient_sdp_enabled()  # the pin is back after
     assert enabled["efficient"] is True
 

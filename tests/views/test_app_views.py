@@ -185,12 +185,10 @@ def test_compare_cpu_budget_per_run_and_per_job():
     five = ["naive", "naive-inplace", "sdpa-auto", "sdpa-math", "sdpa-flash"]
     error = message_of(compare_tab.compare, five, **shape, progress=no_progress)
     assert "summed over its 5 runs" in error.message
-    request = job_request.compare_request(
-        ["naive", "sdpa-cudnn", "sdpa-efficient"], *shape.values(), "cpu"
-    )
+    request = job_request.compare_request(["naive", "sdpa-cudnn", "sdpa-efficient"], "cpu", **shape)
     assert request.variants == ["naive", "sdpa-cudnn", "sdpa-efficient"]
     # the limit counts distinct variants: seven times the same one is one run
-    request = job_request.compare_request(["naive"] * 7, *shape.values(), "cpu")
+    request = job_request.compare_request(["naive"] * 7, "cpu", **shape)
     assert request.variants == ["naive"]
 
 

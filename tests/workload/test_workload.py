@@ -159,15 +159,17 @@ def test_a_page_workload_is_held_to_the_pages_ranges_and_budget(device):
 
 def test_a_job_request_is_the_list_of_workloads_it_runs():
     """Compare and Sweep hold the validated workloads the GPU function runs, in order."""
+    shape = dict(dtype="float32", batch=1, heads=2, head_dim=32)
     sweep = job_request.sweep_request(
-        ["naive", "sdpa-math", "naive"], [512, 256], "float32", 1, 2, 32, True, "cpu"
+        ["naive", "sdpa-math", "naive"], [512, 256], "cpu", **shape, causal=True
     )
     points = [(w.variant, w.seq_len) for w in sweep.workloads]
     assert points == [("naive", 256), ("naive", 512), ("sdpa-math", 256), ("sdpa-math", 512)]
     assert sweep.seq_lens == [256, 512] and sweep.variants == ["naive", "sdpa-math"]
     assert all(w.dtype == "float32" and w.head_dim == 32 for w in sweep.workloads)
-    shape = ("float32", 1, 2, 32, False)  # dtype, batch, heads, head_dim, causal
-    compare = job_request.compare_request(["sdpa-math", "naive"], 128, *shape, "cpu")
+    compare = job_request.compare_request(
+        ["sdpa-math", "naive"], "cpu", seq_len=128, **shape, causal=False
+    )
     assert [w.variant for w in compare.workloads] == ["sdpa-math", "naive"]
     assert {(w.seq_len, w.causal) for w in compare.workloads} == {(128, False)}
 
