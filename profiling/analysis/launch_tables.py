@@ -99,7 +99,11 @@ def unlinked_work(spans: pd.DataFrame, rows: np.ndarray) -> tuple[np.ndarray, np
     was not recorded: a graph replayed by a launch outside the trace, a warm-up's leftovers),
     and all GPU work (what it is a share of)."""
     work = work_rows(spans)
-    return np.setdiff1d(work[spans["link"].to_numpy()[work] < 0], rows), work
+    # a mask over the rows, not np.setdiff1d: its hash of 10⁷ rows took 1.3 s, this 0.05 s
+    left_out = np.zeros(len(spans), dtype=bool)
+    left_out[work[spans["link"].to_numpy()[work] < 0]] = True
+    left_out[rows] = False
+    return np.flatnonzero(left_out), work
 
 
 def _text(column: pd.Series, rows: np.ndarray, fn: Callable[[Any], str] = str) -> Any:
