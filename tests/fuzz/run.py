@@ -53,6 +53,10 @@ def run(binary: Path, seconds: int, grown: Path, artifacts: Path, jobs: int = 1)
     asan = "quarantine_size_mb=16:allocator_release_to_os_interval_ms=500"
     env = {**os.environ, "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1",
            "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", asan)}  # fmt: skip
+    # Through a shell that forks it: libFuzzer's RSS limit reads getrusage's peak, which Linux
+    # carries across exec from the process that forked (pytest, ~2 GB after the big-trace tests:
+    # "out-of-memory (used: 2050Mb)" within a second); a small shell's child starts afresh
+    command = ["/bin/sh", "-c", '"$@"; exit $?', "sh", *command]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=seconds + 120)
 
 
