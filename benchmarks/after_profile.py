@@ -37,7 +37,8 @@ from profiling.analysis.summary import forward_work, per_forward
 from profiling.gantt.spec import gantt_spec
 from profiling.kernels.names import kernel_table
 from profiling.run import export as run_export
-from profiling.run import reference_check, runner
+from profiling.run import runner
+from profiling.run.reference import check as reference_check
 from profiling.trace import model as trace_model
 from profiling.workload.memory import check_memory
 from profiling.workload.spec import Workload, resolve_device

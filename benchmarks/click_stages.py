@@ -27,8 +27,9 @@ import torch
 
 from benchmarks.overhead import TINY, bare
 from profiling.run import export as run_export
-from profiling.run import reference_check, runner
+from profiling.run import runner
 from profiling.run import trace as run_trace
+from profiling.run.reference import check as reference_check
 from profiling.workload.memory import check_memory
 from profiling.workload.spec import Workload, resolve_device
 

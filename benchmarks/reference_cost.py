@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
-from profiling.run import reference_check
+from profiling.run.reference import check as reference_check
 from profiling.workload.memory import check_memory
 from profiling.workload.spec import Workload, resolve_device
 

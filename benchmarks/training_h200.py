@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attention import VARIANTS
 from benchmarks.shapes import SHAPES
-from profiling.run import reference_check, runner
+from profiling.run import runner
+from profiling.run.reference import check as reference_check
 from profiling.run.runner import run
 from profiling.workload.memory import REFERENCE_CHUNK, estimate_bytes
 from profiling.workload.spec import Workload

@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 def _printed(result: ProfileResult) -> str:
     """Print a finished run (summary, files, operator table); its line of the overview."""
     from profiling.views import profile as views_profile
-    from profiling.views.summary_text import summary_rows
+    from profiling.views.text.summary import summary_rows
 
     result.trace_json.unlink(missing_ok=True)  # keep what the post keeps: .json.gz and .txt
     summary = result.summary

@@ -30,8 +30,8 @@ TORCH_FREE = [
     "profiling.run.clocks",  # the NVML sampler
     "profiling.text_tables",
     "profiling.jobs.files",
-    "profiling.views.summary_text",
-    "profiling.views.timing_text",
+    "profiling.views.text.summary",
+    "profiling.views.text.timing",
     "profiling.views.roofline_figure",
     "profiling.cli.flags",
     "profiling.cli.commands",

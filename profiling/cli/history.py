@@ -76,7 +76,7 @@ def list_command(store: Any, args: argparse.Namespace) -> int:
 def show_command(store: Any, args: argparse.Namespace) -> int:
     from profiling.views.history import stored_summary, trace_state, when
     from profiling.views.shared import kernel_view, role_view
-    from profiling.views.summary_text import summary_rows
+    from profiling.views.text.summary import summary_rows
 
     run = query.get_run(store, args.id)
     print(f"run {run['id']} · {when(run['created'])} UTC · {run['kind']} ({run['origin']}) · "

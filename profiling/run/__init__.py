@@ -3,7 +3,7 @@
 `runner.run(workload)` validates, builds the variant, warms up, times the steps
 (`timing`: eager, CUDA graph, cold L2), records memory over one step (`memory_record`),
 samples the GPU's clocks (`clocks`), checks the output and gradients against float64
-(`reference_check`, `reference_grad`), exports the trace (`export`) and reads it once
+(`reference/check`, `reference/grad`), exports the trace (`export`) and reads it once
 (`trace`: the records reader `records` for our own small traces, else the trace model) into a
 `result.ProfileResult`. `training` says what one measured step is; `sdpa_account` asks SDPA
 which backend it would pick before a run.
@@ -19,7 +19,7 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
   enabled), asked through `Built.explain` by the runner, and before a run by
   `profiling/run/sdpa_account.py` (the picker, on empty tensors of the shape on screen)
 - what a forward saves for backward, and the gradients' error: `profiling/run/training.py`
-  (`saved_for_backward`), `profiling/run/reference_grad.py`
+  (`saved_for_backward`), `profiling/run/reference/grad.py`
 - a run's result and Summary from what it left (trace, key_averages, checks):
   `profiling/run/result.py` (`build_result`)
 - reading a run's trace (once): `profiling/run/trace.py` (`read`: records reader, else the trace

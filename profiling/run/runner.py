@@ -33,8 +33,8 @@ from profiling.run import cpu_memory, memory_record, training
 from profiling.run import timing as timing_modes
 from profiling.run.clocks import Clocks, Sampler
 from profiling.run.export import export, write_run_json
-from profiling.run.reference_check import relative_error
-from profiling.run.reference_grad import gradient_errors
+from profiling.run.reference.check import relative_error
+from profiling.run.reference.grad import gradient_errors
 from profiling.run.result import Checks, Measured, ProfileResult, build_result
 from profiling.workload.availability import error_text
 from profiling.workload.memory import check_memory

@@ -12,7 +12,7 @@ Entry points: `hooks.keep(hooks.profile_run(...))` and friends to record; `open_
 `exchange.import_runs` for other machines.
 
 What it may import: the standard library, pandas (pyarrow for Parquet), and torch-free parts of
-profiling (summary_text, user_values). Never torch, attention or gradio: the store is written
+profiling (views.text.summary, user_values). Never torch, attention or gradio: the store is written
 after a result exists, from the run's plain data, and read without a GPU.
 
 Each rule decided here, and where (docs/architecture.md keeps only an index):

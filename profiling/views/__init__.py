@@ -1,16 +1,16 @@
 """What a tab, an API endpoint or a CLI command shows: one pure module per tab (`profile`,
 `compare`, `diff`, `sweep`, `analyze`), what they share (`shared`: the page's limits, uploads'
 temp folders, table values), the timing block (`timing`), the figures built with plotly
-(`compare_figures`, `roofline_figure`), a Summary as text (`summary_text`, `timing_text`), and
+(`compare_figures`, `roofline_figure`), a Summary as text (`text/summary`, `text/timing`), and
 uploaded files (`uploads`).
 
 No gradio (the page wraps these values in components) and no torch. May import: jobs, run's
 plain result types, workload, analysis and below.
 
 Each rule decided here, and where (docs/architecture.md keeps only an index):
-- a Summary as text (the CLI, the page's strip, the docs): `profiling/views/summary_text.py`
+- a Summary as text (the CLI, the page's strip, the docs): `profiling/views/text/summary.py`
   (`summary_rows`)
-- issue 23's figures as text (CLI, strip): `profiling/views/timing_text.py` (`timing_rows`,
+- issue 23's figures as text (CLI, strip): `profiling/views/text/timing.py` (`timing_rows`,
   appended by `summary_rows`); the page's block, timeline figure and Compare's timing table in
   `profiling/views/timing.py`
 - limits of the page (uploads, queue, temp folders): `profiling/views/shared.py`

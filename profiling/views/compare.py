@@ -31,7 +31,7 @@ from profiling.views.compare_figures import gpu_cpu_bars, mini_gantts
 from profiling.views.ran_on import on_device, run_devices
 from profiling.views.roofline_figure import roofline_spec
 from profiling.views.shared import Columns, significant, without_nan
-from profiling.views.summary_text import sdpa_rows
+from profiling.views.text.summary import sdpa_rows
 from profiling.workload.availability import unavailable_reasons, zero_gpu
 from profiling.workload.spec import device_key
 

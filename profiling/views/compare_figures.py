@@ -29,7 +29,7 @@ from profiling.views.ran_on import (
     on_device,
     run_devices,
 )
-from profiling.views.summary_text import UNITS
+from profiling.views.text.summary import UNITS
 
 CPU_SPANS = {
     "forward": "attn_fwd span",

@@ -31,7 +31,7 @@ from profiling.views.shared import (
     role_view,
     roofline_view,
 )
-from profiling.views.summary_text import sdpa_account_rows, summary_rows, training_rows, unit
+from profiling.views.text.summary import sdpa_account_rows, summary_rows, training_rows, unit
 from profiling.views.timing import (
     memory_figure,
     memory_note,

@@ -22,7 +22,7 @@ from profiling.trace.events import TraceError
 from profiling.views import profile as views_profile
 from profiling.views.history import stored_summary, stored_trace
 from profiling.views.shared import escaped, kernel_view, role_view, roofline_view
-from profiling.views.summary_text import unit
+from profiling.views.text.summary import unit
 from profiling.views.timing import timing_html
 from profiling.vocabulary import MODE_PHASES, measured_span
 

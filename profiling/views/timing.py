@@ -14,8 +14,8 @@ from plotly.colors import qualitative
 from profiling.analysis.memory_timeline import CATEGORIES, Timeline
 from profiling.analysis.summary import Summary
 from profiling.views.shared import escaped
-from profiling.views.summary_text import unit
-from profiling.views.timing_text import NO_GPU_MEMORY, timing_rows
+from profiling.views.text.summary import unit
+from profiling.views.text.timing import NO_GPU_MEMORY, timing_rows
 
 COLOURS = dict(zip(CATEGORIES, qualitative.Safe, strict=False))
 BREAKDOWN_COLUMNS = ["what", "MiB at peak", "blocks at peak", "MiB allocated in the step",

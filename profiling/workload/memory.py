@@ -97,7 +97,7 @@ def reference_bytes(workload: Workload) -> int:
 
 
 def reference_grad_bytes(workload: Workload) -> int:
-    """Peak float64 bytes of the gradients' check (profiling.run.reference_grad) in its chunk of
+    """Peak float64 bytes of the gradients' check (profiling.run.reference.grad) in its chunk of
     G pairs × R rows: four score-sized matrices at once (P, dP, dP − delta, dS), the group's
     q, k, v, grad_out and its dK, dV accumulators (6·G·S·D) with a matmul's result beside
     them, and a few row-sized tensors (6·G·R·D)."""

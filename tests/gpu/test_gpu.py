@@ -17,7 +17,7 @@ import torch
 
 from attention import VARIANTS, hub
 from benchmarks.shapes import SHAPES
-from profiling.run import reference_check
+from profiling.run.reference import check as reference_check
 from profiling.run.runner import RunError, run
 from profiling.workload.memory import LIBRARY_WORKSPACE, REFERENCE_CHUNK, estimate_bytes
 from profiling.workload.spec import ConfigError, Workload

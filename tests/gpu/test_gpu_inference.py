@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from attention import VARIANTS
-from profiling.run import reference_check
+from profiling.run.reference import check as reference_check
 from profiling.run.runner import VariantUnavailable
 from profiling.workload.memory import REFERENCE_CHUNK, estimate_bytes
 from profiling.workload.spec import Workload

@@ -13,7 +13,7 @@ import torch
 
 from attention import VARIANTS
 from benchmarks.shapes import SHAPES
-from profiling.run import reference_check
+from profiling.run.reference import check as reference_check
 from profiling.workload.memory import REFERENCE_CHUNK, estimate_bytes
 from profiling.workload.spec import Workload
 from tests.gpu.test_gpu import whole_run_peak

@@ -281,7 +281,7 @@ def test_a_failure_frees_the_inputs_even_while_the_log_keeps_its_traceback(monke
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_chunked_reference_matches_a_direct_one(monkeypatch, causal):
-    from profiling.run import reference_check
+    from profiling.run.reference import check as reference_check
     from tests.conftest import reference_attention, rel_err
 
     q, k, v = (torch.randn(2, 3, 100, 16) for _ in range(3))
@@ -303,7 +303,7 @@ def test_chunked_reference_matches_a_direct_one(monkeypatch, causal):
 def test_reference_in_any_chunking_matches_a_direct_one(monkeypatch, causal, chunk, spare):
     """Groups of pairs, query rows split into chunks (the causal mask's offset per chunk), and
     the chunk capped whatever memory is spare: the same value as one direct computation."""
-    from profiling.run import reference_check
+    from profiling.run.reference import check as reference_check
     from tests.conftest import reference_attention, rel_err
 
     q, k, v = (torch.randn(2, 3, 100, 16, dtype=torch.float64) for _ in range(3))
@@ -325,7 +325,7 @@ def test_reference_in_any_chunking_matches_a_direct_one(monkeypatch, causal, chu
 
 def test_reference_chunks_grow_with_spare_memory(monkeypatch):
     """One chunk when the memory check left room for it, small ones when it did not."""
-    from profiling.run import reference_check
+    from profiling.run.reference import check as reference_check
 
     q, k, v = (torch.randn(2, 3, 100, 16) for _ in range(3))
     t = {"out": q.clone(), "q": q, "k": k, "v": v}

@@ -91,7 +91,7 @@ def test_reference_bytes_are_what_the_reference_allocates(
 
     from torch.profiler import ProfilerActivity, profile
 
-    from profiling.run import reference_check
+    from profiling.run.reference import check as reference_check
     from profiling.workload import memory as memory_estimate
 
     monkeypatch.setattr(reference_check, "REFERENCE_CHUNK", (chunk, chunk))

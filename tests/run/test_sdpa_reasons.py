@@ -13,8 +13,8 @@ from attention import sdpa_reasons
 from attention.sdpa_reasons import SdpaCall
 from profiling.run.runner import run
 from profiling.views import profile as views_profile
-from profiling.views import summary_text
-from profiling.views.summary_text import sdpa_account_rows, summary_rows
+from profiling.views.text import summary as summary_text
+from profiling.views.text.summary import sdpa_account_rows, summary_rows
 from profiling.workload.spec import Workload
 
 

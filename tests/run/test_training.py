@@ -11,7 +11,7 @@ import torch
 
 from attention import VARIANTS
 from profiling.run import training
-from profiling.run.reference_grad import gradient_errors
+from profiling.run.reference.grad import gradient_errors
 from profiling.run.runner import VariantUnavailable, run
 from profiling.workload.availability import unavailable_reasons
 from profiling.workload.memory import estimate_bytes, reference_grad_bytes
@@ -157,7 +157,7 @@ def test_flex_has_no_backward_on_a_cpu_and_says_so():
 @pytest.mark.parametrize("causal", [True, False])
 def test_gradient_reference_matches_autograd_in_float64(causal, monkeypatch):
     """The chunked hand-written backward equals autograd's, in any chunking."""
-    import profiling.run.reference_grad as reference_grad
+    import profiling.run.reference.grad as reference_grad
 
     workload = small("naive", "train", causal=causal, seq_len=96)
     shape = (1, 2, 96, 32)
@@ -319,7 +319,7 @@ def test_the_reference_checks_build_no_graph_on_inputs_that_require_grad(check):
     """A train run's q, k, v require grad and the checks run with grad mode on: a graph would
     keep every chunk's float64 scores alive until the check is read (on the H200, 8 GiB at
     B4 H16 S4096 for a run whose estimate was 1.3 GiB)."""
-    from profiling.run.reference_check import relative_error
+    from profiling.run.reference.check import relative_error
 
     workload = small("naive", "train", seq_len=64)
     tensors = {n: torch.randn(1, 2, 64, 32, requires_grad=True) for n in training.INPUTS}

@@ -22,7 +22,7 @@ from profiling.views import profile as views_profile
 from profiling.views import shared as views_shared
 from profiling.views import sweep as views_sweep
 from profiling.views import timing as views_timing
-from profiling.views.summary_text import summary_rows
+from profiling.views.text.summary import summary_rows
 from profiling.workload import request as job_request
 from profiling.workload.availability import unavailable_reasons
 from profiling.workload.spec import (

@@ -9,7 +9,7 @@ import torch
 
 from attention import VARIANTS
 from attention.masks import visible, visible_pairs
-from profiling.run.reference_check import relative_error
+from profiling.run.reference.check import relative_error
 from profiling.run.runner import _inputs, run
 from profiling.workload.availability import unavailable_reasons
 from profiling.workload.memory import estimate_bytes
@@ -198,7 +198,7 @@ def test_the_roofline_says_a_decode_reads_as_bandwidth_and_a_prefill_as_compute(
 
 
 def test_a_cpu_run_says_what_must_move_and_that_it_has_no_roofline(tmp_path):
-    from profiling.views.summary_text import summary_rows
+    from profiling.views.text.summary import summary_rows
 
     rows = dict(
         summary_rows(run(small("sdpa-flash", **SHAPES["decode"]), out_dir=tmp_path).summary)

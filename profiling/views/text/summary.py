@@ -12,7 +12,7 @@ from profiling.analysis.spread import mean_note, median_note
 from profiling.analysis.summary import NO_GPU_WORK, Summary
 from profiling.kernels.names import with_reading
 from profiling.text_tables import count_text, shape_text
-from profiling.views.timing_text import timing_rows
+from profiling.views.text.timing import timing_rows
 
 
 def _num(value: float | None, unit: str = "", digits: int = 1) -> str:

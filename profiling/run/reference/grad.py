@@ -1,6 +1,6 @@
 """How far a run's dQ, dK and dV are from attention's gradients computed in float64.
 
-Like the output's check (profiling.run.reference_check) it never holds the S² matrix whole: it
+Like the output's check (profiling.run.reference.check) it never holds the S² matrix whole: it
 walks groups of (batch, head) pairs and, inside a group, chunks of query rows, recomputing each
 chunk's probabilities P and applying the backward by hand (as FlashAttention does):
 dV += Pᵀ·dO, dP = dO·Vᵀ, dS = P∘(dP − rowsum(dO∘O)), dQ = dS·K·scale, dK += dSᵀ·Q·scale.
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from profiling.run.reference_check import REFERENCE_FLOPS, causal_bias, kv_pairs
+from profiling.run.reference.check import REFERENCE_FLOPS, causal_bias, kv_pairs
 from profiling.workload.memory import GRADIENT_CHUNK, reference_chunk
 from profiling.workload.spec import Workload
 
