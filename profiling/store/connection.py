@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,9 +56,12 @@ def _connect(path: Path) -> sqlite3.Connection:
 def _identity(connection: sqlite3.Connection, path: Path) -> tuple[int, int, int]:
     """(application_id, user_version, number of tables), read without writing."""
     try:
-        app = connection.execute("PRAGMA application_id").fetchone()[0]
-        version = connection.execute("PRAGMA user_version").fetchone()[0]
-        tables = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        # one statement, so one snapshot: read one by one, a first writer's migration that
+        # committed between them read as "no application id, but tables" (another program's)
+        app, version, tables = connection.execute(
+            "SELECT (SELECT application_id FROM pragma_application_id), "
+            "(SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_master)"
+        ).fetchone()
     except sqlite3.DatabaseError as exc:
         if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
             raise
@@ -83,13 +87,27 @@ def open_connection(path: Path) -> sqlite3.Connection:
     connection = _connect(path)
     try:
         _check_identity(path, *_identity(connection, path))
-        connection.execute("PRAGMA journal_mode = WAL")
+        _write_ahead_log(connection)
         connection.execute("PRAGMA synchronous = NORMAL")
         _migrate(connection, path)
     except BaseException:
         connection.close()
         raise
     return connection
+
+
+def _write_ahead_log(connection: sqlite3.Connection) -> None:
+    """WAL mode, kept in the file once set. Switching to it takes the file's exclusive lock and
+    SQLite does not wait on the busy timeout for that: a new store's first sixteen openers saw
+    "database is locked" (3 in 3,200 here), so the switch is retried until the timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _migrate(connection: sqlite3.Connection, path: Path) -> None:

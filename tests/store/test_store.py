@@ -171,6 +171,32 @@ def test_a_store_it_cannot_read_is_refused_and_left_untouched(tmp_path, spoil, s
     assert (sorted(p.name for p in tmp_path.iterdir()), _digest(path)) == before
 
 
+def test_sixteen_first_opens_of_a_new_store_all_succeed(tmp_path):
+    """The first writer migrates while others check the file's identity: read one pragma at a
+    time, a check straddling that commit saw tables without the application id and refused
+    the store as another program's (33 of 40 rounds here; CI's sixteen writers hit it)."""
+    from profiling.store.connection import open_connection
+
+    errors: list[str] = []
+    for round_ in range(20):
+        path = tmp_path / f"round{round_}" / "runs.sqlite"
+        start = threading.Barrier(16)
+
+        def opener(path: Path = path, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                open_connection(path).close()
+            except Exception as exc:  # "database is locked" too, seen before the fix
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+        threads = [threading.Thread(target=opener) for _ in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert not errors, errors[:3]
+
+
 WRITERS, EACH = 16, 4
 
 
