@@ -180,10 +180,16 @@ SLOW_CASES = {
 }
 
 
-def run_interpreted(cases: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def run_interpreted(
+    cases: dict[str, dict[str, Any]], child: str = CHILD
+) -> dict[str, dict[str, Any]]:
+    """Each case's results from `child` (this module's, the backward's or the shapes' script)
+    under Triton's interpreter in a fresh process; skipped without triton."""
+    if not HAS_TRITON:
+        pytest.skip("triton is not importable: no interpreter checks")
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(list(cases.values())), str(REPO)],
+        [sys.executable, "-c", child, json.dumps(list(cases.values())), str(REPO)],
         env=env,
         capture_output=True,
         text=True,
@@ -199,15 +205,11 @@ def run_interpreted(cases: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any
 
 @pytest.fixture(scope="module")
 def fast_results() -> dict[str, dict[str, Any]]:
-    if not HAS_TRITON:
-        pytest.skip("triton is not importable: no interpreter checks")
     return run_interpreted(FAST_CASES)
 
 
 @pytest.fixture(scope="module")
 def slow_results() -> dict[str, dict[str, Any]]:
-    if not HAS_TRITON:
-        pytest.skip("triton is not importable: no interpreter checks")
     return run_interpreted(SLOW_CASES)
 
 

@@ -8,10 +8,6 @@ autograd through test_flash_triton.reference; error = ||grad - ref|| / ||ref||.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import types
 from typing import Any
 
@@ -20,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.attention import test_flash_triton as fwd_tests
-from tests.attention.test_flash_triton import HAS_TRITON, REPO, make_qkv, reference, rel_err
+from tests.attention.test_flash_triton import HAS_TRITON, make_qkv, reference, rel_err
 
 # Measured in the interpreter: ~3e-4 (fp16) and ~7e-3 (bf16); a wrong gradient reads ~1.
 GRAD_TOL = {"float16": 3e-3, "bfloat16": 2e-2}
@@ -197,35 +193,14 @@ SLOW_CASES = {
 }
 
 
-def run_interpreted(cases: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(list(cases.values())), str(REPO)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS ")]
-    if proc.returncode != 0 or not lines:
-        raise AssertionError(
-            f"interpreter child failed (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-        )
-    return dict(zip(cases, json.loads(lines[-1][len("RESULTS ") :]), strict=True))
-
-
 @pytest.fixture(scope="module")
 def fast_results() -> dict[str, dict[str, Any]]:
-    if not HAS_TRITON:
-        pytest.skip("triton is not importable: no interpreter checks")
-    return run_interpreted(FAST_CASES)
+    return fwd_tests.run_interpreted(FAST_CASES, CHILD)
 
 
 @pytest.fixture(scope="module")
 def slow_results() -> dict[str, dict[str, Any]]:
-    if not HAS_TRITON:
-        pytest.skip("triton is not importable: no interpreter checks")
-    return run_interpreted(SLOW_CASES)
+    return fwd_tests.run_interpreted(SLOW_CASES, CHILD)
 
 
 def check_case(name: str, spec: dict[str, Any], res: dict[str, Any]) -> None:

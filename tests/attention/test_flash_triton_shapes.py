@@ -9,11 +9,7 @@ Reference: `reference_attention`, written from the API's definitions in float64.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
 import types
 from typing import Any
 
@@ -21,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.attention.test_flash_triton import HAS_TRITON, REPO, load_by_path, rel_err
+from tests.attention.test_flash_triton import HAS_TRITON, load_by_path, rel_err, run_interpreted
 
 TOL = {"float16": 3e-3, "bfloat16": 2e-2}  # outputs and gradients; a wrong one reads ~1
 
@@ -199,19 +195,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, dict[str, Any]]:
-    if not HAS_TRITON:
-        pytest.skip("triton is not importable: no interpreter checks")
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, json.dumps(list(CASES.values())), str(REPO)],
-        env=dict(os.environ, TRITON_INTERPRET="1"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULTS ")]
-    if proc.returncode != 0 or not lines:
-        raise AssertionError(f"interpreter child failed:\n{proc.stdout}\n{proc.stderr}")
-    return dict(zip(CASES, json.loads(lines[-1][len("RESULTS ") :]), strict=True))
+    return run_interpreted(CASES, CHILD)
 
 
 def check(name: str, spec: dict[str, Any], res: dict[str, Any]) -> None:
