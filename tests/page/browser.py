@@ -64,6 +64,16 @@ def screenshot_path(name: str, tmp_path: Path) -> Path:
     return folder / name
 
 
+def full_page_shot(page, name: str, tmp_path: Path) -> Path:
+    """The whole page as `name` (screenshot_path), the pointer moved off it and plotly's
+    transitions let finish first."""
+    page.mouse.move(0, 0)
+    page.wait_for_timeout(500)
+    shot = screenshot_path(name, tmp_path)
+    page.screenshot(path=str(shot), full_page=True)
+    return shot
+
+
 # per header cell of a table: its text lines and its words (a word broken across lines: more lines)
 # the table's selector is a required argument: Playwright passes null (not undefined) when the
 # argument is left out, so a JS default would never apply and the check would find no header

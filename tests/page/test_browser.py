@@ -14,6 +14,7 @@ from profiling.page import controls
 from profiling.trace import model as trace
 from tests.page.browser import (  # the browser, the served app and the helpers, shared
     TIMEOUT_MS,
+    full_page_shot,
     open_page,
     screenshot_path,
     sync_api,
@@ -64,10 +65,7 @@ def test_profile_from_the_page(page, tmp_path):
     assert len(forward_spans(t)) == len(t.steps()) == 3
     assert bars == len(t.spans)  # the browser drew one bar per span of the downloaded trace
 
-    page.mouse.move(0, 0)
-    page.wait_for_timeout(500)  # let plotly finish its transitions before the picture
-    shot = screenshot_path("screenshot-cpu.png", tmp_path)
-    page.screenshot(path=str(shot), full_page=True)
+    shot = full_page_shot(page, "screenshot-cpu.png", tmp_path)
     assert shot.stat().st_size > 20_000
 
     # a failed run clears the previous one: no old figures or files beside its error
@@ -108,10 +106,7 @@ def test_a_training_step_from_the_page(browser, url, tmp_path):
         expect(summary).to_contain_text(text)
     page.wait_for_selector('#gantt [data-testid="plotly"] .main-svg')
     expect(page.locator("#gantt")).to_contain_text("attn_bwd")
-    page.mouse.move(0, 0)
-    page.wait_for_timeout(500)
-    shot = screenshot_path("screenshot-train-cpu.png", tmp_path)
-    page.screenshot(path=str(shot), full_page=True)
+    shot = full_page_shot(page, "screenshot-train-cpu.png", tmp_path)
     assert shot.stat().st_size > 20_000
     page.context.close()
 
@@ -136,10 +131,7 @@ def test_a_decode_preset_from_the_page(browser, url, tmp_path):
     expect(summary).to_contain_text(heads, timeout=TIMEOUT_MS)
     expect(summary).to_contain_text("must move")
     expect(summary).to_contain_text("roofline")
-    page.mouse.move(0, 0)
-    page.wait_for_timeout(500)
-    shot = screenshot_path("screenshot-decode-cpu.png", tmp_path)
-    page.screenshot(path=str(shot), full_page=True)
+    shot = full_page_shot(page, "screenshot-decode-cpu.png", tmp_path)
     assert shot.stat().st_size > 20_000
 
     page.get_by_role("tab", name="Compare").click()  # the same preset on Compare: GQA prefill
@@ -155,10 +147,7 @@ def test_a_decode_preset_from_the_page(browser, url, tmp_path):
     page.wait_for_selector('#glance [data-testid="cell-1-0"]', timeout=TIMEOUT_MS)
     expect(page.locator("#glance")).to_contain_text("naive")
     page.wait_for_selector('#cmp-bars [data-testid="plotly"] .main-svg')
-    page.mouse.move(0, 0)
-    page.wait_for_timeout(500)
-    shot = screenshot_path("screenshot-compare-gqa-cpu.png", tmp_path)
-    page.screenshot(path=str(shot), full_page=True)
+    shot = full_page_shot(page, "screenshot-compare-gqa-cpu.png", tmp_path)
     assert shot.stat().st_size > 20_000
     page.context.close()
 

@@ -13,8 +13,8 @@ from profiling.views import compare as views_compare
 from tests.page.browser import (  # the browser, the served app and the helpers, shared
     HEADER_LINES,
     TIMEOUT_MS,
+    full_page_shot,
     open_page,
-    screenshot_path,
     sync_api,
 )
 
@@ -72,10 +72,7 @@ def test_compare_from_the_page(page, tmp_path):
     expect(page.locator("#diff-headline")).to_contain_text("per forward")
 
     page.get_by_role("tab", name="Compare").click()
-    page.mouse.move(0, 0)
-    page.wait_for_timeout(500)
-    shot = screenshot_path("screenshot-compare-cpu.png", tmp_path)
-    page.screenshot(path=str(shot), full_page=True)
+    shot = full_page_shot(page, "screenshot-compare-cpu.png", tmp_path)
     assert shot.stat().st_size > 20_000
 
 
@@ -113,10 +110,7 @@ def test_a_train_compare_reads_per_step_with_both_phases_and_whole_headers(brows
         if app.DEVICE == "cpu":  # no kernels, so no roles: said once, not an empty table
             expect(page.locator("#cmp-roles")).to_be_hidden()
             expect(page.locator("#cmp-roles-note")).to_contain_text("no GPU kernels")
-        page.mouse.move(0, 0)
-        page.wait_for_timeout(500)
-        shot = screenshot_path("screenshot-compare-train-cpu.png", tmp_path)
-        page.screenshot(path=str(shot), full_page=True)
+        full_page_shot(page, "screenshot-compare-train-cpu.png", tmp_path)
     finally:
         page.context.close()
 

@@ -14,8 +14,8 @@ import pytest
 
 from tests.page.browser import (  # the browser, the served app and the helpers, shared
     TIMEOUT_MS,
+    full_page_shot,
     open_page,
-    screenshot_path,
     sync_api,
 )
 
@@ -80,9 +80,6 @@ def test_history_reopens_diffs_compares_and_trends(browser, url, runs, tmp_path)
     expect(page.locator("#history-trend-note")).to_contain_text(f"Regressions: {second}")
     page.wait_for_selector('#history-trend [data-testid="plotly"] .main-svg')
     expect(page.locator("#history-trend .legend")).to_contain_text("regression")
-    page.mouse.move(0, 0)
-    page.wait_for_timeout(500)
-    shot = screenshot_path("screenshot-history-cpu.png", tmp_path)
-    page.screenshot(path=str(shot), full_page=True)
+    shot = full_page_shot(page, "screenshot-history-cpu.png", tmp_path)
     assert shot.stat().st_size > 20_000
     page.context.close()

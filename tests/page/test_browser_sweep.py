@@ -10,8 +10,8 @@ import app
 from tests.page.browser import (  # the browser, the served app and the helpers, shared
     HEADER_LINES,
     TIMEOUT_MS,
+    full_page_shot,
     open_page,
-    screenshot_path,
     sync_api,
 )
 
@@ -95,10 +95,7 @@ def test_sweep_draws_refusals_apart_and_its_table_reads_in_full(browser, url, tm
                 assert cell["whiteSpace"] not in ("nowrap", "pre") and not cell["overflows"]
                 assert cell["right"] <= cell["visibleRight"] + 1, (width, cell)  # not cut off
         page.set_viewport_size({"width": 1400, "height": 1000})
-        page.mouse.move(0, 0)
-        page.wait_for_timeout(500)
-        shot = screenshot_path("screenshot-sweep-cpu.png", tmp_path)
-        page.screenshot(path=str(shot), full_page=True)
+        shot = full_page_shot(page, "screenshot-sweep-cpu.png", tmp_path)
         assert shot.stat().st_size > 20_000
     finally:
         page.context.close()

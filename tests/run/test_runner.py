@@ -106,23 +106,13 @@ def test_oom_is_caught_and_the_next_run_works(monkeypatch, tmp_path):
 
 def test_inputs_are_freed_while_the_error_is_still_held(monkeypatch):
     """No traceback may keep the run's tensors alive: memory must return before the user retries."""
-    import weakref
-
     from attention import naive
-    from profiling.run import runner
-
-    refs: list[weakref.ref] = []
-    make_inputs = runner._inputs
-
-    def spy(*args):
-        tensors = make_inputs(*args)
-        refs.extend(weakref.ref(t) for t in tensors.values())
-        return tensors
+    from tests.conftest import watch_inputs
 
     def boom(self, q, k, v, mask):
         raise torch.OutOfMemoryError("induced")
 
-    monkeypatch.setattr(runner, "_inputs", spy)
+    refs = watch_inputs(monkeypatch)
     monkeypatch.setattr(naive.NaiveCausalAttention, "forward", boom)
     with pytest.raises(RunError) as info:
         run(small("naive"))
