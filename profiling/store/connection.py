@@ -34,15 +34,17 @@ def _refuse(path: Path, why: str) -> StoreError:
 
 
 def check_header(path: Path) -> None:
-    """Refuse a file that is not an SQLite database, before SQLite opens (and could write) it."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
+    """Refuse a folder before SQLite opens it. The file's own header is read by SQLite (its
+    first read: `_identity`), never with open(): closing any descriptor of a file drops every
+    POSIX lock this process holds on it, SQLite's included, and another process then deletes
+    the WAL that this process's open connections still write to (issue 40: runs lost)."""
     if path.is_dir():
         raise _refuse(path, "is a folder, not a file")
-    with open(path, "rb") as fh:
-        head = fh.read(len(schema.SQLITE_MAGIC))
-    if head != schema.SQLITE_MAGIC:
-        raise _refuse(path, "is not an SQLite database (a corrupt or foreign file)")
+
+
+def not_sqlite(exc: sqlite3.DatabaseError) -> bool:
+    """SQLite's word for a file whose header is not its own (SQLITE_NOTADB)."""
+    return getattr(exc, "sqlite_errorcode", None) == 26 or "not a database" in str(exc)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -65,6 +67,8 @@ def _identity(connection: sqlite3.Connection, path: Path) -> tuple[int, int, int
     except sqlite3.DatabaseError as exc:
         if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
             raise
+        if not_sqlite(exc):
+            raise _refuse(path, "is not an SQLite database (a corrupt or foreign file)") from None
         raise _refuse(path, f"cannot be read ({exc})") from None
     return app, version, tables
 

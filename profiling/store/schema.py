@@ -10,7 +10,6 @@ this code knows, is refused before anything is written (profiling.store.connecti
 from __future__ import annotations
 
 APPLICATION_ID = 0x41545052  # "ATPR" in the SQLite header: this is an Attention Profiler store
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # The runs' real columns besides their id, in the order rows.run_columns fills them (v1).
 RUNS_V1 = """
