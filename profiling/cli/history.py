@@ -70,6 +70,9 @@ def list_command(store: Any, args: argparse.Namespace) -> int:
     runs, total = query.list_runs(store, filters)
     print(printed_table(history_view(runs), args.markdown))
     print(history_note(len(runs), total, store).replace("`", ""))
+    if query.read_only(store):
+        print("The run store is read-only (its file, folder or disk): read as it is; no run "
+              "can be kept in it.")  # fmt: skip
     return 0
 
 

@@ -10,12 +10,14 @@ cut may lose the last few), and a commit costs no fsync.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from profiling.store import schema
 
@@ -45,6 +47,53 @@ def check_header(path: Path) -> None:
 def not_sqlite(exc: sqlite3.DatabaseError) -> bool:
     """SQLite's word for a file whose header is not its own (SQLITE_NOTADB)."""
     return getattr(exc, "sqlite_errorcode", None) == 26 or "not a database" in str(exc)
+
+
+def read_only_error(path: Path) -> StoreError:
+    return StoreError(
+        f"the run store {path} is read-only (its file, its folder or its disk): it can be "
+        "read, but no run can be kept in it (choose a writable one with --store PATH or "
+        "ATTNPROF_STORE, or turn storing off with --no-store)"
+    )
+
+
+class ReadOnly(sqlite3.Connection):
+    """A connection to a store this process may not write: it is read as it is, never
+    migrated, and a write is refused with read_only_error."""
+
+
+def uri(path: Path, **options: str) -> str:
+    """An SQLite URI naming exactly `path`: '#', '?', '%' and '&' in a file name are quoted,
+    so `run#s.sqlite` is that file, not `run` (issue 40)."""
+    query = "&".join(f"{name}={value}" for name, value in options.items())
+    return f"file:{quote(str(path.absolute()))}" + (f"?{query}" if query else "")
+
+
+def writable(path: Path) -> bool:
+    """Whether this process may write an existing store, its -wal and -shm beside it
+    (access(), which opens nothing: see check_header)."""
+    return not path.exists() or (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def _read_only_connection(path: Path, **options: str) -> sqlite3.Connection:
+    return sqlite3.connect(
+        uri(path, mode="ro", **options), uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+        factory=ReadOnly, isolation_level=None, check_same_thread=False,
+    )  # fmt: skip
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only store, read as it is (mode=ro); where SQLite cannot make the WAL's shared
+    memory file beside it (a read-only folder or mount), as immutable: nobody can write it."""
+    connection = _read_only_connection(path)
+    try:
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:  # "unable to open": the WAL's files cannot be made
+        connection.close()
+        return _read_only_connection(path, immutable="1")
+    except sqlite3.DatabaseError:
+        pass  # not SQLite: said by _identity
+    return connection
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -88,12 +137,18 @@ def open_connection(path: Path) -> sqlite3.Connection:
     """A checked, migrated connection to the store at `path` (created when absent)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     check_header(path)
-    connection = _connect(path)
+    read_only = not writable(path)
+    connection = connect_read_only(path) if read_only else _connect(path)
     try:
-        _check_identity(path, *_identity(connection, path))
-        _write_ahead_log(connection)
-        connection.execute("PRAGMA synchronous = NORMAL")
-        _migrate(connection, path)
+        app, version, tables = _identity(connection, path)
+        _check_identity(path, app, version, tables)
+        if read_only and version < schema.VERSION:
+            why = f"is read-only and of an older schema ({version}): copy it somewhere writable"
+            raise _refuse(path, why + ", where it is brought up to date when opened")
+        if not read_only:
+            _write_ahead_log(connection)
+            connection.execute("PRAGMA synchronous = NORMAL")
+            _migrate(connection, path)
     except BaseException:
         connection.close()
         raise
@@ -188,7 +243,14 @@ def opened(path: Path) -> Iterator[sqlite3.Connection]:
     try:
         yield connection
     except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY:
+            raise read_only_error(path) from None
         if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
             raise
         forget(path)
         raise _refuse(path, f"is damaged ({exc})") from None
+
+
+def read_only(path: Path) -> bool:
+    """Whether the store at `path` is read here as read-only (the CLI's listing says so)."""
+    return isinstance(connection_for(path), ReadOnly)

@@ -18,7 +18,14 @@ from typing import Any
 import pandas as pd
 
 from profiling.store import schema, traces
-from profiling.store.connection import StoreError, check_header, opened, transaction
+from profiling.store.connection import (
+    StoreError,
+    check_header,
+    connect_read_only,
+    not_sqlite,
+    opened,
+    transaction,
+)
 from profiling.store.handle import Store
 from profiling.store.location import traces_folder
 from profiling.store.rows import plain
@@ -132,7 +139,7 @@ def _read_jsonl(path: Path) -> dict[str, pd.DataFrame]:
 def _read_store(path: Path) -> dict[str, pd.DataFrame]:
     """Another store, opened read-only: checked like our own, never written or migrated."""
     check_header(path)
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    connection = connect_read_only(path)  # its name quoted: `x?mode=rwc&y.sqlite` is that file
     try:
         app = connection.execute("PRAGMA application_id").fetchone()[0]
         version = connection.execute("PRAGMA user_version").fetchone()[0]
@@ -143,7 +150,8 @@ def _read_store(path: Path) -> dict[str, pd.DataFrame]:
             )
         return _tables(connection)
     except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path} cannot be read ({exc}); it was left untouched") from None
+        why = "is not an SQLite database" if not_sqlite(exc) else f"cannot be read ({exc})"
+        raise StoreError(f"{path} {why}; it was left untouched") from None
     finally:
         connection.close()
 

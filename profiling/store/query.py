@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from profiling.store import connection as store_connection
 from profiling.store.connection import opened
 from profiling.store.handle import Store
 from profiling.store.location import public_space
@@ -28,6 +29,7 @@ LIST_COLUMNS = ("id", "created", "kind", "origin", "variant", "shape", "mode", "
 MAX_ROWS = 10_000  # a listing's rows at most; the count says how many matched
 DEFAULT_ROWS = 200
 MAX_TEXT = 200  # characters of a text filter
+DAY_S = 86_400
 
 
 @dataclass
@@ -53,22 +55,25 @@ def _text(name: str, value: Any) -> str:
 
 
 def _day(name: str, value: str, end: bool) -> float | None:
+    """A day's start (or, `end`, the next day's start) in seconds; computed from the start, so
+    9999-12-31's end is a number, not the OverflowError a datetime past year 9999 is."""
     if not value:
         return None
     try:
         day = dt.date.fromisoformat(value)
     except ValueError:
         raise ConfigError(f"{name} must be a date as YYYY-MM-DD, not {show(value)}") from None
-    start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
-    return (start + dt.timedelta(days=1) if end else start).timestamp()
+    start = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc).timestamp()
+    return start + DAY_S if end else start
 
 
 def checked_filters(**raw: Any) -> Filters:
     """Filters from a caller's loosely typed values, or a ConfigError saying what is wrong."""
     texts = {name: _text(name, raw.get(name)) for name in ("variant", "shape", "mode", "device",
                                                             "since", "until")}  # fmt: skip
-    for name in ("since", "until"):
-        _day(name, texts[name], False)  # refused here, not when the list is asked for
+    since, until = _day("since", texts["since"], False), _day("until", texts["until"], True)
+    if since is not None and until is not None and since >= until:  # refused here, not later
+        raise ConfigError(f"since ({texts['since']}) must not be after until ({texts['until']})")
     limit = raw.get("limit", DEFAULT_ROWS)
     if limit in (None, ""):
         limit = DEFAULT_ROWS
@@ -187,3 +192,9 @@ def workload_runs(store: Store, run: dict[str, Any]) -> pd.DataFrame:
         cursor = connection.execute(query, values)
         names = [d[0] for d in cursor.description]
         return pd.DataFrame(cursor.fetchall(), columns=names)
+
+
+def read_only(store: Store) -> bool:
+    """Whether the store is read as read-only here (its file, folder or disk is): a listing
+    says so, and no run is kept in it."""
+    return store_connection.read_only(store.path)

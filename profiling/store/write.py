@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profiling.store import traces
-from profiling.store.connection import opened, transaction
+from profiling.store.connection import ReadOnly, opened, read_only_error, transaction
 from profiling.store.handle import Store
 from profiling.store.location import this_space
 from profiling.store.rows import RunData, child_rows, host_name, run_columns
@@ -68,6 +68,8 @@ def record(store: Store, data: RunData) -> Recorded:
     run_id, created = new_id(), time.time()
     run = run_columns(data, run_id, created, host_name(), this_space())
     with opened(store.path) as connection:  # checked first: a refused store gets no trace
+        if isinstance(connection, ReadOnly):
+            raise read_only_error(store.path)
         kept = None
         if data.trace_gz is not None and data.trace_gz.is_file():
             kept = traces.keep(data.trace_gz, store.traces)
