@@ -11,28 +11,34 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from profiling.store import schema, traces
+from profiling.store import imported, schema, traces
 from profiling.store.connection import (
+    ReadOnly,
     StoreError,
     check_header,
     connect_read_only,
     not_sqlite,
     opened,
+    read_only_error,
     transaction,
 )
 from profiling.store.handle import Store
 from profiling.store.location import traces_folder
 from profiling.store.rows import plain
 from profiling.store.write import insert_run, use_trace
+from profiling.user_values import show
 
 FORMATS = (".parquet", ".jsonl")
 STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+MAX_LINE = 2 * imported.MAX_RUN_BYTES  # characters of one JSON Lines run (its JSON's quoting)
+PARQUET_NEEDS = "Parquet needs pyarrow: pip install pyarrow (or use .jsonl, which needs nothing)"
 
 
 def _beside(path: Path, part: str) -> Path:
@@ -106,34 +112,65 @@ class Imported:
     traces: int = 0  # trace files copied in
 
 
+def _read_parquet(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except ImportError:
+        raise ValueError(PARQUET_NEEDS) from None
+    except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise ValueError(f"{path.name} is not a Parquet file of exported runs ({exc})") from None
+
+
 def _read_source(path: Path) -> tuple[dict[str, pd.DataFrame], Path]:
     """(the source's tables, its traces folder) from a store, a .parquet or a .jsonl export."""
     if not path.is_file():
         raise ValueError(f"nothing to import at {path}")
     if path.suffix == ".parquet":
-        tables = {"runs": pd.read_parquet(path)}
+        tables = {"runs": _read_parquet(path)}
         for table in schema.CHILD_TABLES:
             beside = _beside(path, table)
-            tables[table] = pd.read_parquet(beside) if beside.exists() else pd.DataFrame()
+            tables[table] = _read_parquet(beside) if beside.exists() else pd.DataFrame()
         return tables, _beside(path, "traces")
     if path.suffix == ".jsonl":
         return _read_jsonl(path), _beside(path, "traces")
     return _read_store(path), traces_folder(path)
 
 
-def _read_jsonl(path: Path) -> dict[str, pd.DataFrame]:
-    rows: dict[str, list[dict]] = {t: [] for t in ("runs", *schema.CHILD_TABLES)}
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, the exported run) for each line, each at most MAX_LINE characters."""
     with open(path, encoding="utf-8") as lines:
-        for number, text in enumerate(lines, 1):
+        number = 0
+        while True:
+            number += 1
+            try:
+                text = lines.readline(MAX_LINE + 1)
+            except UnicodeDecodeError:
+                raise ValueError(f"{path.name} line {number} is not UTF-8 text") from None
+            if not text:
+                return
+            if len(text) > MAX_LINE:
+                raise ValueError(f"{path.name} line {number} is longer than {MAX_LINE:,} "
+                                 "characters; nothing was imported")  # fmt: skip
             try:
                 line = json.loads(text)
-                run = line["run"]
-            except (ValueError, KeyError, TypeError):
-                raise ValueError(f"{path.name} line {number} is not an exported run") from None
-            rows["runs"].append(run)
-            for table in schema.CHILD_TABLES:
-                rows[table] += [{"run_id": run["id"], **r} for r in line.get(table) or []]
-    return {table: pd.DataFrame(found) for table, found in rows.items()}
+            except ValueError:
+                line = None
+            if not isinstance(line, dict) or not isinstance(line.get("run"), dict):
+                raise ValueError(f"{path.name} line {number} is not an exported run")
+            yield number, line
+
+
+def _read_jsonl(path: Path) -> dict[str, pd.DataFrame]:
+    rows: dict[str, list[dict]] = {t: [] for t in ("runs", *schema.CHILD_TABLES)}
+    for number, line in _jsonl_lines(path):
+        run = line["run"]
+        rows["runs"].append(run)
+        for table in schema.CHILD_TABLES:
+            found = line.get(table) or []
+            if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
+                raise ValueError(f"{path.name} line {number}: {table} is not a list of rows")
+            rows[table] += [{**r, "run_id": run.get("id")} for r in found]
+    return {t: pd.DataFrame(found) for t, found in rows.items()}
 
 
 def _read_store(path: Path) -> dict[str, pd.DataFrame]:
@@ -156,51 +193,90 @@ def _read_store(path: Path) -> dict[str, pd.DataFrame]:
         connection.close()
 
 
-def _known_columns(connection: sqlite3.Connection, table: str) -> list[str]:
-    return [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table's rows as plain dicts (NaN as None), however its columns were typed."""
+    return frame.astype(object).where(frame.notna(), None).to_dict("records")
 
 
-def _clean(frame: pd.DataFrame, names: list[str]) -> list[dict[str, Any]]:
-    present = [n for n in names if n in frame.columns]
-    return [{n: plain(row[n]) for n in present} for row in frame[present].to_dict("records")]
+def _checked_children(name: str, tables: dict[str, pd.DataFrame], columns: dict) -> dict:
+    """{run id: {table: its rows, checked}}; a row that fails names its table and number."""
+    found: dict[str, dict[str, list[dict]]] = {}
+    for table in schema.CHILD_TABLES:
+        frame = tables.get(table)
+        if frame is None or frame.empty:
+            continue
+        if "run_id" not in frame.columns:
+            raise ValueError(f"{name}: its {table} rows have no run_id column; nothing was "
+                             "imported")  # fmt: skip
+        for number, raw in enumerate(_records(frame), 1):
+            try:
+                row = imported.checked_child(raw, columns[table])
+            except imported.Refused as exc:
+                raise ValueError(f"{name}: {table} row {number}: {exc}; nothing was "
+                                 "imported") from None  # fmt: skip
+            run_id = row.pop("run_id")
+            found.setdefault(run_id, {t: [] for t in schema.CHILD_TABLES})[table].append(row)
+    return found
+
+
+def _checked(name: str, tables: dict[str, pd.DataFrame], columns: dict, have: set[str]):
+    """(the new runs with their child rows, every field checked; how many were already here).
+    The first bad field refuses the file: nothing is imported half-way."""
+    runs = tables["runs"]
+    if "id" not in runs.columns:
+        raise ValueError(f"{name} has no 'id' column: not an export of runs; nothing was imported")
+    children = _checked_children(name, tables, columns)
+    new, skipped = [], 0
+    for number, raw in enumerate(_records(runs), 1):
+        try:
+            run = imported.checked_run(raw, columns["runs"])
+            if run["id"] in have:
+                skipped += 1
+                continue
+            mine = children.get(run["id"]) or {t: [] for t in schema.CHILD_TABLES}
+            imported.check_run_size(run, mine)
+        except imported.Refused as exc:
+            said = f"run {number} (id {show(raw.get('id'))})" if isinstance(raw, dict) else ""
+            raise ValueError(f"{name}: {said or f'run {number}'}: {exc}; nothing was "
+                             "imported") from None  # fmt: skip
+        have.add(run["id"])
+        new.append((run, mine))
+    return new, skipped
 
 
 def import_runs(store: Store, source: str | Path) -> Imported:
-    """Merge the runs of `source` not already in the store (one transaction per run)."""
-    tables, folder = _read_source(Path(source))
-    done = Imported()
+    """Merge the runs of `source` not already in the store, every field checked first, all in
+    one transaction (imported.py says what is refused)."""
+    path = Path(source)
+    tables, folder = _read_source(path)
     with opened(store.path) as connection:
-        columns = {t: _known_columns(connection, t) for t in ("runs", *schema.CHILD_TABLES)}
-        grouped = {t: dict(tuple(tables[t].groupby("run_id"))) if "run_id" in tables[t] else {}
-                   for t in schema.CHILD_TABLES}  # fmt: skip
+        if isinstance(connection, ReadOnly):
+            raise read_only_error(store.path)
+        columns = {t: imported.columns_of(connection, t) for t in ("runs", *schema.CHILD_TABLES)}
         have = {row[0] for row in connection.execute("SELECT id FROM runs")}
-        for run in _clean(tables["runs"], columns["runs"]):
-            if run["id"] in have:
-                done.skipped += 1
-                continue
-            done.traces += _import_one(connection, store, run, grouped, columns, folder)
-            have.add(run["id"])
-            done.added += 1
+        new, skipped = _checked(path.name, tables, columns, have)
+        done = Imported(added=len(new), skipped=skipped)
+        done.traces = sum(_trace_in(run, folder, store) for run, _ in new)
+        try:
+            with transaction(connection):
+                for run, children in new:
+                    insert_run(connection, run, children)
+                    if run.get("trace_hash") and not run.get("trace_pruned"):
+                        use_trace(connection, run["trace_hash"], run["trace_bytes"],
+                                  run["created"])  # fmt: skip
+        except sqlite3.IntegrityError as exc:  # two rows of one phase, say
+            raise ValueError(f"{path.name}: {exc}; nothing was imported") from None
     return done
 
 
-def _import_one(connection, store: Store, run: dict, grouped: dict, columns: dict, folder: Path):
-    """One imported run in its own transaction; its trace copied in when the export has it."""
-    copied, digest = 0, run.get("trace_hash")
-    if digest:
-        found = traces.trace_path(folder, digest)
-        if found.is_file():
-            copied = int(not traces.trace_path(store.traces, digest).exists())
-            traces.keep(found, store.traces)
-        else:
-            run["trace_pruned"] = 1  # the row says its trace did not come along
-    children = {}
-    for table in schema.CHILD_TABLES:
-        rows = grouped[table].get(run["id"])
-        names = [n for n in columns[table] if n != "run_id"]
-        children[table] = [] if rows is None else _clean(rows, names)
-    with transaction(connection):
-        insert_run(connection, run, children)
-        if digest and not run.get("trace_pruned"):
-            use_trace(connection, digest, int(run.get("trace_bytes") or 0), run["created"])
+def _trace_in(run: dict[str, Any], folder: Path, store: Store) -> int:
+    """Copy a run's trace in when the export has it (1 when copied); its size is the file's,
+    never the row's; a row whose trace did not come along is marked pruned."""
+    digest = run.get("trace_hash")
+    found = traces.trace_path(folder, digest) if digest else None
+    if found is None or not found.is_file():
+        run["trace_pruned"] = int(bool(digest))
+        return 0
+    copied = int(not traces.trace_path(store.traces, digest).exists())
+    run["trace_hash"], run["trace_bytes"] = traces.keep(found, store.traces)
     return copied

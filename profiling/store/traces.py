@@ -14,14 +14,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from profiling.user_values import show
+
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
+HASH_PATTERN = re.compile(r"[0-9a-f]{64}")  # a SHA-256, as content_hash writes it
 
 
 def _header_length(head: bytes) -> int:
@@ -50,7 +54,16 @@ def content_hash(path: Path) -> str:
     return digest.hexdigest()
 
 
+def is_hash(digest: object) -> bool:
+    return isinstance(digest, str) and HASH_PATTERN.fullmatch(digest) is not None
+
+
 def trace_path(folder: Path, digest: str) -> Path:
+    """A kept trace's file, inside `folder` whatever a row says: built from a hash only (an
+    imported `trace_hash` of `/abs/dir/secret` once served and deleted an outside file)."""
+    if not is_hash(digest):
+        raise ValueError(f"a stored trace is named by 64 lowercase hex characters, not "
+                         f"{show(digest)}")  # fmt: skip
     return folder / f"{digest}.json.gz"
 
 
@@ -123,4 +136,5 @@ def prune(connection: sqlite3.Connection, folder: Path, cap: int) -> Pruned:
 def delete_files(folder: Path, connection: sqlite3.Connection) -> None:
     """Remove the files of traces marked pruned (after the marks are committed)."""
     for (digest,) in connection.execute("SELECT hash FROM traces WHERE pruned = 1"):
-        trace_path(folder, digest).unlink(missing_ok=True)
+        if is_hash(digest):  # a row written before imports were checked may hold a path
+            trace_path(folder, digest).unlink(missing_ok=True)

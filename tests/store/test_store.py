@@ -321,7 +321,8 @@ def test_export_then_import_merges_and_skips_runs_already_there(tmp_path, suffix
     again = import_runs(here, tmp_path / f"out{suffix}")
     assert (again.added, again.skipped) == (0, 2)
     mine, theirs = query.get_run(here, shared), query.get_run(there, shared)
-    assert {k: mine[k] for k in theirs} == theirs
+    imported = {"origin": "import", "origin_space": ""}  # marked, whatever the file said
+    assert {k: mine[k] for k in theirs} == {**theirs, **imported}
     assert query.children(here, shared)["kernels"].equals(query.children(there, shared)["kernels"])
     assert trace_path(here.traces, mine["trace_hash"]).is_file()
 
