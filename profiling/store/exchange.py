@@ -274,8 +274,11 @@ def _trace_in(run: dict[str, Any], folder: Path, store: Store) -> int:
     never the row's; a row whose trace did not come along is marked pruned."""
     digest = run.get("trace_hash")
     found = traces.trace_path(folder, digest) if digest else None
-    if found is None or not found.is_file():
-        run["trace_pruned"] = int(bool(digest))
+    if found is None:
+        run["trace_bytes"], run["trace_pruned"] = None, 0
+        return 0
+    if not found.is_file():
+        run["trace_pruned"] = 1
         return 0
     copied = int(not traces.trace_path(store.traces, digest).exists())
     run["trace_hash"], run["trace_bytes"] = traces.keep(found, store.traces)
