@@ -83,8 +83,13 @@ def _add_flag(parser: argparse.ArgumentParser, control: Control) -> None:
 
 def add_store_flags(parser: argparse.ArgumentParser, runs: bool = False) -> None:
     """--store PATH (and, for commands that make runs, --no-store): issue 34's run store."""
-    where = "the run store (default: ATTNPROF_STORE, else ~/.local/share/attention-profiler/"
-    parser.add_argument("--store", default=None, metavar="PATH", help=where + "runs.sqlite)")
+    from profiling.store.location import default_path
+
+    here = default_path()  # ATTNPROF_STORE, a Space's /data, $XDG_DATA_HOME, ~/.local/share
+    where = (f"the run store (default here: {str(here).replace('%', '%%')}: ATTNPROF_STORE, "
+             "else $XDG_DATA_HOME/attention-profiler/runs.sqlite, else ~/.local/share/…)"
+             if here else "the run store (default here: none, ATTNPROF_STORE=off)")  # fmt: skip
+    parser.add_argument("--store", default=None, metavar="PATH", help=where)
     if runs:
         parser.add_argument("--no-store", action="store_true", help="keep no record of the runs")
 

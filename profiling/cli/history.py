@@ -17,7 +17,7 @@ LIST_FILTERS = ("variant", "shape", "mode", "device", "since", "until")
 
 
 def history_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m profiling history", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m profiling history", description=" ".join(__doc__.split()))
     add_store_flags(parser)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     listed = commands.add_parser("list", help="stored runs, newest first")
@@ -78,7 +78,7 @@ def list_command(store: Any, args: argparse.Namespace) -> int:
 
 def show_command(store: Any, args: argparse.Namespace) -> int:
     from profiling.views.history import stored_summary, trace_state, when
-    from profiling.views.shared import kernel_view, role_view
+    from profiling.views.shared import kernel_view, operator_view, role_view
     from profiling.views.text.summary import summary_rows
 
     run = query.get_run(store, args.id)
@@ -91,12 +91,22 @@ def show_command(store: Any, args: argparse.Namespace) -> int:
     width = max(len(name) for name, _ in rows)
     print("\n".join(f"{name:>{width}}  {value}" for name, value in rows))
     tables = query.children(store, run["id"])
-    for title, table in (("kernels", kernel_view(tables["kernels"])),
-                         ("kernels by role", role_view(tables["roles"]))):  # fmt: skip
-        if not table.empty:
-            shown = table.drop(columns="Full name", errors="ignore")
-            print(f"\n== {title} ==\n{printed_table(shown, args.markdown)}")
+    operators = operator_view(tables["operators"], run["device"] or "cpu")
+    shown_tables = (("kernels", kernel_view(tables["kernels"])),
+                    ("kernels by role", role_view(tables["roles"])),
+                    ("operators", operators))  # fmt: skip
+    for title, table in shown_tables:
+        if table.empty:
+            print(f"\n== {title} ==\n(none: {NONE_BECAUSE[title]})")
+            continue
+        shown = table.drop(columns="Full name", errors="ignore")
+        print(f"\n== {title} ==\n{printed_table(shown, args.markdown)}")
     return 0
+
+
+NONE_BECAUSE = {"kernels": "no GPU kernels were recorded (a CPU run launches none)",
+                "kernels by role": "no GPU kernels to assign roles to",
+                "operators": "this run kept no operator table"}  # fmt: skip
 
 
 def diff_command(store: Any, args: argparse.Namespace) -> int:
@@ -123,9 +133,23 @@ def trend_command(store: Any, args: argparse.Namespace) -> int:
     from profiling.views.history import trend_table
 
     points = trend_table(store, args.id)
-    print(printed_table(points.round(1), args.markdown))
+    print(printed_table(trend_text(points), args.markdown))
     print(f"\nrule: {RULE}")
     return 0
+
+
+def trend_text(points: Any) -> Any:
+    """The trend as a terminal shows it: each run's time as a UTC date, its flag as a word."""
+    from profiling.views.history import when
+
+    return (
+        points.round(1)
+        .assign(
+            created=[when(t) for t in points["created"]],
+            regression=["regression" if flagged else "no" for flagged in points["regression"]],
+        )
+        .rename(columns={"created": "created (UTC)"})
+    )
 
 
 def export_command(store: Any, args: argparse.Namespace) -> int:

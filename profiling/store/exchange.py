@@ -82,7 +82,10 @@ def export_runs(store: Store, path: str | Path) -> tuple[int, list[Path]]:
     runs = tables["runs"]
     written = [path]
     if path.suffix == ".parquet":
-        runs.to_parquet(path, index=False)
+        try:
+            runs.to_parquet(path, index=False)  # pandas picks its engine before writing
+        except ImportError:
+            raise ValueError(PARQUET_NEEDS) from None
         for table in schema.CHILD_TABLES:
             tables[table].to_parquet(_beside(path, table), index=False)
             written.append(_beside(path, table))

@@ -21,13 +21,13 @@ from profiling.gantt.spec import FigureSpec
 from profiling.text_tables import text_table
 from profiling.views import counters as views_counters
 from profiling.views.roofline_figure import roofline_spec
-from profiling.views.shared import (
-    DIGITS,
+from profiling.views.shared import (  # operator_*: the CLI's `history show` reads them too
     Columns,
     escaped,
     kernel_view,
     launch_html,
-    readable,
+    operator_columns,
+    operator_view,
     role_view,
     roofline_view,
 )
@@ -218,11 +218,6 @@ def launch_json(stats: LaunchStats) -> dict[str, Any]:
 
 
 # -- the operator table (torch.profiler's key_averages) ----------------------------------------
-def operator_columns(device: str) -> list[str]:
-    """The operator table's source columns: GPU columns only where a GPU runs (fixed per page)."""
-    return [c for c in OPERATOR_COLUMNS if device == "cuda" or not c.startswith("device_")]
-
-
 def operator_headers(device: str) -> list[str]:
     return [OPERATOR_COLUMNS[c] for c in operator_columns(device)]
 
@@ -239,13 +234,6 @@ def operator_widths(device: str) -> list[str]:
 
 def operator_layout(device: str) -> Columns:
     return Columns(operator_headers(device), operator_datatypes(device), operator_widths(device))
-
-
-def operator_view(operators: pd.DataFrame, device: str) -> pd.DataFrame:
-    """key_averages with readable headers, rounded; GPU columns only when a GPU ran."""
-    columns = operator_columns(device)
-    digits = {c: DIGITS for c in columns if c.endswith("_us")}
-    return readable(operators, {c: OPERATOR_COLUMNS[c] for c in columns}, digits)
 
 
 def kernel_note(summary: Summary) -> str:

@@ -24,6 +24,7 @@ import pandas as pd
 from profiling import files
 from profiling.analysis.columns import (
     KERNEL_COLUMNS,
+    OPERATOR_COLUMNS,
     ROOFLINE_COLUMNS,
     kernel_columns,
     role_columns,
@@ -315,3 +316,15 @@ def role_view(roles: pd.DataFrame, unit: str = "step") -> pd.DataFrame:
     """The role table with readable headers (per `unit`), rounded (the phase column kept)."""
     headers = {**role_columns(unit), **({"phase": "Phase"} if "phase" in roles else {})}
     return readable(roles, headers, {"us": DIGITS, "pct_gpu": 1, "calls": 2})
+
+
+def operator_columns(device: str) -> list[str]:
+    """The operator table's source columns: GPU columns only where a GPU runs (fixed per page)."""
+    return [c for c in OPERATOR_COLUMNS if device == "cuda" or not c.startswith("device_")]
+
+
+def operator_view(operators: pd.DataFrame, device: str) -> pd.DataFrame:
+    """key_averages with readable headers, rounded; GPU columns only when a GPU ran."""
+    columns = operator_columns(device)
+    digits = {c: DIGITS for c in columns if c.endswith("_us")}
+    return readable(operators, {c: OPERATOR_COLUMNS[c] for c in columns}, digits)
