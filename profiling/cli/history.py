@@ -37,6 +37,8 @@ def history_parser() -> argparse.ArgumentParser:
     commands.add_parser("import", help="merge a store or an export").add_argument("file")
     pruned = commands.add_parser("prune", help="apply the traces' size cap now")
     pruned.add_argument("--max-bytes", type=int, default=None, help="cap (default 2 GB)")
+    rows_cap = "rows' cap (default ATTNPROF_STORE_MAX_RUNS, else 100,000)"
+    pruned.add_argument("--max-runs", type=at_least_one, default=None, help=rows_cap)
     for sub in commands.choices.values():
         sub.add_argument("--markdown", action="store_true", help="print Markdown tables")
     return parser
@@ -170,8 +172,12 @@ def import_command(store: Any, args: argparse.Namespace) -> int:
 
 
 def prune_command(store: Any, args: argparse.Namespace) -> int:
-    from profiling.store.write import apply_cap
+    from profiling.store.write import apply_cap, apply_runs_cap, runs_cap_message
 
+    runs_cap = store.max_runs if args.max_runs is None else args.max_runs
+    removed = apply_runs_cap(store, runs_cap)
+    print(runs_cap_message(removed, runs_cap) if removed
+          else f"the runs are within the cap ({runs_cap:,} runs)")  # fmt: skip
     pruned = apply_cap(store, store.max_bytes if args.max_bytes is None else args.max_bytes)
     print(pruned.message() if pruned else f"the traces are within the cap ({pruned.cap:,} bytes)")
     return 0

@@ -57,8 +57,7 @@ def keep(runs: Iterable[RunData], store: Store | str | None = "default") -> Kept
             kept.notes.append(f"not stored: {exc}")
             continue
         kept.ids.append(done.run_id)
-        if done.pruned:
-            kept.notes.append(done.pruned.message())
+        kept.notes += done.notes(chosen.max_runs)
     kept.notes = list(dict.fromkeys(kept.notes))
     return kept
 

@@ -12,7 +12,11 @@ from pathlib import Path
 
 STORE_ENV = "ATTNPROF_STORE"  # a path, or "off" to keep nothing
 MAX_BYTES_ENV = "ATTNPROF_STORE_MAX_BYTES"  # the traces' size cap, in bytes
-DEFAULT_MAX_BYTES = 2 * 1024**3  # 2 GB of traces; rows are tiny and always kept
+DEFAULT_MAX_BYTES = 2 * 1024**3  # 2 GB of traces
+MAX_RUNS_ENV = "ATTNPROF_STORE_MAX_RUNS"  # the rows' cap, in runs
+# ~7 KB a run on a CPU (a GPU run's kernel rows make it more): ~1 GB; the History list's speed
+# was measured at this size (docs/performance.md §11). Public callers can add 3 runs a second.
+DEFAULT_MAX_RUNS = 100_000
 OFF = ("off", "none", "0", "false")
 FILE_NAME = "runs.sqlite"
 SPACE_DATA = Path("/data")  # a Space's persistent storage, when it has some
@@ -36,18 +40,27 @@ def traces_folder(store: Path) -> Path:
     return store.with_name(store.name + ".traces")
 
 
-def max_bytes() -> int:
-    """The traces' size cap: ATTNPROF_STORE_MAX_BYTES, else 2 GB."""
-    raw = os.environ.get(MAX_BYTES_ENV, "").strip()
+def _cap(name: str, default: int, unit: str, least: int) -> int:
+    raw = os.environ.get(name, "").strip()
     if not raw:
-        return DEFAULT_MAX_BYTES
+        return default
     try:
         value = int(float(raw))
-    except ValueError:
-        raise ValueError(f"{MAX_BYTES_ENV} must be a number of bytes, not {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"{MAX_BYTES_ENV} must be 0 or more bytes, not {raw!r}")
+    except (ValueError, OverflowError):
+        raise ValueError(f"{name} must be a number of {unit}, not {raw[:40]!r}") from None
+    if value < least:
+        raise ValueError(f"{name} must be {least} or more {unit}, not {raw[:40]!r}")
     return value
+
+
+def max_bytes() -> int:
+    """The traces' size cap: ATTNPROF_STORE_MAX_BYTES, else 2 GB."""
+    return _cap(MAX_BYTES_ENV, DEFAULT_MAX_BYTES, "bytes", 0)
+
+
+def max_runs() -> int:
+    """The rows' cap: ATTNPROF_STORE_MAX_RUNS, else 100,000 runs (the oldest go first)."""
+    return _cap(MAX_RUNS_ENV, DEFAULT_MAX_RUNS, "runs", 1)
 
 
 def public_space() -> str | None:

@@ -18,6 +18,7 @@ from profiling.store.connection import ReadOnly, opened, read_only_error, transa
 from profiling.store.handle import Store
 from profiling.store.location import this_space
 from profiling.store.rows import RunData, child_rows, host_name, run_columns
+from profiling.store.schema import CHILD_TABLES
 
 log = logging.getLogger(__name__)
 STRAY_AGE_S = 600  # a trace file no row names, older than this, is left from a killed write
@@ -28,6 +29,42 @@ ID_BYTES = 12  # 16 URL-safe characters: unguessable, short enough for a permali
 class Recorded:
     run_id: str
     pruned: traces.Pruned
+    runs_removed: int = 0  # the oldest runs the rows' cap removed
+
+    def notes(self, cap: int) -> list[str]:
+        said = [self.pruned.message()] if self.pruned else []
+        if self.runs_removed:
+            said.append(runs_cap_message(self.runs_removed, cap))
+        return said
+
+
+def runs_cap_message(removed: int, cap: int) -> str:
+    return (f"the run store passed its cap of {cap:,} runs (ATTNPROF_STORE_MAX_RUNS): the "
+            f"{removed:,} oldest were deleted with their tables")  # fmt: skip
+
+
+def cap_runs(connection: sqlite3.Connection, cap: int) -> int:
+    """Delete the oldest runs past `cap` rows, with their child rows; a trace no run names any
+    more is marked pruned (its file goes after the commit). In the caller's transaction."""
+    over = connection.execute("SELECT count(*) FROM runs").fetchone()[0] - cap
+    if over <= 0:
+        return 0
+    doomed = [row[0] for row in connection.execute(
+        "SELECT id FROM runs ORDER BY created, id LIMIT ?", (over,))]  # fmt: skip
+    connection.execute("CREATE TEMP TABLE IF NOT EXISTS doomed (id TEXT PRIMARY KEY)")
+    connection.execute("DELETE FROM doomed")
+    connection.executemany("INSERT INTO doomed VALUES (?)", [(i,) for i in doomed])
+    for table in CHILD_TABLES:
+        connection.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT id FROM doomed)")
+    hashes = [row[0] for row in connection.execute(
+        "SELECT DISTINCT trace_hash FROM runs WHERE id IN (SELECT id FROM doomed) "
+        "AND trace_hash IS NOT NULL")]  # fmt: skip
+    connection.execute("DELETE FROM runs WHERE id IN (SELECT id FROM doomed)")
+    connection.executemany(
+        "UPDATE traces SET pruned = 1 WHERE hash = ? AND NOT EXISTS "
+        "(SELECT 1 FROM runs WHERE trace_hash = ?)", [(h, h) for h in hashes])  # fmt: skip
+    connection.execute("DELETE FROM doomed")
+    return len(doomed)
 
 
 def new_id() -> str:
@@ -78,11 +115,25 @@ def record(store: Store, data: RunData) -> Recorded:
             insert_run(connection, run, child_rows(data))
             if kept:
                 use_trace(connection, *kept, created)
+            removed = cap_runs(connection, store.max_runs)
             pruned = traces.prune(connection, store.traces, store.max_bytes)
-        if pruned:
+        done = Recorded(run_id, pruned, removed)
+        if pruned or removed:
             traces.delete_files(store.traces, connection)
-            log.warning(pruned.message())
-    return Recorded(run_id, pruned)
+            for note in done.notes(store.max_runs):
+                log.warning(note)
+    return done
+
+
+def apply_runs_cap(store: Store, cap: int) -> int:
+    """Delete the oldest runs past `cap` now (`history prune --max-runs`); how many went."""
+    if cap < 1:
+        raise ValueError(f"the rows' cap must be 1 or more runs, not {cap}")
+    with opened(store.path) as connection:
+        with transaction(connection):
+            removed = cap_runs(connection, cap)
+        traces.delete_files(store.traces, connection)
+    return removed
 
 
 def apply_cap(store: Store, cap: int) -> traces.Pruned:

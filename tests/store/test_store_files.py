@@ -97,3 +97,35 @@ def test_dates_at_the_calendars_ends_filter_and_bad_ones_are_refused(tmp_path):
             query.checked_filters(**bad)
     refused = history(store.path, "list", "--since", "2026-12-05", "--until", "2026-12-01")
     assert refused.returncode == 2 and refused.stderr.startswith("error: since (2026-12-05)")
+
+
+def test_the_rows_cap_deletes_the_oldest_runs_with_their_tables_and_traces(tmp_path, monkeypatch):
+    """Rows grew without a bound (~7 KB a run, 3 runs a second from anonymous callers): past
+    ATTNPROF_STORE_MAX_RUNS the oldest runs go, their child rows and unshared traces too."""
+    from profiling.store import hooks, location
+    from profiling.store.traces import trace_path
+    from tests.store.store_helpers import OTHER_TRACE
+
+    store = open_store(tmp_path / "runs.sqlite", max_runs=3)
+    first = record(store, run_data(trace=OTHER_TRACE)).run_id  # its trace is its own
+    second = record(store, run_data()).run_id  # its trace is shared with a later run
+    kept = hooks.keep([run_data(), run_data(trace=None), run_data(trace=None)], store)
+    assert kept.notes == ["the run store passed its cap of 3 runs (ATTNPROF_STORE_MAX_RUNS): "
+                          "the 1 oldest were deleted with their tables"]  # fmt: skip
+    runs = query.list_runs(store)[0]
+    assert set(runs["id"]) == set(kept.ids) and first not in set(runs["id"])
+    assert count(store, "kernels") == 3 * 2 and count(store, "summaries") == 3
+    shared = query.get_run(store, kept.ids[0])["trace_hash"]
+    assert trace_path(store.traces, shared).is_file()  # still named by a kept run
+    assert sorted(p.name for p in store.traces.iterdir()) == [f"{shared}.json.gz"]
+    assert second not in set(runs["id"])
+    for raw, said in (("lots", "a number of runs"), ("0", "1 or more runs")):
+        monkeypatch.setenv("ATTNPROF_STORE_MAX_RUNS", raw)
+        with pytest.raises(ValueError, match=f"ATTNPROF_STORE_MAX_RUNS must be {said}"):
+            location.max_runs()
+    monkeypatch.delenv("ATTNPROF_STORE_MAX_RUNS")
+    assert open_store(tmp_path / "runs.sqlite").max_runs == location.DEFAULT_MAX_RUNS == 100_000
+    forget(store.path)
+    pruned = history(store.path, "prune", "--max-runs", "1")
+    assert pruned.returncode == 0 and "the 2 oldest were deleted" in pruned.stdout
+    assert count(store) == 1 and not any(store.traces.iterdir())  # the newest had no trace
