@@ -115,12 +115,11 @@ def _one_run_files(tmp_path: Path, count_: int) -> list[Path]:
 def test_the_app_and_the_cli_on_one_store_lose_no_run(tmp_path):
     """The lost-runs repro of issue 40 with the real app and the real CLI: `python app.py` on
     a store, two clients clicking Profile and a third listing History at once (gradio_client
-    threads), the CLI reading
-    (`history show` of a run just made) and writing (`history import`) between clicks, then
-    every run read back by a fresh process once the app is stopped. The issue asks for 200
-    runs; 2 × 15 clicks and 8 imports (38 runs, ~1 min with the app's start) keep the suite's
-    cost small (~50 s here): before the fix `show` missed a run just made in round 2 and the
-    store read as malformed later."""
+    threads), the CLI reading (`history show` of a run just made) and writing (`history
+    import`) between rounds, then every run read back by a fresh process once the app is
+    stopped. The issue asks for 200 runs; 2 × 15 clicks and 8 imports (38 runs, ~50 s here
+    with the app's start) keep the suite's cost small: before the fix `show` missed a run the
+    click had just kept in round 2, and the store read as malformed later."""
     store = tmp_path / "runs.sqlite"
     imports = _one_run_files(tmp_path, (APP_ROUNDS + 1) // 2)
     expected = {json.loads(f.read_text())["run"]["id"] for f in imports}
