@@ -68,7 +68,11 @@ def cap_runs(connection: sqlite3.Connection, cap: int) -> int:
 
 
 def new_id() -> str:
-    return secrets.token_urlsafe(ID_BYTES)
+    """A run's id; never with a leading '-', which a command line reads as an option
+    (`history show -nnceZwVa3jCnS3Z` failed: 1 id in 64)."""
+    while (found := secrets.token_urlsafe(ID_BYTES)).startswith("-"):
+        pass
+    return found
 
 
 def insert(connection: sqlite3.Connection, table: str, rows: list[dict[str, Any]]) -> None:
