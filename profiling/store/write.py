@@ -44,11 +44,13 @@ def runs_cap_message(removed: int, cap: int) -> str:
 
 
 def cap_runs(connection: sqlite3.Connection, cap: int) -> int:
-    """Delete the oldest runs past `cap` rows, with their child rows; a trace no run names any
-    more is marked pruned (its file goes after the commit). In the caller's transaction."""
+    """Delete the oldest runs past `cap` rows, and 1% of the cap more (so a store at its cap
+    prunes once in cap/100 clicks, not at each), with their child rows; a trace no run names
+    any more is marked pruned (its file goes after the commit). In the caller's transaction."""
     over = connection.execute("SELECT count(*) FROM runs").fetchone()[0] - cap
     if over <= 0:
         return 0
+    over += cap // 100
     doomed = [row[0] for row in connection.execute(
         "SELECT id FROM runs ORDER BY created, id LIMIT ?", (over,))]  # fmt: skip
     connection.execute("CREATE TEMP TABLE IF NOT EXISTS doomed (id TEXT PRIMARY KEY)")
