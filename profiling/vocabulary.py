@@ -59,3 +59,11 @@ LIMITS: dict[str, tuple[int, int]] = {
 # Around the L2 flush a cold-l2 run makes before each measured step (issue 23): outside every
 # measured window, so no figure counts it; the launch statistics leave its GPU work out too.
 L2_FLUSH = "attn_l2_flush"
+
+# A model run's spans (issue 43; profiling/run/model/ writes them, profiling/analysis/model/
+# reads them): one measured step, each decoder layer, each call of the attention function, each
+# norm. The step span holds its own thread's launches, like attn_fwd.
+MODEL_STEP = "model_step"
+MODEL_LAYER = "model_layer_"  # + the decoder layer's index
+MODEL_ATTENTION = "model_attention"
+MODEL_NORM = "model_norm"
