@@ -6,9 +6,12 @@ against eager in float32; decode's tokens per second."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from profiling.run.model import build as building
+from profiling.run.model import kernels
 from profiling.run.model.runner import run
+from profiling.run.model.steps import make_step, prefill_logits
 from profiling.workload.model.spec import ModelWorkload
 
 RAGGED = {"batch": 2, "seq_len": 32, "lengths": "32,20", "dtype": "float32", "steps": 1}
@@ -102,3 +105,35 @@ def test_a_train_step_runs_forward_and_backward(tmp_path):
     (result,) = run(workload, tmp_path).runs
     assert result.ok
     assert sum(result.split.categories.values()) == pytest.approx(result.split.step_us, rel=1e-6)
+
+
+class BottomRight:
+    """FlashAttention's call and conventions (bottom-right causal, grouped K/V heads), in SDPA:
+    the Triton build needs a GPU; what is tested here is the glue around it."""
+
+    source, head_dims, calls = "reference", None, []
+
+    @classmethod
+    def flash_attn_func(cls, q, k, v, softmax_scale=None, causal=True, window_size=(-1, -1)):
+        cls.calls.append((q.shape[1], k.shape[1]))
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], 1) for t in (k, v))
+        keep = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool).tril(k.shape[2] - q.shape[2])
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, keep, scale=softmax_scale)
+        return out.transpose(1, 2)
+
+
+@pytest.mark.parametrize("mode", ["prefill", "decode"])
+def test_the_triton_fallback_runs_each_sequence_on_its_real_tokens(mode):
+    kernels._register(BottomRight)
+    workload = ModelWorkload.from_user(preset="tiny", mode=mode, new_tokens=1, **RAGGED)
+    model, _ = building.build(workload, "cpu")
+    inputs = building.batch(workload, "cpu")
+    eager = prefill_logits(model, inputs)[inputs.real]
+    model.set_attn_implementation(kernels.FALLBACK)
+    BottomRight.calls.clear()
+    assert torch.allclose(prefill_logits(model, inputs)[inputs.real], eager, atol=1e-5)
+    assert BottomRight.calls[:2] == [(32, 32), (20, 20)]  # no pads: one call a sequence
+    if mode == "decode":
+        make_step(workload, model, inputs, "cpu")()
+        assert BottomRight.calls[-2:] == [(1, 33), (1, 21)]  # the new token against its keys

@@ -22,7 +22,8 @@ from attention import hub as hub_module
 from attention.variant import VariantUnavailable
 
 REPO = "kernels-community/flash-attn2"
-FALLBACK = "attnprof-flash-triton"
+# no "flash" in the name: transformers would take it for a flash kernel to import
+FALLBACK = "attnprof-triton-fa2"
 log = logging.getLogger(__name__)
 
 
