@@ -41,7 +41,8 @@ def comparison(result: ModelRun) -> pd.DataFrame:
             "tokens/s": round(item.tokens_per_s) if item.tokens_per_s else None,
             "ran": item.ran + (f" ({item.note})" if item.note else ""),
         })  # fmt: skip
-    return pd.DataFrame(rows, columns=COLUMNS)
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    return frame.dropna(axis=1, how="all")  # a prefill has no tokens/s, a decode no pad FLOPs
 
 
 def categories(result: ModelRun) -> pd.DataFrame:
