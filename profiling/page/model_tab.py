@@ -127,11 +127,11 @@ def build() -> None:
         )
         inputs = _controls()
         button = gr.Button("Profile the model", variant="primary", elem_id="model-button")
-        verdict = gr.Markdown(elem_id="mo-verdict")
+        verdict = gr.Markdown(label="Which is fastest", elem_id="mo-verdict")
         compared = table("Which attn_implementation?", "mo-table", max_chars=160)
         categories = table("The step, µs by category (they add up to the step)", "mo-categories")
         layers = table("Attention per decoder layer", "mo-layers-table")
-        reasons = gr.Markdown(elem_id="mo-why")
+        reasons = gr.Markdown(label="What ran, and why", elem_id="mo-why")
         gantt = gr.Plot(label="Timeline of one step: a span per decoder layer", elem_id="mo-gantt")
         outputs = [verdict, compared, categories, layers, reasons, gantt]
     device_click(button, model, "model", inputs=inputs, outputs=outputs, cleared=outputs,
