@@ -8,7 +8,6 @@ folder is removed once read: the page keeps the figures and the Gantt, not the t
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from typing import Any
 
@@ -38,12 +37,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 @spaces.GPU(duration=GPU_SECONDS)
 def model_on_gpu(workload: ModelWorkload, progress: Any = None) -> ModelRun:
     """The GPU work: the model built once, each implementation run; the traces let go."""
-    with translated("model_on_gpu"):
-        folder = tempfile.mkdtemp(prefix="attnprof-model-")
-        try:
-            return run_model(workload, folder, progress_callback(progress))
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+    with (
+        translated("model_on_gpu"),
+        tempfile.TemporaryDirectory(prefix="attnprof-model-") as folder,
+    ):
+        return run_model(workload, folder, progress_callback(progress))
 
 
 def model(
