@@ -22,6 +22,8 @@ def model_parser() -> argparse.ArgumentParser:
     flag("--dtype", default="bfloat16", help="float32, float16 or bfloat16")
     flag("--batch", type=int, default=2)
     flag("--seq-len", type=int, default=64, help="padded length of every sequence")
+    flag("--seq-lens", default="", help="a Sweep: comma-separated lengths, one model run each "
+         "(full batches)")  # fmt: skip
     flag("--lengths", default="", help="each sequence's real tokens, comma-separated (ragged)")
     flag("--mode", default="prefill", help="prefill, decode or train")
     flag("--new-tokens", type=int, default=8, help="decode: tokens generated, one a step")
@@ -49,6 +51,8 @@ def model_main(argv: list[str]) -> int:
             new_tokens=args.new_tokens, implementations=args.attn, device=args.device,
             steps=args.steps, check=not args.no_check,
         )  # fmt: skip
+        if args.seq_lens:
+            return _swept(workload, args)
         result = run(workload, args.out, print_progress)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -62,3 +66,22 @@ def model_main(argv: list[str]) -> int:
     print()
     print(why.text(result))
     return 1 if any(item.failed for item in result.runs) else 0
+
+
+def _swept(workload, args: argparse.Namespace) -> int:
+    """`--seq-lens`: the implementations over lengths, as one table."""
+    from pathlib import Path
+
+    from profiling.jobs.model_sweep import sweep
+    from profiling.views.model import table
+
+    try:
+        seq_lens = [int(part) for part in args.seq_lens.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"--seq-lens must be whole numbers separated by commas: {args.seq_lens!r}"
+        ) from None
+    points = sweep(workload, seq_lens, Path(args.out), print_progress)
+    print(printed_table(table.sweep(points), args.markdown))
+    failed = any(item.failed for p in points if p.result for item in p.result.runs)
+    return 1 if failed else 0

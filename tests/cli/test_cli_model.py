@@ -29,3 +29,23 @@ def test_model_refuses_a_bad_request_in_one_line(tmp_path, capsys):
     assert err.strip() == (
         "error: lengths gives 1 sequence length(s) for a batch of 2: give one per sequence"
     )
+
+
+def test_model_sweeps_sequence_lengths(tmp_path, capsys):
+    rc = main(["model", "--seq-lens", "32,16", "--batch", "1", "--dtype", "float32",
+               "--attn", "sdpa,sdpa-cudnn", "--steps", "1", "--no-check",
+               "--out", str(tmp_path)])  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert rc == 0
+    rows = [line.split() for line in lines[1:]]
+    assert [(row[0], row[1]) for row in rows] == [
+        ("16", "sdpa"), ("16", "sdpa-cudnn"), ("32", "sdpa"), ("32", "sdpa-cudnn")
+    ]  # fmt: skip
+    assert "needs a CUDA GPU" in lines[2]
+
+
+def test_model_sweep_refuses_ragged_lengths(tmp_path, capsys):
+    rc = main(["model", "--seq-lens", "32,16", "--batch", "2", "--lengths", "64,20",
+               "--out", str(tmp_path)])  # fmt: skip
+    assert rc == 2
+    assert "a model sweep runs full batches" in capsys.readouterr().err

@@ -85,3 +85,26 @@ def verdict(result: ModelRun) -> str:
         f"which attn_implementation? {best}: {best_ms:.2f} ms a step on {result.device} "
         f"({result.text}); slowest {worst}: {worst_ms:.2f} ms"
     )
+
+
+def sweep(points) -> pd.DataFrame:
+    """A model Sweep's table: one row per (S, implementation), the step's time and attention's
+    share; a refused length or implementation says why."""
+    rows = []
+    for point in points:
+        if point.result is None:
+            rows.append({"S": point.seq_len, "ran": point.refused})
+            continue
+        for item in point.result.runs:
+            if not item.ok:
+                rows.append({"S": point.seq_len, "implementation": item.id,
+                             "ran": item.refused or item.failed})  # fmt: skip
+                continue
+            rows.append({
+                "S": point.seq_len, "implementation": item.id,
+                "step ms (trace)": round(step_ms(item), 3),
+                "attention %": round(100 * item.split.attention_share, 1),
+                "SDPA backend": item.backend or "", "ran": item.ran,
+            })  # fmt: skip
+    columns = ["S", "implementation", "step ms (trace)", "attention %", "SDPA backend", "ran"]
+    return pd.DataFrame(rows, columns=columns)
