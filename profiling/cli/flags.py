@@ -35,8 +35,8 @@ SUBCOMMANDS = {
     "diff": "per-kernel and per-operator deltas between two traces",
     "sweep": "variants over sequence lengths",
     "analyze": "operator and kernel tables of any torch.profiler trace (alias: analyse)",
-    "model": "attention inside a transformers model, each attn_implementation (issue 43)",
     "history": "the run store: list | show | diff | compare | trend | export | import | prune",
+    "model": "attention inside a transformers model, each attn_implementation (issue 43)",
 }
 
 
