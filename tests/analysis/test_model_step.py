@@ -14,7 +14,8 @@ from profiling.trace import model as trace
 GPU = {"pid": 0, "tid": 7}
 
 
-def _trace(kernels: list[tuple[str, float, float, str | None]], steps: int = 1) -> bytes:
+def _trace(kernels: list[tuple[str, float, float, str | None]], steps: int = 1,
+           launch_tid: int = 1) -> bytes:  # fmt: skip
     """`steps` model_step spans, each with layer 0 holding an attention and a norm span; each
     kernel (name, start, dur, the span it is launched in) is launched from that span."""
     events, correlation = [], 0
@@ -35,7 +36,7 @@ def _trace(kernels: list[tuple[str, float, float, str | None]], steps: int = 1) 
         for name, start, dur, where in kernels:
             correlation += 1
             span("cudaLaunchKernel", "cuda_runtime", t0 + places[where], 1.0,
-                 correlation=correlation)  # fmt: skip
+                 tid=launch_tid if where is None else 1, correlation=correlation)  # fmt: skip
             span(name, "kernel", t0 + start, dur, correlation=correlation, **GPU)
     return json.dumps({"traceEvents": events}).encode()
 
@@ -83,6 +84,13 @@ def test_attention_share_per_layer_and_per_step():
     layers = [(index, round(total), round(attention)) for index, total, attention in split.layers]
     assert layers == [(0, 115, 50), (1, 50, 0)]
     assert split.attention_kernels[0] == ("flash_fwd_kernel", pytest.approx(30.0))
+
+
+def test_a_backward_thread_s_kernels_count_in_the_step():
+    """A GPU train step's backward launches from autograd's thread, inside the step's span."""
+    split = step.split_step(trace.load(_trace(KERNELS, launch_tid=2)))
+    assert split.categories[step.GEMM] == pytest.approx(90.0)
+    assert sum(split.categories.values()) == pytest.approx(split.step_us)
 
 
 def test_a_trace_without_model_steps_is_refused():
