@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attention.variant import VariantUnavailable
 from profiling.run.model import build as building
 from profiling.run.model import kernels
 from profiling.run.model.runner import run
@@ -137,3 +138,21 @@ def test_the_triton_fallback_runs_each_sequence_on_its_real_tokens(mode):
     if mode == "decode":
         make_step(workload, model, inputs, "cpu")()
         assert BottomRight.calls[-2:] == [(1, 33), (1, 21)]  # the new token against its keys
+
+
+def test_a_forced_backend_torch_refuses_is_unavailable_with_torch_s_words():
+    """SDPA's efficient backend pinned on a CPU: torch itself refuses the model's call (the
+    rule that refuses it up front is bypassed here to reach torch's own refusal)."""
+    from profiling.run.model.implementations import IMPLEMENTATIONS
+    from profiling.run.model.runner import _first_call
+
+    workload = ModelWorkload.from_user(preset="tiny", layers=1, implementations="sdpa", **RAGGED)
+    model, _ = building.build(workload, "cpu")
+    model.set_attn_implementation("sdpa")
+    inputs = building.batch(workload, "cpu")
+    forced = IMPLEMENTATIONS["sdpa-efficient"]
+    with forced.context(), pytest.raises(VariantUnavailable, match="No viable backend"):
+        _first_call(make_step(workload, model, inputs, "cpu"), forced)
+    with IMPLEMENTATIONS["sdpa"].context():  # not forced: it runs, and its call is caught
+        (call,) = _first_call(make_step(workload, model, inputs, "cpu"), IMPLEMENTATIONS["sdpa"])
+    assert tuple(call.mask.shape) == (2, 1, 32, 32)

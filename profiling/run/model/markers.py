@@ -6,9 +6,9 @@ function transformers picks (for the run, its entry in transformers' AttentionIn
 wrapped; the wrapper is removed on exit). The names are profiling.vocabulary's: the analyses
 read them back (profiling/analysis/model/step.py).
 
-`sdpa_calls()` records the arguments of `torch.nn.functional.scaled_dot_product_attention` as
-transformers' SDPA path calls it (it looks the function up at each call), so torch's reasons are
-asked of the real call: its mask, its GQA flag, its dtype.
+`sdpa_calls()` records the arguments of the first `torch.nn.functional.scaled_dot_product_attention`
+call transformers' SDPA path makes inside (it looks the function up at each call), so torch's
+reasons are asked of the real call: its mask, its GQA flag, its dtype.
 """
 
 from __future__ import annotations
@@ -82,13 +82,15 @@ def _span_hooks(module: torch.nn.Module, name: str) -> list:
 
 @contextlib.contextmanager
 def sdpa_calls() -> Iterator[list[SdpaCall]]:
-    """Each SDPA call made inside, as an SdpaCall (tensors detached, kept until the caller
-    lets the list go)."""
+    """The first SDPA call made inside (layer 0's), as an SdpaCall in a list (tensors detached,
+    kept until the caller lets the list go; empty when SDPA was not called)."""
     calls: list[SdpaCall] = []
     functional = torch.nn.functional
     real = functional.scaled_dot_product_attention
 
     def recording(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, **kwargs):
+        if calls:  # the first call only: a decode's later ones would hold every cache's K/V
+            return real(query, key, value, attn_mask, dropout_p, is_causal, **kwargs)
         calls.append(
             SdpaCall(
                 query.detach(), key.detach(), value.detach(),

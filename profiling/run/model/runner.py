@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from attention.sdpa_reasons import backend_checks, chosen_backend
+from attention.sdpa import REFUSALS as SDPA_REFUSALS
+from attention.sdpa_reasons import backend_checks, chosen_backend, first_line, torch_warnings
 from attention.variant import VariantUnavailable
 from profiling.analysis.model.padding import pad_figures
 from profiling.analysis.model.step import split_step
@@ -30,11 +31,16 @@ from profiling.analysis.summary import sdpa_backend
 from profiling.gantt.spec import gantt_spec
 from profiling.run.model import build as building
 from profiling.run.model import kernels
-from profiling.run.model.implementations import IMPLEMENTATIONS, Implementation, unavailable
+from profiling.run.model.implementations import (
+    BACKENDS,
+    IMPLEMENTATIONS,
+    Implementation,
+    unavailable,
+)
 from profiling.run.model.markers import marked, sdpa_calls
 from profiling.run.model.result import ImplementationRun, ModelRun, SdpaAccount
 from profiling.run.model.steps import Step, make_step, prefill_logits
-from profiling.run.runner import RUN_LOCK, quiet_profiler_logs
+from profiling.run.runner import RUN_LOCK, quiet_profiler_logs, torch_reasons
 from profiling.trace import model as trace_model
 from profiling.user_values import ConfigError
 from profiling.workload.availability import error_text
@@ -145,8 +151,7 @@ def _measure(
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with implementation.context():
-        with sdpa_calls() as calls:
-            step()  # the first warm-up call: SDPA's real call is caught here
+        calls = _first_call(step, implementation)  # SDPA's real call is caught here
         for _ in range(WARMUP_CALLS - 1):
             step()
         sync()
@@ -167,6 +172,29 @@ def _measure(
     path = out / f"model-{implementation.id}.json"
     profiler.export_chrome_trace(str(path))
     return _read(workload, implementation, path, account, timed_ms)
+
+
+def _first_call(step: Step, implementation: Implementation) -> list:
+    """The first warm-up step, SDPA's first call caught. A forced SDPA backend that refuses the
+    model's call (torch's words: attention/sdpa.py's REFUSALS) makes the implementation
+    unavailable, with torch's reasons, as a variant's pinned backend is (run/runner.py)."""
+    refusal = ""
+    with sdpa_calls() as calls, torch_warnings() as heard:
+        try:
+            step()
+        except RuntimeError as exc:
+            refused = any(words in str(exc) for words in SDPA_REFUSALS)
+            forced = implementation.id in BACKENDS and refused
+            if isinstance(exc, torch.OutOfMemoryError) or not forced:
+                raise
+            refusal = first_line(str(exc))
+    if refusal:
+        hints = "; ".join(torch_reasons(heard))
+        raise VariantUnavailable(
+            f"torch refuses the model's call under SDPA's {implementation.id[5:]} backend: "
+            f"{refusal}" + (f" ({hints})" if hints else "")
+        )
+    return calls
 
 
 def _read(workload, implementation, path: Path, account, timed_ms: float) -> ImplementationRun:
