@@ -1,4 +1,4 @@
-"""The Space: the page's six tabs put together, and served.
+"""The Space: the page's tabs put together, and served.
 
 Each tab is built by its own module in profiling/page/ (components, listeners, handlers, and
 the GPU function of its job); what a tab shows is computed without gradio in its
@@ -13,7 +13,15 @@ from typing import Any
 import gradio as gr
 import spaces  # noqa: F401 - before torch (imported by profiling) touches CUDA: ZeroGPU patches it
 
-from profiling.page import analyze_tab, compare_tab, diff_tab, history_tab, profile_tab, sweep_tab
+from profiling.page import (
+    analyze_tab,
+    compare_tab,
+    diff_tab,
+    history_tab,
+    model_tab,
+    profile_tab,
+    sweep_tab,
+)
 from profiling.page.controls import DEVICE
 from profiling.page.listeners import let_go_on_unload
 from profiling.page.style import CSS
@@ -46,6 +54,7 @@ def build_demo(queue_size: int = views_shared.QUEUE_MAX_SIZE) -> gr.Blocks:
         sweep_tab.build()
         analyze_tab.build()
         history_tab.build()  # issue 34: the run store's runs
+        model_tab.build()  # issue 43: attention inside a transformers model
         let_go_on_unload(demo)  # a closed or reloaded page's jobs are let go
     demo.queue(max_size=queue_size)
     return demo

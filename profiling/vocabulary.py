@@ -9,9 +9,17 @@ from __future__ import annotations
 FORWARD = "attn_fwd"  # the record_function span around one profiled forward
 BACKWARD = "attn_bwd"  # around one profiled backward (a backward or train run)
 STEP = "attn_step"  # around a train run's forward and backward: one measured step
+# A model run's spans (issue 43; profiling/run/model/ writes them, profiling/analysis/model/
+# reads them): one measured step, each decoder layer, each call of the attention function, each
+# norm. The step span holds every thread's launches, like attn_step (on a GPU a train step's
+# backward runs on autograd's device thread).
+MODEL_STEP = "model_step"
+MODEL_LAYER = "model_layer_"  # + the decoder layer's index
+MODEL_ATTENTION = "model_attention"
+MODEL_NORM = "model_norm"
 # Spans whose GPU work any thread may launch while they last: autograd runs the backward on its
 # own thread (a ProfilerStep holds every thread's work too); an attn_fwd holds its own thread's.
-ALL_THREADS = (BACKWARD, STEP)
+ALL_THREADS = (BACKWARD, STEP, MODEL_STEP)
 # The spans one measured step of each mode is made of, in order (Workload.phases, and a stored
 # run's trace read again: profiling/views/reopen.py)
 MODE_PHASES = {"forward": (FORWARD,), "backward": (BACKWARD,), "train": (FORWARD, BACKWARD)}

@@ -111,6 +111,10 @@ def _analyze_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def views_main(argv: list[str]) -> int:
+    if argv[0] == "model":
+        from profiling.cli.model import model_main
+
+        return model_main(argv[1:])
     if argv[0] == "history":
         from profiling.cli.history import history_main
 

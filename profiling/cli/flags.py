@@ -36,6 +36,7 @@ SUBCOMMANDS = {
     "sweep": "variants over sequence lengths",
     "analyze": "operator and kernel tables of any torch.profiler trace (alias: analyse)",
     "history": "the run store: list | show | diff | compare | trend | export | import | prune",
+    "model": "attention inside a transformers model, each attn_implementation (issue 43)",
 }
 
 

@@ -10,4 +10,7 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
   points, `SerialExecutor`, `Placement`, and `run_chains`, the loop both jobs share with its
   cancel checks), `profiling/jobs/ray.py` (imported only for `--ray` /
   `ATTNPROF_RAY_ADDRESS`); the rule itself: `sweep._ends_variant`
+- a model Sweep (issue 43): a model workload's implementations over sequence lengths, every
+  length validated first, full batches only, a refused length kept as a point:
+  `profiling/jobs/model_sweep.py`
 """

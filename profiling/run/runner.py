@@ -50,6 +50,7 @@ from profiling.workload.spec import (
 Progress = Callable[[float, str], None]
 log = logging.getLogger(__name__)
 _LOCK = threading.Lock()
+RUN_LOCK = _LOCK  # one profiler at a time, the model runs too (profiling/run/model/runner.py)
 SEED = 0
 
 

@@ -277,7 +277,8 @@ def test_a_misspelled_command_is_named(typo, capsys):
         return
     assert main([typo, NAIVE]) == 2
     assert _one_error(capsys) == (
-        f"error: unknown command '{typo}'; choose from: compare, diff, sweep, analyze, history"
+        f"error: unknown command '{typo}'; choose from: "
+        "compare, diff, sweep, analyze, history, model"
     )
 
 

@@ -27,7 +27,8 @@ def test_profile_endpoint_is_documented_with_named_parameters(client):
     # the lesson/relabel listeners stay private; the #4 endpoints: tests/views/test_api_views.py
     # issue 34's History endpoints come after the five (tests/store/test_store_runs.py)
     history = ["/history", "/history_run", "/history_diff", "/history_compare", "/history_trend"]
-    assert list(endpoints) == ["/profile", "/compare", "/diff", "/sweep", "/analyze", *history]
+    listed = ["/profile", "/compare", "/diff", "/sweep", "/analyze", *history, "/model"]
+    assert list(endpoints) == listed  # issue 43's /model last
     params = [p["parameter_name"] for p in endpoints["/profile"]["parameters"]]
     assert params == PROFILE_PARAMETERS
     assert len(endpoints["/profile"]["returns"]) == 12  # with roles and the roofline (2)

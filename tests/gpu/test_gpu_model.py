@@ -1,0 +1,63 @@
+"""On a CUDA GPU: what a ragged batch does to SDPA's kernel inside a real model (issue 43).
+
+Two decoder layers of Llama-3.1-8B's shape, B4 S4096 bf16, transformers' "sdpa": with a full
+batch transformers passes no mask and is_causal=True; with ragged lengths it passes the padding
+mask, and SDPA's pick and kernel change. The test holds the kernel's name in each case, its time
+against the full batch's, and that the view says why (the mask, is_causal, torch's verdicts).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from profiling.run.model.runner import run
+from profiling.views.model import why
+from profiling.workload.model.spec import ModelWorkload
+
+pytestmark = pytest.mark.gpu
+
+SHAPE = {"preset": "llama-3.1-8b", "batch": 4, "seq_len": 4096, "dtype": "bfloat16",
+         "implementations": "sdpa", "steps": 3, "check": False}  # fmt: skip
+RAGGED = "4096,3000,2048,512"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    full = run(ModelWorkload.from_user(**SHAPE), tmp_path_factory.mktemp("full")).runs[0]
+    ragged = run(
+        ModelWorkload.from_user(**SHAPE, lengths=RAGGED), tmp_path_factory.mktemp("ragged")
+    ).runs[0]
+    return full, ragged
+
+
+def test_a_ragged_batch_changes_what_sdpa_is_asked_and_the_view_says_why(runs):
+    full, ragged = runs
+    assert full.ok and ragged.ok
+    print("full:", full.backend, full.attention_kernels[:2], full.sdpa.call)
+    print("ragged:", ragged.backend, ragged.attention_kernels[:2], ragged.sdpa.call)
+    assert "mask none" in full.sdpa.call and "is_causal=True" in full.sdpa.call
+    assert "mask (4, 1, 4096, 4096) bool" in ragged.sdpa.call
+    assert "is_causal=False" in ragged.sdpa.call
+    said = "\n".join(why.sdpa_lines(ragged))
+    assert f"the trace shows SDPA's {ragged.backend} backend ran" in said
+    assert "mask (4, 1, 4096, 4096)" in said
+    # the dispatcher's pick for the real call is the backend the trace shows
+    assert ragged.backend.startswith(ragged.sdpa.chosen)
+    assert full.backend.startswith(full.sdpa.chosen)
+
+
+def test_the_ragged_batch_s_attention_kernel_and_its_time_against_the_full_batch(runs):
+    full, ragged = runs
+    full_kernel, full_us = full.attention_kernels[0]
+    ragged_kernel, ragged_us = ragged.attention_kernels[0]
+    print(f"full {full_kernel} {full_us:.0f} µs; ragged {ragged_kernel} {ragged_us:.0f} µs; "
+          f"×{ragged_us / full_us:.2f}")  # fmt: skip
+    # a fused kernel in both (no math fallback: cuDNN or flash or efficient by name)
+    for name in (full_kernel, ragged_kernel):
+        assert any(word in name.lower() for word in ("flash", "fmha", "cudnn", "sdpa", "cutlass"))
+    # the mask costs: the full square instead of the causal half, read from the mask
+    assert ragged_us > 1.5 * full_us
+    # the step's categories still add up on the GPU, idle gaps included
+    for item in (full, ragged):
+        assert sum(item.split.categories.values()) == pytest.approx(item.split.step_us, rel=1e-6)
+        assert item.split.step_us / 1e3 == pytest.approx(item.timed_ms, rel=0.05)
