@@ -211,88 +211,11 @@ def first_click(baseline: str) -> dict[str, float]:
     return times
 
 
-def check_float64(mods: dict[str, Any]) -> dict[str, float]:
-    """Relative errors against float64 (outputs and gradients) for every candidate path."""
-
-    new, errs = mods["new"], {}
-    cases = {  # (B, H, KV, q_len, kv_len, D, window, fixed config or None, grad)
-        "MHA causal D128 S1000": (2, 4, 4, 1000, 1000, 128, (-1, -1), None, True),
-        "MHA causal D64 S1000": (2, 4, 4, 1000, 1000, 64, (-1, -1), None, True),
-        "GQA causal D128 S1000": (2, 8, 2, 1000, 1000, 128, (-1, -1), None, True),
-        "GQA q700 kv1000 window": (1, 8, 2, 700, 1000, 128, (100, 0), None, True),
-        "MQA causal D64 S333": (1, 6, 1, 333, 333, 64, (-1, -1), None, False),
-        "decode q1 kv2048": (2, 8, 2, 1, 2048, 128, (-1, -1), None, False),
-    }
-    mha = [(c, False, False) for c in FWD_SWEEP] + [(c, True, False) for c in OVERLAP_SWEEP]
-    for cfg, overlap, pack in mha + [(c, False, True) for c in GQA_SWEEP]:
-        h, kvh = (8, 2) if pack else (2, 2)
-        cases[f"{h}/{kvh} heads S1000 {cfg} overlap={overlap} pack={pack}"] = (
-            1, h, kvh, 1000, 1000, 128, (-1, -1),
-            fwd_config(*cfg, OVERLAP=overlap, PACK_GQA=pack), False,
-        )  # fmt: skip
-    flags(new, True, True)
-    for name, case in cases.items():
-        try:
-            errs |= check_case(new, name, *case)
-        except Exception as e:  # a config that does not fit: said, counted as a failure
-            print(f"check {name}: {type(e).__name__}: {str(e)[:160]}", flush=True)
-            errs[name] = float("inf")
-    return errs | check_backward_tiles(new)
-
-
-def check_case(
-    new: Any, name: str, b: int, h: int, kvh: int, sq: int, sk: int, d: int,
-    window: tuple[int, int], config: dict | None, grad: bool,
-) -> dict[str, float]:  # fmt: skip
-    """One case's output (and gradient) errors against float64."""
-    from tests.attention.test_flash_triton_shapes import reference_attention
-
-    torch.manual_seed(len(name))
-    q = torch.randn(b, sq, h, d, device="cuda", dtype=BF16, requires_grad=grad)
-    k, v = (torch.randn(b, sk, kvh, d, device="cuda", dtype=BF16, requires_grad=grad)
-            for _ in "kv")  # fmt: skip
-    if config is None:
-        out = new.flash_attn_func(q, k, v, causal=True, window_size=window)
-    else:
-        out = new.flash_fwd._launch(q, k, v, None, True, config, window_size=window)[0]
-    leaves = [x.detach().double().requires_grad_(grad) for x in (q, k, v)]
-    ref = reference_attention(*leaves, causal=True, window_size=window)
-    errs = {name: rel(out, ref)}
-    if grad:
-        dout = torch.randn_like(out)
-        out.backward(dout)
-        ref.backward(dout.double())
-        for x, r, g in zip((q, k, v), leaves, "qkv", strict=True):
-            errs[f"{name} d{g}"] = rel(x.grad, r.grad)
-    return errs
-
-
 def check_task(baseline: str) -> dict[str, float]:
     """Worker: the float64 checks, beside the warm-up (they compile kernels of their own)."""
+    from benchmarks.flash_triton_ab_checks import check_float64
+
     return check_float64(modules(baseline))
-
-
-def check_backward_tiles(new: Any) -> dict[str, float]:
-    """Every backward tile candidate against float64 gradients (B1 H2 S300 D128)."""
-    from tests.attention.test_flash_triton_shapes import reference_attention
-
-    errs = {}
-    default = new.default_backward_config(128)
-    configs = [new.BackwardConfig(new.TileConfig(*t), default.dq) for t in DKDV_SWEEP]
-    configs += [new.BackwardConfig(default.dkdv, new.TileConfig(*t)) for t in DQ_SWEEP[1:]]
-    torch.manual_seed(0)
-    base = [torch.randn(1, 300, 2, 128, device="cuda", dtype=BF16) for _ in "qkv"]
-    leaves = [x.double().requires_grad_(True) for x in base]
-    ref = reference_attention(*leaves, causal=True)
-    dout = torch.randn_like(ref)
-    ref.backward(dout)
-    for config in configs:
-        xs = [x.clone().requires_grad_(True) for x in base]
-        out = new.flash_attn_func_with_config(*xs, causal=True, backward_config=config)
-        out.backward(dout.to(BF16))
-        for x, r, g in zip(xs, leaves, "qkv", strict=True):
-            errs[f"bwd {config.short()} d{g}"] = rel(x.grad, r.grad)
-    return errs
 
 
 def rel(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -319,7 +242,7 @@ def time_rows(mods: dict[str, Any], rounds: int) -> list[dict[str, Any]]:
         for workload, label, setup, fn, _ in built:
             setup()
             t = times.setdefault((workload, label), {"us": [], "graph us": []})
-            t["us"].append(do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3)
+            t["us"].append(do_bench(fn, warmup=25, rep=60, return_mode="median") * 1e3)
             print(f"{workload} | {label} | {t['us'][-1]:.1f}", flush=True)
             if workload in GRAPH:
                 try:
@@ -341,6 +264,29 @@ def time_rows(mods: dict[str, Any], rounds: int) -> list[dict[str, Any]]:
     return rows
 
 
+def decide(rows: list[dict[str, Any]]) -> dict[str, bool]:
+    """Keep a step only if it won: overlap on both the S4096 forward and the train step (new
+    vs new with overlap off), packing on the GQA shape (best packed vs best plain config)."""
+    us = {(r["workload"], r["impl"]): r["us"] for r in rows}
+    fwd, train = "fwd B4 H16 S4096 D128", "train B4 H16 S4096 D128"
+    overlap = all(us[(w, "new")] < us[(w, "new, overlap off")] for w in (fwd, train))
+    gqa = [(r["us"], r["impl"].endswith("packed")) for r in rows if r["workload"] == "sweep GQA"]
+    best = {packed: min(t for t, p in gqa if p == packed) for packed in (False, True)}
+    return {"overlap": overlap, "pack_gqa": best[True] < best[False]}
+
+
+def patch(decision: dict[str, bool]) -> None:
+    """Write the decision into this checkout's flash_fwd.py (the Compare that follows loads
+    the kernels from disk)."""
+    path = REPO / "attention" / "flash_triton" / "build" / "torch-universal" / "flash_fwd.py"
+    text = path.read_text()
+    if not decision["overlap"]:
+        text = text.replace("OVERLAP_UNMASKED = True", "OVERLAP_UNMASKED = False")
+    if not decision["pack_gqa"]:
+        text = text.replace("PACK_GQA_MIN_GROUP = 2", "PACK_GQA_MIN_GROUP = 10**9")
+    path.write_text(text)
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| workload | impl | µs (median of rounds) | rounds | graph µs | err vs cuDNN |",
              "|---|---|---|---|---|---|"]  # fmt: skip
@@ -358,6 +304,7 @@ def main() -> None:
     parser.add_argument("--baseline", required=True, help="old attention/flash_triton copy")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--patch", action="store_true", help="write the keep/drop decision")
     args = parser.parse_args()
     t0 = time.perf_counter()
     ctx = mp.get_context("spawn")
@@ -374,8 +321,12 @@ def main() -> None:
     rows = time_rows(mods, args.rounds)
     table = markdown(rows)
     print(table, flush=True)
+    decision = decide(rows)
+    print(f"decision (kept if it won): {decision}", flush=True)
+    if args.patch:
+        patch(decision)
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "first call s": first, "float64 errors": errs, "rows": rows,
+              "first call s": first, "float64 errors": errs, "rows": rows, "decision": decision,
               "seconds": time.perf_counter() - t0}  # fmt: skip
     if os.environ.get("OUT"):
         out = pathlib.Path(os.environ["OUT"])
