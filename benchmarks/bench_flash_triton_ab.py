@@ -49,16 +49,12 @@ WORKLOADS = {
 }
 GRAPH = {"fwd B8 H16 S1024 D64", "decode B16 H32/KV8 q1 kv8192 D128"}  # also graph-replayed
 # Fixed forward configs: (BLOCK_M, BLOCK_N, warps, stages, maxnreg or 0).
-FWD_SWEEP = [
-    (128, 128, 8, 3, 0), (128, 64, 8, 3, 0), (128, 64, 8, 4, 0), (64, 64, 4, 3, 0),
-    (128, 128, 8, 2, 0), (128, 32, 8, 3, 128), (128, 32, 8, 4, 128), (64, 32, 4, 3, 0),
-]  # fmt: skip
-OVERLAP_SWEEP = [(128, 128, 8, 3, 0), (128, 64, 8, 3, 0), (128, 64, 8, 4, 0)]
-GQA_SWEEP = [(128, 128, 8, 3, 0), (128, 64, 8, 3, 0), (64, 64, 4, 3, 0), (128, 32, 8, 3, 128)]
+FWD_SWEEP = [(128, 128, 8, 3, 0), (128, 64, 8, 3, 0), (64, 64, 4, 3, 0), (128, 32, 8, 3, 128)]
+OVERLAP_SWEEP = [(128, 128, 8, 3, 0), (128, 64, 8, 3, 0)]
+GQA_SWEEP = [(128, 128, 8, 3, 0), (128, 64, 8, 3, 0), (64, 64, 4, 3, 0)]
 # Backward tiles, one kernel varied at a time: (block_m, block_n, warps, stages).
-DKDV_SWEEP = [(32, 64, 4, 3), (32, 64, 4, 4), (32, 64, 4, 2), (64, 64, 4, 3), (32, 128, 8, 3),
-              (64, 128, 8, 3), (16, 64, 4, 3)]  # fmt: skip
-DQ_SWEEP = [(128, 64, 8, 3), (128, 64, 8, 4), (128, 32, 8, 3), (64, 64, 4, 3), (128, 128, 8, 2)]
+DKDV_SWEEP = [(32, 64, 4, 3), (32, 64, 4, 4), (64, 64, 4, 3), (32, 128, 8, 3)]
+DQ_SWEEP = [(128, 64, 8, 3), (128, 64, 8, 4), (128, 32, 8, 3)]
 
 
 def modules(baseline: str) -> dict[str, Any]:
@@ -202,8 +198,8 @@ def first_click(baseline: str) -> dict[str, float]:
     mods = modules(baseline)
     flags(mods["new"], True, True)
     times = {}
-    for name, shape in WORKLOADS.items():
-        fn = impl(mods["new"], shape)
+    for name in ("fwd B4 H16 S4096 D128", "train B4 H16 S4096 D128", "GQA B4 H32/KV8 S4096 D128"):
+        fn = impl(mods["new"], WORKLOADS[name])
         t0 = time.perf_counter()
         fn()
         torch.cuda.synchronize()

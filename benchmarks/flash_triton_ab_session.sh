@@ -9,8 +9,8 @@ set -u
 OUT=${OUT:-/tmp/ab-out}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu \
   --format=csv | tee "$OUT/smi.txt"
-timeout "${AB_LIMIT_S:-200}" python3 benchmarks/bench_flash_triton_ab.py --baseline .baseline \
-  --rounds 2 --patch > "$OUT/ab.log" 2>&1
+timeout "${AB_LIMIT_S:-150}" python3 benchmarks/bench_flash_triton_ab.py --baseline .baseline \
+  --rounds 2 --workers 12 --patch > "$OUT/ab.log" 2>&1
 tail -n 80 "$OUT/ab.log" | grep -v " | [0-9.]*$"
 grep -n "OVERLAP_UNMASKED =\|PACK_GQA_MIN_GROUP =" attention/flash_triton/build/torch-universal/flash_fwd.py
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site ../.whl/*.whl
@@ -19,17 +19,17 @@ OURS=kernels-local-triton
 compare() {  # name, then Compare's shape flags
   local name=$1
   shift
-  timeout 100 python3 -m profiling compare --steps 10 --no-store --markdown --out /tmp/cmp "$@" \
+  timeout 60 python3 -m profiling compare --steps 10 --no-store --markdown --out /tmp/cmp "$@" \
     > "$OUT/compare-$name.txt" 2>&1
   grep -E "^\| (kernels-local-triton|sdpa-cudnn|flex) " "$OUT/compare-$name.txt" | cut -c1-160
 }
-compare fwd-s1024 --variants $OURS,sdpa-cudnn --batch 8 --heads 16 --seq-len 1024 --head-dim 64
 compare fwd-s4096 --variants $OURS,sdpa-cudnn --batch 4 --heads 16 --seq-len 4096 --head-dim 128
-compare train --variants $OURS,sdpa-cudnn --batch 4 --heads 16 --seq-len 4096 --head-dim 128 \
-  --mode train
 compare gqa --variants $OURS,sdpa-cudnn --batch 4 --heads 32 --kv-heads 8 --seq-len 4096 \
   --head-dim 128
+compare train --variants $OURS,sdpa-cudnn --batch 4 --heads 16 --seq-len 4096 --head-dim 128 \
+  --mode train
 compare decode --variants $OURS,sdpa-cudnn --batch 16 --heads 32 --kv-heads 8 --q-len 1 \
   --seq-len 8192 --head-dim 128
+compare fwd-s1024 --variants $OURS,sdpa-cudnn --batch 8 --heads 16 --seq-len 1024 --head-dim 64
 compare window --variants $OURS,flex --batch 4 --heads 16 --seq-len 4096 --head-dim 128 \
   --window 512
