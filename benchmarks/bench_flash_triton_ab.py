@@ -22,6 +22,7 @@ import json
 import multiprocessing as mp
 import os
 import pathlib
+import re
 import statistics
 import sys
 import tempfile
@@ -113,7 +114,7 @@ def cudnn(shape: tuple, scale: int = 1) -> Callable:
 def flags(fa: Any, overlap: bool, pack: bool) -> None:
     """Set the new module's launch defaults for one candidate (the autotuner keys on both)."""
     fa.flash_fwd.OVERLAP_UNMASKED = overlap
-    fa.flash_fwd.PACK_GQA_MIN_GROUP = 2 if pack else 10**9
+    fa.flash_fwd.PACK_GQA_DEFAULT = pack
 
 
 def fwd_config(bm: int, bn: int, w: int, s: int, maxnreg: int, **extra: Any) -> dict[str, Any]:
@@ -129,7 +130,7 @@ def candidates(mods: dict[str, Any], scale: int = 1) -> list[tuple[str, str, Cal
     default = lambda: flags(new, True, True)  # noqa: E731 (the new defaults)
     for name, shape in WORKLOADS.items():
         rows.append((name, "old", keep, lambda s=shape: impl(mods["old"], s, scale)))
-        rows.append((name, "new", default, lambda s=shape: impl(new, s, scale)))
+        rows.append((name, "new", default, lambda s=shape: impl(new, s, scale)))  # both on
         if name.startswith(("fwd B4", "train")):
             rows.append((name, "new, overlap off", keep, lambda s=shape: impl(new, s, scale)))
         if not name.startswith("window"):
@@ -276,10 +277,8 @@ def patch(decision: dict[str, bool]) -> None:
     the kernels from disk)."""
     path = REPO / "attention" / "flash_triton" / "build" / "torch-universal" / "flash_fwd.py"
     text = path.read_text()
-    if not decision["overlap"]:
-        text = text.replace("OVERLAP_UNMASKED = True", "OVERLAP_UNMASKED = False")
-    if not decision["pack_gqa"]:
-        text = text.replace("PACK_GQA_MIN_GROUP = 2", "PACK_GQA_MIN_GROUP = 10**9")
+    for name, key in (("OVERLAP_UNMASKED", "overlap"), ("PACK_GQA_DEFAULT", "pack_gqa")):
+        text = re.sub(rf"^{name} = (True|False)", f"{name} = {decision[key]}", text, flags=re.M)
     path.write_text(text)
 
 

@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,te
 timeout "${AB_LIMIT_S:-150}" python3 benchmarks/bench_flash_triton_ab.py --baseline .baseline \
   --rounds 2 --workers 12 --patch > "$OUT/ab.log" 2>&1
 tail -n 80 "$OUT/ab.log" | grep -v " | [0-9.]*$"
-grep -n "OVERLAP_UNMASKED =\|PACK_GQA_MIN_GROUP =" attention/flash_triton/build/torch-universal/flash_fwd.py
+grep -n "^OVERLAP_UNMASKED =\|^PACK_GQA_DEFAULT =" attention/flash_triton/build/torch-universal/flash_fwd.py
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site ../.whl/*.whl
 export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 OURS=kernels-local-triton

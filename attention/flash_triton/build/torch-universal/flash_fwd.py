@@ -89,10 +89,13 @@ def _query_tile(pid_bh, pid_m, seqlen_q, n_heads, group, BLOCK_M: tl.constexpr,
 
     Plain: program (batch, head) x BLOCK_M consecutive positions of that head. PACK_GQA:
     program (batch, K/V head) x BLOCK_M rows, row r = position r // group of query head
-    kv_head * group + r % group (as the decode path packs them): the group's query heads
-    share each K/V tile, so a K/V tile is loaded once per group instead of once per query
-    head (a quarter of the K/V traffic at 32/8 heads); the causal band then spans
-    BLOCK_M / group positions per tile."""
+    kv_head * group + r % group (as the decode path packs them). Meant to buy: the group's
+    query heads share each K/V tile, so a K/V tile is loaded once per group instead of once
+    per query head (a quarter of the K/V traffic from L2 at 32/8 heads); the causal band
+    then spans BLOCK_M / group positions per tile. Not measured on a GPU yet, so off by
+    default (PACK_GQA_DEFAULT); an offline sm_90 compile (Triton 3.9) shows it costs
+    registers: 255 + 200 B of spill at BM128 BN128 w8 (plain: 255 + 32 B), 255 at BM128
+    BN64 w8 (plain: 228)."""
     r0 = pid_m * BLOCK_M  # first row of this tile
     rows = r0 + tl.arange(0, BLOCK_M)
     if PACK_GQA:
@@ -241,15 +244,16 @@ def last_autotune_choice() -> str | None:
     return f"BM{c['block_m']} BN{c['block_n']} w{c['num_warps']} s{c['num_stages']}"
 
 
-# Launch defaults of the forward's two issue-44 steps (docs/flash-triton-notes.md logs their
-# A/B); a fixed launch may override both (fixed_config).
-OVERLAP_UNMASKED = True  # the unmasked tiles through _attn_tiles_overlap
-PACK_GQA_MIN_GROUP = 2  # pack the query heads of a K/V head from this group size on
+# Launch defaults of the forward's two issue-44 candidates. Both stay off until a GPU A/B
+# shows a win (benchmarks/bench_flash_triton_ab.py decides and logs it; none has run yet:
+# docs/flash-triton-notes.md, "Issue 44"). A fixed launch may force either (fixed_config).
+OVERLAP_UNMASKED = False  # the unmasked tiles through _attn_tiles_overlap
+PACK_GQA_DEFAULT = False  # GQA/MQA: the group's query heads packed into one tile's rows
 
 
 def pack_gqa(n_heads: int, kv_heads: int) -> bool:
-    """Whether a GQA/MQA forward packs each group's query heads into one tile's rows."""
-    return n_heads // kv_heads >= PACK_GQA_MIN_GROUP
+    """Whether a forward packs each group's query heads into one tile's rows (GQA/MQA only)."""
+    return PACK_GQA_DEFAULT and n_heads > kv_heads
 
 
 _LSE_STAND_IN: dict[torch.device, torch.Tensor] = {}

@@ -1,8 +1,8 @@
 """The forward's inner loops: fold key/value tiles into one query tile's online softmax.
 
 `_attn_tiles` is the plain loop (masked or not); `_attn_tiles_overlap` is the unmasked loop
-software-pipelined by one tile (issue 44). flash_fwd.py and flash_decode.py call them through
-`_attend_range`.
+software-pipelined by one tile (issue 44's candidate, off by default). flash_fwd.py and
+flash_decode.py call them through `_attend_range`.
 """
 
 from __future__ import annotations
@@ -122,8 +122,12 @@ def _attn_tiles_overlap(
 ):  # fmt: skip
     """The unmasked tiles [lo, hi), software-pipelined by one tile (FlashAttention-3's
     intra-warpgroup overlap, written by hand): the scores of tile j+1 are issued before the
-    softmax of tile j, so the tensor cores can run Q K^T (an asynchronous wgmma on Hopper)
-    while the same warps do the exp2/max/sum work, instead of one waiting for the other."""
+    softmax of tile j. Meant to buy: the tensor cores run Q K^T (an asynchronous wgmma on
+    Hopper) while the same warps do the exp2/max/sum work, instead of one waiting for the
+    other. Not measured on a GPU yet, so off by default (flash_fwd.OVERLAP_UNMASKED). An
+    offline sm_90 compile (Triton 3.9) suggests it cannot buy that as written: the PTX waits
+    for that wgmma (wgmma.wait_group 0) right after issuing it, before the softmax, and the
+    kernel needs 254 registers instead of 230 (BM128 BN64 w8)."""
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, HEAD_DIM)
     k_ptrs = (
