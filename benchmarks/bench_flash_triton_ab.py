@@ -219,12 +219,42 @@ def rel(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
-def time_rows(mods: dict[str, Any], rounds: int) -> list[dict[str, Any]]:
+def quick_rows(mods: dict[str, Any]) -> list[tuple[str, str, Callable, Callable]]:
+    """--quick: only the two candidates on and off at two tiles each, and cuDNN beside them."""
+    new, keep = mods["new"], lambda: flags(mods["new"], False, False)
+    rows = []
+    pairs = [("sweep MHA", "fwd B4 H16 S4096 D128", "OVERLAP"),
+             ("sweep GQA", "GQA B4 H32/KV8 S4096 D128", "PACK_GQA")]  # fmt: skip
+    for workload, shape, flag in pairs:
+        rows.append((workload, "cuDNN", keep, lambda s=WORKLOADS[shape]: cudnn(s)))
+        for cfg in OVERLAP_SWEEP:
+            for on in (False, True):
+                c = fwd_config(*cfg, OVERLAP=False, PACK_GQA=False) | {flag: on}
+                label = f"{cfg} {flag} {'on' if on else 'off'}"
+                rows.append(
+                    (workload, label, keep, lambda c=c, s=WORKLOADS[shape]: impl(new, s, 1, c))
+                )
+    return rows
+
+
+def quick_decision(rows: list[dict[str, Any]]) -> dict[str, bool]:
+    """--quick: a candidate wins if its best tile beats the best tile without it."""
+
+    def best(workload: str, suffix: str) -> float:
+        return min(
+            r["us"] for r in rows if r["workload"] == workload and r["impl"].endswith(suffix)
+        )
+
+    overlap = best("sweep MHA", "OVERLAP on") < best("sweep MHA", "OVERLAP off")
+    return {"overlap": overlap, "pack_gqa": best("sweep GQA", "on") < best("sweep GQA", "off")}
+
+
+def time_rows(mods: dict[str, Any], rounds: int, quick: bool = False) -> list[dict[str, Any]]:
     """Every row built once, then timed `rounds` times, interleaved (row order each round)."""
     from triton.testing import do_bench, do_bench_cudagraph
 
     built = []
-    for workload, label, setup, make in candidates(mods):
+    for workload, label, setup, make in quick_rows(mods) if quick else candidates(mods):
         try:
             setup()
             fn = make()
@@ -300,8 +330,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--patch", action="store_true", help="write the keep/drop decision")
+    parser.add_argument("--quick", action="store_true", help="the two candidates only")
     args = parser.parse_args()
     t0 = time.perf_counter()
+    if args.quick:
+        return quick_main(args.baseline, args.rounds, t0)
     ctx = mp.get_context("spawn")
     with ctx.Pool(args.workers + 2) as pool:
         cold = pool.apply_async(first_click, (args.baseline,))
@@ -328,6 +361,24 @@ def main() -> None:
         (out / "ab.json").write_text(json.dumps(result, indent=1))
         (out / "ab.md").write_text(table + "\n")
     print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def quick_main(baseline: str, rounds: int, t0: float) -> None:
+    """--quick: a few float64 checks, then the candidates' rows (no workers, no Compare)."""
+    from benchmarks.flash_triton_ab_checks import check_case
+
+    mods = modules(baseline)
+    errs: dict[str, float] = {}
+    for cfg in OVERLAP_SWEEP:
+        for h, kvh, extra in ((2, 2, {"OVERLAP": True}), (8, 2, {"PACK_GQA": True})):
+            config = fwd_config(*cfg, OVERLAP=False, PACK_GQA=False) | extra
+            case = (1, h, kvh, 1000, 1000, 128, (-1, -1), config, False)
+            errs |= check_case(mods["new"], f"{h}/{kvh} heads {cfg} {extra}", *case)
+    print(f"float64 checks: {errs}", flush=True)
+    rows = time_rows(mods, rounds, quick=True)
+    print(markdown(rows), flush=True)
+    print(f"decision (kept if it won): {quick_decision(rows)}", flush=True)
+    print(f"{torch.cuda.get_device_name()}; done in {time.perf_counter() - t0:.0f} s", flush=True)
 
 
 if __name__ == "__main__":
