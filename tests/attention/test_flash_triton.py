@@ -159,6 +159,13 @@ FAST_CASES = {
     "S77-strided-layout": case(1, 77, 2, 64, "float16", False, layout="strided", seed=6),
     "S70-causal-scale0.3": case(1, 70, 1, 64, "float16", True, scale=0.3, seed=7),
     "S100-fp16-BM64-BN64-B3": case(3, 100, 1, 64, "float16", False, config=BM64_BN64, seed=8),
+    # issue 44's software-pipelined unmasked loop, forced on and off (several unmasked tiles)
+    "S150-causal-overlap-BM32-BN16": case(
+        1, 150, 2, 64, "float16", True, config={**BM32_BN16, "overlap": True}, seed=9
+    ),
+    "S150-bf16-no-overlap-BM32-BN16": case(
+        1, 150, 1, 64, "bfloat16", False, config={**BM32_BN16, "overlap": False}, seed=19
+    ),
 }
 
 SLOW_CASES = {

@@ -70,7 +70,7 @@ def case(
     Sq: int, Sk: int, H: int, KVH: int, dtype: str = "float16", *, causal: bool = False,
     window: tuple[int, int] = (-1, -1), B: int = 1, D: int = 64, path: str = "func",
     splits: int | None = None, grad: bool = False, poison: int = 0, tiles: int = 0,
-    seed: int = 0,
+    seed: int = 0, config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """path: "func" (flash_attn_func), "fixed" (tiles x tiles launch) or "decode" (the split-KV
     path forced, block_n 32); poison: keys [0, poison) hold NaN: no row sees them, and no
@@ -79,7 +79,7 @@ def case(
     return {
         "B": B, "Sq": Sq, "Sk": Sk, "H": H, "KVH": KVH, "D": D, "dtype": dtype,
         "causal": causal, "window": list(window), "path": path, "splits": splits,
-        "grad": grad, "poison": poison, "tiles": tiles, "seed": seed,
+        "grad": grad, "poison": poison, "tiles": tiles, "seed": seed, "config": config or {},
     }  # fmt: skip
 
 
@@ -108,7 +108,9 @@ def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> d
             out = mod.flash_attn_decode(*leaves, **kw, num_splits=c["splits"], block_n=32)
         elif c["path"] == "fixed":
             t = c["tiles"]
-            out = mod.flash_attn_func_with_config(*leaves, **kw, block_m=t, block_n=t)
+            out = mod.flash_attn_func_with_config(
+                *leaves, **kw, block_m=t, block_n=t, **c["config"]
+            )
         else:
             out = mod.flash_attn_func(*leaves, **kw)
     finally:
@@ -168,6 +170,46 @@ CASES = {
         poison=192,
         grad=True,
         seed=10,
+    ),
+    # issue 44's GQA row packing, forced on and off: group 2 (8 positions a 16-row tile),
+    # group 6 (tiles start mid-position), with the pipelined unmasked loop and a window
+    "gqa-packed-causal-tiles16-grad": case(
+        70,
+        70,
+        4,
+        2,
+        causal=True,
+        path="fixed",
+        tiles=16,
+        grad=True,
+        seed=17,
+        config={"pack_gqa": True, "overlap": True},
+    ),
+    "gqa-plain-causal-tiles16-grad": case(
+        70,
+        70,
+        4,
+        2,
+        causal=True,
+        path="fixed",
+        tiles=16,
+        grad=True,
+        seed=18,
+        config={"pack_gqa": False, "overlap": False},
+    ),
+    "mqa-packed-group6-q<kv-window-bf16-grad": case(
+        40,
+        100,
+        6,
+        1,
+        "bfloat16",
+        causal=True,
+        window=(30, -1),
+        path="fixed",
+        tiles=16,
+        grad=True,
+        seed=19,
+        config={"pack_gqa": True},
     ),
     "decode-q1-kv300-split3-fp16": case(1, 300, 4, 2, path="decode", splits=3, seed=11),
     "decode-q1-kv300-split3-bf16": case(1, 300, 4, 1, "bfloat16", path="decode", splits=3, seed=12),

@@ -107,6 +107,8 @@ def flash_attn_func_with_config(
     split_diagonal: bool = True,
     heavy_first: bool = True,
     backward_config: BackwardConfig | None = None,
+    overlap: bool | None = None,
+    pack_gqa: bool | None = None,
 ) -> torch.Tensor:
     """As `flash_attn_func`, with the launch fixed (no autotuning, never the decode path), for
     tests and benchmarks.
@@ -114,8 +116,12 @@ def flash_attn_func_with_config(
     split_diagonal=False masks every key tile; heavy_first=False launches causal query tiles
     in sequence order (both slower: variants kept to measure what the defaults buy).
     backward_config fixes the backward's tiles (default: flash_bwd.default_backward_config).
+    overlap / pack_gqa force the forward's software-pipelined unmasked loop and GQA row packing
+    on or off (None: the defaults, flash_fwd.OVERLAP_UNMASKED and flash_fwd.pack_gqa).
     """
-    config = fixed_config(block_m, block_n, num_warps, num_stages, split_diagonal, heavy_first)
+    config = fixed_config(
+        block_m, block_n, num_warps, num_stages, split_diagonal, heavy_first, overlap, pack_gqa
+    )
     if needs_backward(q, k, v):
         return FlashAttnFunction.apply(
             q, k, v, softmax_scale, causal, config, backward_config, window_size

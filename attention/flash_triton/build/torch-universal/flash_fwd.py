@@ -25,85 +25,9 @@ from .flash_common import (
     upcast_dot,
 )
 from .flash_fwd_config import _make_configs, _prune_configs
+from .flash_tiles import _attn_tiles, _attn_tiles_overlap
 
 __all__ = ["SUPPORTED_DTYPES", "SUPPORTED_HEAD_DIMS"]  # re-exported for older imports
-
-
-@triton.jit
-def _attn_tiles(
-    acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-    offs_m, lo, hi, seqlen_k, lo_diag, hi_diag, qk_scale,
-    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
-    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, MAY_BE_EMPTY: tl.constexpr,
-    UPCAST_DOT: tl.constexpr,
-):  # fmt: skip
-    """Fold key/value tiles [lo, hi) into the running softmax state of one query tile.
-
-    State per query row: m_i = running max of the scaled scores (in log2 units),
-    l_i = sum_j exp2(s_ij - m_i), acc = sum_j exp2(s_ij - m_i) * v_j (unnormalised output).
-    offs_m holds each row's query position. MASKED tiles mask keys past seqlen_k and keys
-    outside [i + lo_diag, i + hi_diag] (the right bound if CAUSAL, both if WINDOW); unmasked
-    tiles skip all of that (the caller only hands them tiles that are fully visible).
-    """
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    # Pointers to the first tile; the row offset `lo` goes in as int64 (long sequences).
-    k_ptrs = (
-        k_base
-        + tl.cast(lo, tl.int64) * stride_ks
-        + (offs_n[:, None] * stride_ks + offs_d[None, :] * stride_kd)
-    )  # (BLOCK_N, D)
-    v_ptrs = (
-        v_base
-        + tl.cast(lo, tl.int64) * stride_vs
-        + (offs_n[:, None] * stride_vs + offs_d[None, :] * stride_vd)
-    )  # (BLOCK_N, D)
-    for start_n in range(lo, hi, BLOCK_N):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        cols = start_n + offs_n  # (BLOCK_N,) key positions
-        if MASKED:
-            in_seq = cols < seqlen_k
-            k = tl.load(k_ptrs, mask=in_seq[:, None], other=0.0)  # (BLOCK_N, D)
-        else:
-            k = tl.load(k_ptrs)  # (BLOCK_N, D)
-        if UPCAST_DOT:  # CPU interpreter only: its tl.dot is wrong for bf16 (see upcast_dot)
-            s = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)))
-        else:
-            s = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N) raw scores, fp32
-        if MASKED:
-            keep = in_seq[None, :]
-            if CAUSAL:
-                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
-            if WINDOW:
-                keep = keep & (cols[None, :] >= offs_m[:, None] + lo_diag)
-                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
-            s = tl.where(keep, s * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))  # (BLOCK_M,)
-            m_sub = m_new
-            if MAY_BE_EMPTY:  # a row that has seen no key yet: subtract 0, not -inf (NaN)
-                m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
-            p = tl.math.exp2(s - m_sub[:, None])  # (BLOCK_M, BLOCK_N)
-        else:
-            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)  # (BLOCK_M,)
-            m_sub = m_new
-            p = tl.math.exp2(s * qk_scale - m_new[:, None])  # one FMA per score
-        # The max moved from m_i to m_new: rescale what was summed so far by 2^(m_i - m_new).
-        alpha = tl.math.exp2(m_i - m_sub)  # (BLOCK_M,)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        if MASKED:  # noqa: SIM108 (constexpr branch, kept parallel to the k load)
-            v = tl.load(v_ptrs, mask=in_seq[:, None], other=0.0)  # (BLOCK_N, D)
-        else:
-            v = tl.load(v_ptrs)  # (BLOCK_N, D)
-        acc = acc * alpha[:, None]  # (BLOCK_M, D)
-        p = p.to(v.dtype)  # P @ V runs on the tensor cores in fp16/bf16
-        if UPCAST_DOT:  # noqa: SIM108 (constexpr branch)
-            acc = tl.dot(p.to(tl.float32), v.to(tl.float32), acc)
-        else:
-            acc = tl.dot(p, v, acc)  # acc += P @ V, fp32 accumulate
-        m_i = m_new
-        k_ptrs += BLOCK_N * stride_ks
-        v_ptrs += BLOCK_N * stride_vs
-    return acc, l_i, m_i
 
 
 @triton.jit
@@ -112,11 +36,12 @@ def _attend_range(
     offs_m, first, last, lo_cap, hi_cap, seqlen_k, lo_diag, hi_diag, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOW: tl.constexpr, MAY_BE_EMPTY: tl.constexpr,
-    SPLIT_DIAGONAL: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    SPLIT_DIAGONAL: tl.constexpr, UPCAST_DOT: tl.constexpr, OVERLAP: tl.constexpr = False,
 ):  # fmt: skip
     """(acc, l_i, m_i) of query rows at positions offs_m (in [first, last]) over the keys they
     see within [lo_cap, hi_cap) (lo_cap BLOCK_N-aligned): the edge tiles masked, the tiles
-    every row sees whole unmasked; tiles no row sees are skipped."""
+    every row sees whole unmasked; tiles no row sees are skipped. OVERLAP runs the unmasked
+    tiles through _attn_tiles_overlap (the next tile's Q K^T issued before this one's softmax)."""
     lo, full_lo, full_hi, hi = _visit_bounds(
         first, last, last + 1, seqlen_k, lo_diag, hi_diag, BLOCK_N
     )
@@ -136,17 +61,83 @@ def _attend_range(
             offs_m, lo, full_lo, seqlen_k, lo_diag, hi_diag, qk_scale,
             HEAD_DIM, BLOCK_N, True, CAUSAL, WINDOW, MAY_BE_EMPTY, UPCAST_DOT,
         )  # fmt: skip
-    acc, l_i, m_i = _attn_tiles(  # tiles every row sees whole: no mask at all
-        acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-        offs_m, full_lo, full_hi, seqlen_k, lo_diag, hi_diag, qk_scale,
-        HEAD_DIM, BLOCK_N, False, CAUSAL, WINDOW, MAY_BE_EMPTY, UPCAST_DOT,
-    )  # fmt: skip
+    if OVERLAP:  # tiles every row sees whole, pipelined by one tile
+        acc, l_i, m_i = _attn_tiles_overlap(
+            acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+            full_lo, full_hi, qk_scale, HEAD_DIM, BLOCK_N, UPCAST_DOT,
+        )  # fmt: skip
+    else:  # tiles every row sees whole: no mask at all
+        acc, l_i, m_i = _attn_tiles(
+            acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
+            offs_m, full_lo, full_hi, seqlen_k, lo_diag, hi_diag, qk_scale,
+            HEAD_DIM, BLOCK_N, False, CAUSAL, WINDOW, MAY_BE_EMPTY, UPCAST_DOT,
+        )  # fmt: skip
     acc, l_i, m_i = _attn_tiles(  # the causal diagonal / window's right edge / ragged end
         acc, l_i, m_i, q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
         offs_m, full_hi, hi, seqlen_k, lo_diag, hi_diag, qk_scale,
         HEAD_DIM, BLOCK_N, True, CAUSAL, WINDOW, MAY_BE_EMPTY, UPCAST_DOT,
     )  # fmt: skip
     return acc, l_i, m_i
+
+
+@triton.jit
+def _query_tile(pid_bh, pid_m, seqlen_q, n_heads, group, BLOCK_M: tl.constexpr,
+                PACK_GQA: tl.constexpr):  # fmt: skip
+    """Which query rows a forward program owns: (positions, row_ok, first and last position,
+    batch, K/V head, query head of each row, LSE row index of each row), int64 where offsets
+    can pass 2**31 elements.
+
+    Plain: program (batch, head) x BLOCK_M consecutive positions of that head. PACK_GQA:
+    program (batch, K/V head) x BLOCK_M rows, row r = position r // group of query head
+    kv_head * group + r % group (as the decode path packs them). Meant to buy: the group's
+    query heads share each K/V tile, so a K/V tile is loaded once per group instead of once
+    per query head (a quarter of the K/V traffic from L2 at 32/8 heads); the causal band
+    then spans BLOCK_M / group positions per tile. Not measured on a GPU yet, so off by
+    default (PACK_GQA_DEFAULT); an offline sm_90 compile (Triton 3.9) shows it costs
+    registers: 255 + 200 B of spill at BM128 BN128 w8 (plain: 255 + 32 B), 255 at BM128
+    BN64 w8 (plain: 228)."""
+    r0 = pid_m * BLOCK_M  # first row of this tile
+    rows = r0 + tl.arange(0, BLOCK_M)
+    if PACK_GQA:
+        kv_heads = n_heads // group
+        b = (pid_bh // kv_heads).to(tl.int64)
+        kv_h = (pid_bh % kv_heads).to(tl.int64)
+        n_rows = seqlen_q * group
+        offs_m = rows // group  # (BLOCK_M,) query positions
+        head = kv_h * group + rows % group  # (BLOCK_M,) query heads
+        first = r0 // group
+        last = (tl.minimum(r0 + BLOCK_M, n_rows) - 1) // group
+        lse_rows = (b * n_heads + head) * seqlen_q + offs_m
+    else:
+        b = (pid_bh // n_heads).to(tl.int64)
+        h = pid_bh % n_heads
+        head = h.to(tl.int64)  # one query head
+        kv_h = (h // group).to(tl.int64)
+        n_rows = seqlen_q
+        offs_m = rows  # (BLOCK_M,) query positions
+        first = r0
+        last = tl.minimum(r0 + BLOCK_M, seqlen_q) - 1
+        lse_rows = pid_bh.to(tl.int64) * seqlen_q + offs_m
+    return offs_m, rows < n_rows, first, last, b, kv_h, head, lse_rows
+
+
+@triton.jit
+def _bshd_rows(base, b, first, offs_m, head, stride_b, stride_s, stride_h, stride_d,
+               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, PACK_GQA: tl.constexpr):  # fmt: skip
+    """(BLOCK_M, HEAD_DIM) pointers to a tile's rows (b, position offs_m, head) of a
+    [B, S, H, D] tensor: a gather of rows per packed (position, head) with PACK_GQA; else one
+    head's consecutive positions from `first`, int64 base and int32 offsets within it."""
+    offs_d = tl.arange(0, HEAD_DIM)
+    if PACK_GQA:
+        rows = b * stride_b + offs_m.to(tl.int64) * stride_s + head * stride_h  # (BLOCK_M,)
+        ptrs = base + rows[:, None] + offs_d[None, :] * stride_d
+    else:
+        offs_mt = tl.arange(0, BLOCK_M)  # row within the tile
+        ptrs = (
+            base + b * stride_b + head * stride_h + first.to(tl.int64) * stride_s
+            + (offs_mt[:, None] * stride_s + offs_d[None, :] * stride_d)
+        )  # fmt: skip
+    return ptrs
 
 
 # Sequence lengths and head counts vary from call to call: no divisibility specialisation on
@@ -166,62 +157,59 @@ def _flash_fwd_kernel(
     BLOCK_N: tl.constexpr, SPLIT_DIAGONAL: tl.constexpr = True,
     HEAVY_FIRST: tl.constexpr = True, UPCAST_DOT: tl.constexpr = False,
     STORE_LSE: tl.constexpr = False, WINDOW: tl.constexpr = False,
-    MAY_BE_EMPTY: tl.constexpr = False,
+    MAY_BE_EMPTY: tl.constexpr = False, OVERLAP: tl.constexpr = False,
+    PACK_GQA: tl.constexpr = False,
 ):  # fmt: skip
-    """One program = one (batch, head) pair x one tile of BLOCK_M query rows.
+    """One program = one (batch, head) pair x one tile of BLOCK_M query rows; with PACK_GQA
+    one (batch, K/V head) pair x BLOCK_M rows of its group's query heads (_query_tile).
 
     Query head h reads K/V head h // group (GQA: no copies). STORE_LSE (training only) also
     writes each row's natural log-sum-exp of the scaled scores to Lse, a contiguous fp32
     [batch, heads, seqlen_q] tensor (+inf for a row that sees no key); inference compiles it out.
     """
-    pid_bh = tl.program_id(0)
     pid_m = tl.program_id(1)
     if CAUSAL and HEAVY_FIRST:
         # Causal tiles near the end of the sequence see the most keys: launch them first,
         # so the short ones fill the last wave.
         pid_m = tl.num_programs(1) - 1 - pid_m
-    b = (pid_bh // n_heads).to(tl.int64)
-    h = pid_bh % n_heads
-    m0 = pid_m * BLOCK_M  # first query row of this tile
-    # Base pointers in int64: batch/head/row offsets can pass 2**31 elements.
-    kv_h = (h // group).to(tl.int64)
+    offs_m, row_ok, first, last, b, kv_h, head, lse_rows = _query_tile(
+        tl.program_id(0), pid_m, seqlen_q, n_heads, group, BLOCK_M, PACK_GQA
+    )
     k_base = K + b * stride_kb + kv_h * stride_kh
     v_base = V + b * stride_vb + kv_h * stride_vh
-    offs_mt = tl.arange(0, BLOCK_M)  # row within the tile
-    offs_m = m0 + offs_mt  # (BLOCK_M,) query positions
-    offs_d = tl.arange(0, HEAD_DIM)
-    row_ok = offs_m < seqlen_q
     # q stays in registers/shared memory for the whole key loop.
-    q_ptrs = (
-        Q + b * stride_qb + h.to(tl.int64) * stride_qh + m0.to(tl.int64) * stride_qs
-        + (offs_mt[:, None] * stride_qs + offs_d[None, :] * stride_qd)
+    q_ptrs = _bshd_rows(
+        Q, b, first, offs_m, head, stride_qb, stride_qs, stride_qh, stride_qd,
+        HEAD_DIM, BLOCK_M, PACK_GQA,
     )  # fmt: skip
     q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)  # (BLOCK_M, D)
     # exp(x) == exp2(x * log2(e)): fold log2(e) into the scale once, then use exp2.
     acc, l_i, m_i = _attend_range(
         q, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-        offs_m, m0, tl.minimum(m0 + BLOCK_M, seqlen_q) - 1, 0, seqlen_k, seqlen_k, lo_diag, hi_diag,
+        offs_m, first, last, 0, seqlen_k, seqlen_k, lo_diag, hi_diag,
         softmax_scale * 1.4426950408889634, HEAD_DIM, BLOCK_M, BLOCK_N,
-        CAUSAL, WINDOW, MAY_BE_EMPTY, SPLIT_DIAGONAL, UPCAST_DOT,
+        CAUSAL, WINDOW, MAY_BE_EMPTY, SPLIT_DIAGONAL, UPCAST_DOT, OVERLAP,
     )  # fmt: skip
     if MAY_BE_EMPTY:  # noqa: SIM108 (constexpr) a row that saw no key: acc = 0, out 0
         out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]
     else:  # every row saw at least one key, so l_i > 0 (padded rows are not stored)
         out = acc / l_i[:, None]  # (BLOCK_M, D)
-    o_ptrs = (
-        Out + b * stride_ob + h.to(tl.int64) * stride_oh + m0.to(tl.int64) * stride_os
-        + (offs_mt[:, None] * stride_os + offs_d[None, :] * stride_od)
+    # Output pointers built here, after the loop, so they hold no registers during it.
+    o_ptrs = _bshd_rows(
+        Out, b, first, offs_m, head, stride_ob, stride_os, stride_oh, stride_od,
+        HEAD_DIM, BLOCK_M, PACK_GQA,
     )  # fmt: skip
     tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
     if STORE_LSE:  # log(sum_j e^(s_ij)) = (m_i + log2 l_i) * ln 2, back from log2 units
         lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453
         lse = tl.where(l_i == 0.0, float("inf"), lse)  # no key: the backward's P is 0
-        tl.store(Lse + pid_bh.to(tl.int64) * seqlen_q + offs_m, lse, mask=row_ok)
+        tl.store(Lse + lse_rows, lse, mask=row_ok)
 
 
 _flash_fwd_autotuned = triton.autotune(
     configs=_make_configs(),
-    key=["seq_bucket", "kv_bucket", "HEAD_DIM", "CAUSAL", "WINDOW"],  # + tensors' dtypes
+    # + tensors' dtypes; PACK_GQA: a packed GQA launch tunes apart from a plain one
+    key=["seq_bucket", "kv_bucket", "HEAD_DIM", "CAUSAL", "WINDOW", "OVERLAP", "PACK_GQA"],
     prune_configs_by={"early_config_prune": _prune_configs},
 )(_flash_fwd_kernel)
 
@@ -254,6 +242,18 @@ def last_autotune_choice() -> str | None:
     if c is None:
         return None
     return f"BM{c['block_m']} BN{c['block_n']} w{c['num_warps']} s{c['num_stages']}"
+
+
+# Launch defaults of the forward's two issue-44 candidates. Both stay off until a GPU A/B
+# shows a win (benchmarks/bench_flash_triton_ab.py decides and logs it; none has run yet:
+# docs/flash-triton-notes.md, "Issue 44"). A fixed launch may force either (fixed_config).
+OVERLAP_UNMASKED = False  # the unmasked tiles through _attn_tiles_overlap
+PACK_GQA_DEFAULT = False  # GQA/MQA: the group's query heads packed into one tile's rows
+
+
+def pack_gqa(n_heads: int, kv_heads: int) -> bool:
+    """Whether a forward packs each group's query heads into one tile's rows (GQA/MQA only)."""
+    return PACK_GQA_DEFAULT and n_heads > kv_heads
 
 
 _LSE_STAND_IN: dict[torch.device, torch.Tensor] = {}
@@ -302,7 +302,8 @@ def _launch(
     if config is None and INTERPRET:
         # The autotuner would time every config in the interpreter: pick one instead.
         config = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
-    meta = {} if config is None else dict(config)
+    meta = {"OVERLAP": OVERLAP_UNMASKED, "PACK_GQA": pack_gqa(n_heads, kv_heads)}
+    meta.update(config or {})
     if upcast_dot(q.dtype):  # the CPU interpreter's bf16 tl.dot bug (flash_common.upcast_dot)
         meta["UPCAST_DOT"] = True
     args = (
@@ -313,6 +314,9 @@ def _launch(
     )  # fmt: skip
 
     def grid(launch_meta: dict[str, Any]) -> tuple[int, int]:
+        if launch_meta["PACK_GQA"]:  # (batch, K/V head) x tiles of the group's packed rows
+            rows = seqlen_q * (n_heads // kv_heads)
+            return (batch * kv_heads, triton.cdiv(rows, launch_meta["BLOCK_M"]))
         return (batch * n_heads, triton.cdiv(seqlen_q, launch_meta["BLOCK_M"]))
 
     kernel = _flash_fwd_autotuned if config is None else _flash_fwd_kernel
@@ -331,9 +335,12 @@ def fixed_config(
     num_stages: int,
     split_diagonal: bool,
     heavy_first: bool,
+    overlap: bool | None = None,
+    pack_gqa: bool | None = None,
 ) -> dict[str, Any]:
-    """The meta-parameters of a fixed (not autotuned) forward launch."""
-    return {
+    """The meta-parameters of a fixed (not autotuned) forward launch; overlap and pack_gqa
+    None keep the launch defaults (OVERLAP_UNMASKED, pack_gqa())."""
+    meta: dict[str, Any] = {
         "BLOCK_M": block_m,
         "BLOCK_N": block_n,
         "num_warps": num_warps,
@@ -341,3 +348,8 @@ def fixed_config(
         "SPLIT_DIAGONAL": split_diagonal,
         "HEAVY_FIRST": heavy_first,
     }
+    if overlap is not None:
+        meta["OVERLAP"] = overlap
+    if pack_gqa is not None:
+        meta["PACK_GQA"] = pack_gqa
+    return meta
