@@ -292,7 +292,6 @@ def _listen(filters, refresh, note, runs, picked, buttons, opened, diffed, compa
     loaded.then(_list_and_open, [picked, *filters], [runs, note, *opened], **QUIET)
 
 
-
 def _not_opened(said: str = "") -> tuple[Any, ...]:
     """The Run panel with nothing of an earlier run (its download disabled), `said` on top."""
     return (said, "", None, None, None, None, None, None, None, no_file())

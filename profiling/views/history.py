@@ -125,7 +125,7 @@ def download_name(run: dict[str, Any]) -> str:
     the start of its id (`naive_1_4_256_64_float32_causal_cpu_3steps_1a2b3c4d.json.gz`).
     Only letters, digits, `.`, `_` and `-` (an imported row's text never makes a path)."""
     try:
-        tag = f"{run['variant']}_{shape_tag(run, run['device'])}"
+        tag = f"{run['variant']}_{shape_tag(run, run.get('device_kind') or run['device'])}"
     except (KeyError, TypeError, ValueError):
         tag = "run"
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{tag}_{str(run['id'])[:8]}").strip(".-")
