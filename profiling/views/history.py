@@ -36,7 +36,6 @@ from profiling.views.diff import DiffPage, diff_page, escape_markdown
 from profiling.views.shared import escaped
 from profiling.views.uploads import load_upload, size_text, upload_stat
 from profiling.vocabulary import MODE_PHASES, measured_span
-from profiling.workload.spec import shape_tag
 
 PERMALINK = "?run={}"
 SUMMARY_FIELDS = {f.name for f in fields(Summary)}
@@ -124,6 +123,8 @@ def download_name(run: dict[str, Any]) -> str:
     """A stored trace's download name: the run's readable tag, as a Profile download's, and
     the start of its id (`naive_1_4_256_64_float32_causal_cpu_3steps_1a2b3c4d.json.gz`).
     Only letters, digits, `.`, `_` and `-` (an imported row's text never makes a path)."""
+    from profiling.workload.spec import shape_tag  # torch: the page's, never the CLI's or worker's
+
     try:
         tag = f"{run['variant']}_{shape_tag(run, run.get('device_kind') or run['device'])}"
     except (KeyError, TypeError, ValueError):

@@ -205,3 +205,15 @@ def test_a_stored_diff_reads_both_traces_under_the_upload_limits(store, profiled
     monkeypatch.setattr(views_shared, "TRACE_MAX_EXPANDED_BYTES", 64 * MiB)
     said = _message(history_tab.history_diff, f"{_kept(profiled, bomb)} {_kept(profiled, bomb)}")
     assert said.startswith("trace A: the trace expands to more than 64 MiB of JSON"), said
+
+
+# -- item 6: a public Space's History is everyone's ---------------------------------------------
+def test_the_tab_and_the_readme_say_every_visitor_sees_every_run():
+    import app
+
+    [intro] = [b.value for b in app.demo.blocks.values() if getattr(b, "elem_id", None) ==
+               "history-intro"]  # fmt: skip
+    assert "Every visitor sees every run" in intro and "other visitors'" in intro
+    readme = (ROOT / "README.md").read_text()
+    history = readme[readme.index("## History: every run kept") :]
+    assert "**Every visitor sees every run.**" in history and "every other visitor's" in history
