@@ -10,4 +10,9 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
   points, `SerialExecutor`, `Placement`, and `run_chains`, the loop both jobs share with its
   cancel checks), `profiling/jobs/ray.py` (imported only for `--ray` /
   `ATTNPROF_RAY_ADDRESS`); the rule itself: `sweep._ends_variant`
+- the app's cluster (ATTNPROF_RAY_ADDRESS): checked once at start, said once in the log, an
+  unreachable one leaves the jobs here, and no page message names it:
+  `profiling/jobs/executor.py` (`check_app_ray`, `app_executor`)
+- a Compare's counter passes share one bound: `compare.compare_workloads` hands each its
+  `profiling.run.counters.pass_seconds` share
 """

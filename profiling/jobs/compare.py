@@ -189,6 +189,8 @@ def _started(
     counter_seconds: float = counter_pass.PASS_SECONDS,
 ) -> VariantRun:
     progress(0.0, "starting")
+    if not workload.counters:  # the call as it was before counters had a job's bound
+        return profile_one(workload, out_dir, progress)
     return profile_one(workload, out_dir, progress, counter_seconds)
 
 
@@ -206,8 +208,8 @@ def profile_one(
     """Run one variant and keep what the views need; errors become a status and a reason."""
     label = workload.spec.label
     try:
-        result = run(workload, out_dir=out_dir, progress=progress,
-                     counter_seconds=counter_seconds)  # fmt: skip
+        bound = {"counter_seconds": counter_seconds} if workload.counters else {}
+        result = run(workload, out_dir=out_dir, progress=progress, **bound)
     except VariantUnavailable as exc:
         return VariantRun(workload.variant, label, "unavailable", str(exc))
     except ConfigError as exc:

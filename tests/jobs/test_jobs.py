@@ -99,9 +99,9 @@ def test_compare_and_sweep_stop_before_their_next_run_and_remove_their_folder(jo
 
         real_one = compare_module.profile_one
 
-        def one(config, out_dir, progress, *args, **kwargs):
+        def one(config, out_dir, progress):
             made.append(out_dir.parent)
-            return real_one(config, out_dir, progress, *args, **kwargs)
+            return real_one(config, out_dir, progress)
 
         monkeypatch.setattr(compare_module, "profile_one", one)
         with pytest.raises(jobs.JobCancelled):
