@@ -130,7 +130,8 @@ def history_diff(run_ids: str) -> tuple[Any, ...]:
     with translated("history_diff", "diffing the runs"):
         paths_and_labels = views_history.diff_inputs(_store(), run_ids)
         shown = upload_worker.run_upload("stored_diff", *map(str, paths_and_labels))
-        return shown.headline, shown.kernels, shown.operators, shown.roles
+        # Markdown with the traces' names and the rows' labels escaped: text, never markup
+        return escape_markdown(shown.headline), shown.kernels, shown.operators, shown.roles
 
 
 def history_compare(run_ids: str) -> Any:

@@ -218,3 +218,15 @@ def test_the_tab_and_the_readme_say_every_visitor_sees_every_run():
     readme = (ROOT / "README.md").read_text()
     history = readme[readme.index("## History: every run kept") :]
     assert "**Every visitor sees every run.**" in history and "every other visitor's" in history
+
+
+def test_a_stored_diffs_headline_is_text_not_markup(store, profiled, monkeypatch):
+    """The labels (from the store's rows) and the traces' names reach a Markdown panel escaped."""
+    from tests.conftest import FLASH, NAIVE
+
+    labels = iter(["<img/src=x>", "**B**"])
+    monkeypatch.setattr(views_history, "run_label", lambda run: next(labels))
+    picked = f"{_kept(profiled, NAIVE)} {_kept(profiled, FLASH)}"
+    headline = history_tab.history_diff(picked)[0]
+    assert "<img" not in headline and "&lt;img/src=x&gt;" in headline
+    assert "\\*\\*B\\*\\*" in headline
