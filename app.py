@@ -13,6 +13,7 @@ from typing import Any
 import gradio as gr
 import spaces  # noqa: F401 - before torch (imported by profiling) touches CUDA: ZeroGPU patches it
 
+from profiling.jobs.executor import check_app_ray
 from profiling.page import (
     analyze_tab,
     compare_tab,
@@ -65,6 +66,7 @@ views_shared.STALE.maybe_sweep()  # a previous process's temp folders older than
 runner.quiet_profiler_logs()  # kineto's USDT/STAGE lines off, unless KINETO_LOG_LEVEL is set
 runner.prime_profiler()  # on this main thread, so a click's profiler is not the process's first
 upload_worker.POOL.warm()  # an idle worker waits for the first upload (its imports take ~0.4 s)
+check_app_ray()  # ATTNPROF_RAY_ADDRESS checked once, said in the log; no click waits on it
 
 
 if __name__ == "__main__":

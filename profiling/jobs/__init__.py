@@ -13,4 +13,9 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
 - a model Sweep (issue 43): a model workload's implementations over sequence lengths, every
   length validated first, full batches only, a refused length kept as a point:
   `profiling/jobs/model_sweep.py`
+- the app's cluster (ATTNPROF_RAY_ADDRESS): checked once at start, said once in the log, an
+  unreachable one leaves the jobs here, and no page message names it:
+  `profiling/jobs/executor.py` (`check_app_ray`, `app_executor`)
+- a Compare's counter passes share one bound: `compare.compare_workloads` hands each its
+  `profiling.run.counters.pass_seconds` share
 """

@@ -29,6 +29,7 @@ from profiling.analysis.summary import Summary
 from profiling.jobs import executor as placed
 from profiling.jobs.executor import RAN_ON, Executor, JobOptions, Placement, PointJob, run_chains
 from profiling.jobs.files import Progress, job_folder, write_zip
+from profiling.run import counters as counter_pass
 from profiling.run.runner import ProfileResult, RunError, VariantUnavailable, run
 from profiling.text_tables import markdown
 from profiling.vocabulary import BACKWARD, FORWARD
@@ -156,8 +157,10 @@ def compare_workloads(workloads: Sequence[Workload], options: JobOptions) -> Com
     first = workloads[0]
     device = resolve_device(first.device)
     out = job_folder(options.out_dir, "compare")
+    # the job's counter passes share one bound (profiling.run.counters.JOB_SECONDS)
+    started = partial(_started, counter_seconds=counter_pass.pass_seconds(len(workloads)))
     chains = [  # chains of one: no variant's outcome stops another
-        [PointJob(i, w.variant, w, _started, out / w.variant, partial(_failed_run, w))]
+        [PointJob(i, w.variant, w, started, out / w.variant, partial(_failed_run, w))]
         for i, w in enumerate(workloads)
     ]
     answer = run_chains(chains, out, options, lambda run: False, f"{len(workloads)} variants done")
@@ -179,9 +182,16 @@ def compare_workloads(workloads: Sequence[Workload], options: JobOptions) -> Com
     return result
 
 
-def _started(workload: Workload, out_dir: Path, progress: Progress) -> VariantRun:
+def _started(
+    workload: Workload,
+    out_dir: Path,
+    progress: Progress,
+    counter_seconds: float = counter_pass.PASS_SECONDS,
+) -> VariantRun:
     progress(0.0, "starting")
-    return profile_one(workload, out_dir, progress)
+    if not workload.counters:  # the call as it was before counters had a job's bound
+        return profile_one(workload, out_dir, progress)
+    return profile_one(workload, out_dir, progress, counter_seconds)
 
 
 def _failed_run(workload: Workload, reason: str) -> VariantRun:
@@ -189,11 +199,17 @@ def _failed_run(workload: Workload, reason: str) -> VariantRun:
     return VariantRun(workload.variant, workload.spec.label, "failed", reason)
 
 
-def profile_one(workload: Workload, out_dir: Path, progress: Progress) -> VariantRun:
+def profile_one(
+    workload: Workload,
+    out_dir: Path,
+    progress: Progress,
+    counter_seconds: float = counter_pass.PASS_SECONDS,
+) -> VariantRun:
     """Run one variant and keep what the views need; errors become a status and a reason."""
     label = workload.spec.label
     try:
-        result = run(workload, out_dir=out_dir, progress=progress)
+        bound = {"counter_seconds": counter_seconds} if workload.counters else {}
+        result = run(workload, out_dir=out_dir, progress=progress, **bound)
     except VariantUnavailable as exc:
         return VariantRun(workload.variant, label, "unavailable", str(exc))
     except ConfigError as exc:

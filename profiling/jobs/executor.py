@@ -7,12 +7,19 @@ chain unrun (None in the answer). A Compare's points are chains of one. Every ex
 the same shape, so the Sweep and Compare results are the same objects wherever they ran.
 
 No torch and no ray at import: the CLI and the app load this before they know what they run.
+
+The app's cluster (ATTNPROF_RAY_ADDRESS) is the operator's setting, not a visitor's: it is
+checked once, when the app starts (`check_app_ray`: does its host:port answer, within
+RAY_CHECK_SECONDS), and said once in the log. Unreachable, the app's Compares and Sweeps run
+here, one after another: a click never waits on ray.init's retries (2 minutes for an address
+that does not answer), and no message on the page names the address.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
 import os
 import socket
 from collections.abc import Callable, Iterable, Sequence
@@ -29,6 +36,8 @@ if TYPE_CHECKING:
 
 RAY_ADDRESS_ENV = "ATTNPROF_RAY_ADDRESS"  # the app runs its Sweeps and Compares there when set
 LOCAL = "local"  # --ray without an address: Ray starts on this machine
+RAY_CHECK_SECONDS = 3.0  # the app's start-up check of its cluster's address
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -169,9 +178,10 @@ def run_chains(
     return answer
 
 
-def executor_for(ray: str | None) -> Executor:
+def executor_for(ray: str | None, public: bool = False) -> Executor:
     """The executor a job runs on: None → this process; LOCAL → a Ray cluster started here with
-    every GPU of the machine; an address → the Ray cluster there. Ray is imported only here."""
+    every GPU of the machine; an address → the Ray cluster there. Ray is imported only here.
+    `public`: the app's (its failures name no address; the log has it)."""
     if ray is None:
         return SerialExecutor()
     try:
@@ -181,19 +191,54 @@ def executor_for(ray: str | None) -> Executor:
             f"running on Ray needs Ray installed ({exc}): pip install -r requirements-ray.txt"
         ) from None
 
-    return RayExecutor(None if ray == LOCAL else ray)
+    return RayExecutor(None if ray == LOCAL else ray, public=public)
+
+
+def unreachable(address: str, seconds: float = RAY_CHECK_SECONDS) -> str:
+    """Why a cluster's address does not answer ('' when its host:port takes a TCP connection,
+    or the address is not one: "auto", "local", which ray.init resolves)."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return ""
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=seconds):
+            return ""
+    except OSError as exc:
+        return f"{host}:{port} does not answer ({exc.strerror or exc})"
 
 
 _APP_EXECUTOR: list[Executor] = []  # the app's, made on its first job
+_APP_RAY: dict[str, str] = {}  # the app's address → '' (answers) or why not: checked once
+
+
+def _app_address() -> str:
+    return os.environ.get(RAY_ADDRESS_ENV, "").strip()
+
+
+def check_app_ray() -> str:
+    """Once, at the app's start: whether ATTNPROF_RAY_ADDRESS answers ('' when it does or is
+    not set, else why not, said once in the log)."""
+    address = _app_address()
+    if not address:
+        return ""
+    if address not in _APP_RAY:
+        _APP_RAY[address] = reason = unreachable(address)
+        if reason:
+            log.error("%s=%s cannot be reached: %s; the app's Compares and Sweeps run on this "
+                      "machine, one after another", RAY_ADDRESS_ENV, address, reason)  # fmt: skip
+    return _APP_RAY[address]
 
 
 def app_executor() -> Executor | None:
     """Where the app's Sweeps and Compares run: None (this process, one after another) unless
     the app was started with ATTNPROF_RAY_ADDRESS (an address, or "local" for a cluster on
-    this machine). One executor for the app's life, so its workers stay warm between jobs."""
-    address = os.environ.get(RAY_ADDRESS_ENV, "").strip()
-    if not address:
+    this machine) and it answered (check_app_ray), and the app has not failed to join it.
+    One executor for the app's life, so its workers stay warm between jobs."""
+    address = _app_address()
+    if not address or check_app_ray():
         return None
     if not _APP_EXECUTOR:
-        _APP_EXECUTOR.append(executor_for(address))
+        _APP_EXECUTOR.append(executor_for(address, public=True))
+    if getattr(_APP_EXECUTOR[0], "failed", False):  # its one try to join said so, once
+        return None
     return _APP_EXECUTOR[0]

@@ -48,6 +48,11 @@ POLL_SECONDS = 0.5  # how often the driver looks at a cancel request while point
 CANCELLED = "not run: cancelled (Ctrl-C)"
 PACKAGES = ("profiling", "attention")  # shipped to a remote cluster's workers
 CHECKOUT = Path(__file__).resolve().parents[2]  # the repository root: profiling/jobs/ray.py
+APP_CLUSTER_FAILED = (
+    "the Ray cluster this app is set to use could not be joined (the server's log says why); "
+    "run again: the next Compares and Sweeps run on this machine"
+)
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -161,9 +166,13 @@ class RayExecutor:
     or one per CPU where the cluster has no GPU or the points ask for the CPU; `workers`
     caps their number."""
 
-    def __init__(self, address: str | None, workers: int | None = None) -> None:
+    def __init__(
+        self, address: str | None, workers: int | None = None, public: bool = False
+    ) -> None:
         self.address = address
         self.workers = workers
+        self.public = public  # the app's: a visitor is never shown the cluster's address
+        self.failed = False  # the app's could not join its cluster: its jobs run here after
         self._pool: list[Any] = []
         self._pool_options: dict[str, Any] = {}
 
@@ -181,9 +190,13 @@ class RayExecutor:
             self._init()
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"at {self.address}" if self.address else "on this machine"
-            raise ConfigError(
-                f"cannot start or reach the Ray cluster {where}: {exc}{_token_hint(self.address)}"
-            ) from None
+            hint = _token_hint(self.address)
+            said = f"cannot start or reach the Ray cluster {where}: {exc}{hint}"
+            if not self.public:
+                raise ConfigError(said) from None
+            self.failed = True
+            log.error("%s; the app's next Compares and Sweeps run on this machine", said)
+            raise ConfigError(APP_CLUSTER_FAILED) from None
 
     def _init(self) -> None:
         if self.address is None:  # a local cluster: every GPU and CPU of this machine

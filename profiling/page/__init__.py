@@ -6,5 +6,7 @@ shows is computed without gradio in its profiling.views_<tab> module. errors.py 
 place a backend error becomes a gr.Error.
 
 Each rule decided here, and where (docs/architecture.md keeps only an index):
-- backend error → what the user sees: `profiling/page/errors.py`
+- backend error → what the user sees (HTML-escaped, the generic one worded by what was being
+  done): `profiling/page/errors.py`; History's failed events leave no badges:
+  `profiling/page/history_tab.py`
 """

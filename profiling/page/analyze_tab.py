@@ -49,8 +49,10 @@ def analyze(
         shapes or bytes can place) and the per-kernel roofline table ("not placed" rows say
         why).
     """
-    window = guarded("analyze", views_analyze.gantt_window, window_start_us, window_end_us)
-    shown = guarded("analyze", analyze_upload, trace, window, progress_callback(progress))
+    window = guarded("analyze", views_analyze.gantt_window, window_start_us, window_end_us,
+                     doing="reading the window")  # fmt: skip
+    shown = guarded("analyze", analyze_upload, trace, window, progress_callback(progress),
+                    doing="reading the trace")  # fmt: skip
     return (shown.summary, shown.launch, shown.operators, shown.kernels, shown.figure,
             shown.roles, shown.roofline_figure, shown.roofline)  # fmt: skip
 

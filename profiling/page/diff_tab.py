@@ -43,13 +43,15 @@ def diff(
         step or whole trace; structural changes first, each row's spread and change), and A
         and B aligned by role in attention (µs per window on each side, B − A).
     """
-    shown = guarded("diff", upload_worker.run_upload, "diff", trace_a, trace_b, label_a, label_b)
+    shown = guarded("diff", upload_worker.run_upload, "diff", trace_a, trace_b, label_a, label_b,
+                    doing="diffing the traces")  # fmt: skip
     return shown.headline, shown.kernels, shown.operators, shown.roles
 
 
 def diff_runs(run_a: str, run_b: str, traces: dict[str, str] | None) -> tuple[Any, ...]:
     """Diff two runs of this session's last Compare (paths from server-side state only)."""
-    shown = guarded("diff_runs", views_diff.diff_runs_page, run_a, run_b, traces)
+    shown = guarded("diff_runs", views_diff.diff_runs_page, run_a, run_b, traces,
+                    doing="diffing the runs")  # fmt: skip
     return shown.headline, shown.kernels, shown.operators, shown.roles
 
 

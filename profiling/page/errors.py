@@ -2,12 +2,17 @@
 
 Errors a user can act on (a bad input, a variant that cannot run here, a failed run, an
 unreadable trace) keep the backend's message under a title; anything else is logged with its
-traceback and shown as one generic message, never as a traceback. On ZeroGPU only a gr.Error
-crosses out of the GPU worker, so the GPU functions translate as well as the handlers.
+traceback and shown as one generic message in the words of what was being done (`doing`),
+never as a traceback. On ZeroGPU only a gr.Error crosses out of the GPU worker, so the GPU
+functions translate as well as the handlers.
+
+Gradio shows an error's message as HTML, and a message may quote a caller's value (a run id,
+a label, a filter): every message is HTML-escaped here, once, for every tab.
 """
 
 from __future__ import annotations
 
+import html
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,15 +40,21 @@ TITLES: dict[type[Exception], str] = {
 USER_ERRORS = tuple(TITLES)
 
 
+def user_message(exc: Exception) -> str:
+    """The backend's message as the page shows it: text, never markup."""
+    return html.escape(str(exc), quote=False)
+
+
 def user_error(exc: Exception) -> gr.Error:
     """The backend's message under the title of its kind of error."""
     title = next((t for kind, t in TITLES.items() if isinstance(exc, kind)), "Error")
-    return gr.Error(str(exc), title=title, print_exception=False)
+    return gr.Error(user_message(exc), title=title, print_exception=False)
 
 
 @contextmanager
-def translated(what: str) -> Iterator[None]:
-    """Inside: a backend error leaves as a gr.Error; `what` names the work in the log.
+def translated(what: str, doing: str = "profiling") -> Iterator[None]:
+    """Inside: a backend error leaves as a gr.Error; `what` names the work in the log, `doing`
+    in the generic message ("opening the run").
 
     A gr.Error passes as it is, and so does JobCancelled (nobody waits for its result)."""
     try:
@@ -54,7 +65,17 @@ def translated(what: str) -> Iterator[None]:
         raise user_error(exc) from None
     except Exception:
         log.exception("%s failed", what)
-        raise gr.Error(views_shared.GENERIC_ERROR, print_exception=False) from None
+        raise gr.Error(views_shared.generic_error(doing), print_exception=False) from None
+
+
+def said_instead(what: str, doing: str, fn: Callable[..., R], *args: Any) -> tuple[R | None, str]:
+    """(fn(*args), "") or (None, the message a gr.Error would carry): for a follow-up that shows
+    the message in place (a permalink's run opened on load: no toast there, no badges)."""
+    try:
+        with translated(what, doing):
+            return fn(*args), ""
+    except gr.Error as error:
+        return None, str(error.message)
 
 
 LET_GO = "this job's page was closed: nobody waits for its result"
@@ -70,7 +91,7 @@ def released() -> Iterator[None]:
         raise gr.Error(LET_GO, print_exception=False) from None
 
 
-def guarded(what: str, fn: Callable[..., R], *args: Any) -> R:
+def guarded(what: str, fn: Callable[..., R], *args: Any, doing: str = "profiling") -> R:
     """`fn(*args)`, its errors translated."""
-    with translated(what):
+    with translated(what, doing):
         return fn(*args)

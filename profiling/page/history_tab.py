@@ -4,7 +4,11 @@ and draw one workload's trend with its regressions.
 
 Raw inputs → profiling.store.query (filters checked there) → profiling.views.history and
 profiling.views.reopen → components. Every handler is also an API endpoint (/history,
-/history_run, /history_diff, /history_compare, /history_trend).
+/history_run, /history_diff, /history_compare, /history_trend). A stored trace is read as an
+upload is (profiling.views.upload_worker), and the page names the store by its file name only.
+
+A failed button leaves no badge on its panels (each event's `.failure` empties them; the
+message is the toast's), and a permalink whose run cannot be opened says why in the Run panel.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ import gradio as gr
 
 from attention import VARIANTS
 from profiling.page.controls import kernel_table, table
-from profiling.page.errors import translated
-from profiling.page.listeners import QUIET, download_button, enabled_downloads
+from profiling.page.errors import said_instead, translated
+from profiling.page.listeners import QUIET, download_button, enabled_downloads, no_file
 from profiling.page.style import STRIP_CSS
 from profiling.store import open_store, query
 from profiling.store.trend import RULE
@@ -27,10 +31,19 @@ from profiling.user_values import ConfigError
 from profiling.views import history as views_history
 from profiling.views import reopen as views_reopen
 from profiling.views import shared as views_shared
+from profiling.views import upload_worker
+from profiling.views.diff import escape_markdown
 from profiling.vocabulary import MODES
 
 COPIES = views_shared.RunDirs()  # served copies of reopened traces (Gradio serves temp files)
 OFF = "The run store is off (ATTNPROF_STORE=off): nothing is kept."
+RULE_NOTE = f"*Regression rule:* {RULE}"
+SHARED = (
+    "**Every visitor sees every run.** This store is shared: anyone who opens this page (or "
+    "calls its API) can list, open, diff and download every run kept here, yours and other "
+    "visitors' (workload, device, figures, trace). Uploads to Diff and Analyse are never "
+    "kept. Run the app on your own machine to keep your runs to yourself."
+)
 # a permalink opens the History tab: the tab's button is clicked once the page has loaded
 OPEN_TAB_JS = """() => { if (new URLSearchParams(window.location.search).get("run")) {
   const tab = [...document.querySelectorAll('[role="tab"]')]
@@ -64,22 +77,24 @@ def history(
         the runs table (id, time, workload, device, status, figures, trace kept or pruned) and
         a note saying how many matched.
     """
-    with translated("history"):
+    with translated("history", "listing the stored runs"):
         raw = dict(variant=variant, shape=shape, mode=mode, device=device, since=since,
                    until=until, limit=limit)  # fmt: skip
         filters = query.checked_filters(**raw)
         store = _store()
         runs, total = query.list_runs(store, filters)
-        return views_history.history_view(runs), views_history.history_note(len(runs), total, store)
+        note = views_history.history_note(len(runs), total, store, full_path=False)
+        return views_history.history_view(runs), note
 
 
-def _served(path: Path | None) -> str | None:
-    """A copy of a stored trace in a temp folder Gradio may serve (the store may be anywhere)."""
+def _served(path: Path | None, name: str) -> str | None:
+    """A copy of a stored trace in a temp folder Gradio may serve (the store may be anywhere),
+    under the run's readable name (the store keeps it under its content hash)."""
     if path is None:
         return None
     folder = Path(tempfile.mkdtemp(prefix="attnprof-history-"))
     COPIES.add(folder)
-    return str(shutil.copy(path, folder / path.name))
+    return str(shutil.copyfile(path, folder / name))
 
 
 def history_run(run_id: str) -> tuple[Any, ...]:
@@ -93,13 +108,14 @@ def history_run(run_id: str) -> tuple[Any, ...]:
         table, the roles table, the roofline chart and table, the operator table, the summary
         (JSON) and the trace (.json.gz; empty when it was pruned).
     """
-    with translated(f"history_run {run_id!r}"):
+    with translated("history_run", "opening the run"):
         store = _store()
-        shown, origin = views_reopen.reopened(store, run_id)
-        trace = views_reopen.kept_trace(store, run_id)
-        return (origin, shown.strip, shown.figure, shown.kernels, shown.roles,
+        picked = views_history.picked_ids(run_id, 1, 1, "to open")[0]
+        found = views_reopen.reopened(store, picked)
+        shown = found.page
+        return (found.origin, shown.strip, shown.figure, shown.kernels, shown.roles,
                 shown.roofline_figure, shown.roofline, shown.operators, shown.summary,
-                _served(trace))  # fmt: skip
+                _served(found.trace, found.download_name))  # fmt: skip
 
 
 def history_diff(run_ids: str) -> tuple[Any, ...]:
@@ -111,9 +127,11 @@ def history_diff(run_ids: str) -> tuple[Any, ...]:
     Returns:
         the headline (Markdown), the kernel, operator and role delta tables.
     """
-    with translated("history_diff"):
-        shown = views_history.diff_runs(_store(), run_ids)
-        return shown.headline, shown.kernels, shown.operators, shown.roles
+    with translated("history_diff", "diffing the runs"):
+        paths_and_labels = views_history.diff_inputs(_store(), run_ids)
+        shown = upload_worker.run_upload("stored_diff", *map(str, paths_and_labels))
+        # Markdown with the traces' names and the rows' labels escaped: text, never markup
+        return escape_markdown(shown.headline), shown.kernels, shown.operators, shown.roles
 
 
 def history_compare(run_ids: str) -> Any:
@@ -127,7 +145,7 @@ def history_compare(run_ids: str) -> Any:
         a table: each run's device, workload, median GPU and CPU µs, IQR, × the first run's
         time, TFLOP/s, TB/s, peak MiB, errors, clocks, driver and versions.
     """
-    with translated("history_compare"):
+    with translated("history_compare", "comparing the stored runs"):
         return views_history.compare_runs(_store(), run_ids)
 
 
@@ -141,10 +159,12 @@ def history_trend(run_id: str) -> tuple[Any, str]:
     Returns:
         the trend chart (plotly) and a note naming the regressions and the rule.
     """
-    with translated("history_trend"):
+    with translated("history_trend", "drawing the trend"):
         store = _store()
-        points = views_history.trend_table(store, views_history.picked_ids(run_id, 1, 1)[0])
-        title = f"Trend · {query.get_run(store, points['id'].iloc[-1])['shape']}"
+        picked = views_history.picked_ids(run_id, 1, 1, "to draw its workload's trend")[0]
+        points = views_history.trend_table(store, picked)
+        shape = views_history.stored_run(store, points["id"].iloc[-1])["shape"]
+        title = views_shared.escaped(f"Trend · {shape}")  # plotly reads tags in a title
         return views_history.trend_figure(points, title), views_history.trend_note(points)
 
 
@@ -169,12 +189,14 @@ def _filters() -> list[Any]:
     with gr.Row():
         variant = gr.Dropdown(choices=["", *VARIANTS], value="", label="Variant",
                               elem_id="history-variant", filterable=True)  # fmt: skip
-        shape = gr.Textbox(label="Shape contains", placeholder="S1024", elem_id="history-shape")
+        shape = gr.Textbox("", label="Shape contains", placeholder="S1024",
+                           elem_id="history-shape")  # fmt: skip
         mode = gr.Dropdown(choices=["", *MODES], value="", label="Mode", elem_id="history-mode")
-        device = gr.Textbox(label="Device contains", placeholder="H200, cpu",
+        device = gr.Textbox("", label="Device contains", placeholder="H200, cpu",
                             elem_id="history-device")  # fmt: skip
-        since = gr.Textbox(label="Since (YYYY-MM-DD)", elem_id="history-since")
-        until = gr.Textbox(label="Until (YYYY-MM-DD)", elem_id="history-until")
+        # a value ("") for each: the API's bare /history call takes every default
+        since = gr.Textbox("", label="Since (YYYY-MM-DD)", elem_id="history-since")
+        until = gr.Textbox("", label="Until (YYYY-MM-DD)", elem_id="history-until")
         limit = gr.Number(value=query.DEFAULT_ROWS, label="Rows", precision=0,
                           elem_id="history-limit")  # fmt: skip
     return [variant, shape, mode, device, since, until, limit]
@@ -219,7 +241,7 @@ def build() -> None:
             "Every run of Profile, Compare and Sweep (here, through the API or the CLI) is kept "
             "in the run store. Click rows to pick runs, then **Open** one (its Profile view, "
             "rebuilt without a GPU; its permalink is `?run=<id>`), **Diff** two, **Compare** "
-            "several (any devices), or draw the **Trend** of one run's workload.",
+            "several (any devices), or draw the **Trend** of one run's workload.\n\n" + SHARED,
             elem_id="history-intro",
         )
         filters = _filters()
@@ -239,7 +261,7 @@ def build() -> None:
         compared = table("Compare: stored figures side by side", "history-compare")
         trend_plot = gr.Plot(label="Trend: median per step, IQR bars", elem_id="history-trend")
         trend_note = gr.Markdown(
-            f"*Regression rule:* {RULE}",
+            RULE_NOTE,
             label="Trend note",
             show_label=False,
             elem_id="history-trend-note",
@@ -249,23 +271,43 @@ def build() -> None:
 
 
 def _listen(filters, refresh, note, runs, picked, buttons, opened, diffed, compared, trend):
-    """Each button to its handler (each an API endpoint), and the page load's permalink."""
+    """Each button to its handler (each an API endpoint), and the page load's permalink. A
+    failed event's panels are emptied by its `.failure` (no red badge on each; the toast says
+    why, once)."""
     open_button, diff_button, compare_button, trend_button, clear_button = buttons
-    refresh.click(history, filters, [runs, note], api_name="history")
+    listed = refresh.click(history, filters, [runs, note], api_name="history")
+    listed.failure(lambda: (None, ""), None, [runs, note], **QUIET)
     runs.select(add_picked, picked, picked, **QUIET)
     clear_button.click(lambda: "", None, picked, **QUIET)
     shown = open_button.click(history_run, picked, opened, api_name="history_run")
     shown.success(enabled_downloads, opened[-1:], opened[-1:], **QUIET)
-    diff_button.click(history_diff, picked, diffed, api_name="history_diff")
-    compare_button.click(history_compare, picked, compared, api_name="history_compare")
-    trend_button.click(history_trend, picked, list(trend), api_name="history_trend")
+    shown.failure(_not_opened, None, opened, **QUIET)
+    diff = diff_button.click(history_diff, picked, diffed, api_name="history_diff")
+    diff.failure(lambda: ("", None, None, None), None, diffed, **QUIET)
+    shown_compare = compare_button.click(history_compare, picked, compared,
+                                         api_name="history_compare")  # fmt: skip
+    shown_compare.failure(lambda: None, None, compared, **QUIET)
+    drawn = trend_button.click(history_trend, picked, list(trend), api_name="history_trend")
+    drawn.failure(lambda: (None, RULE_NOTE), None, list(trend), **QUIET)
     loaded = gr.on(None, from_permalink, None, picked, js=OPEN_TAB_JS, **QUIET)
     loaded.then(_list_and_open, [picked, *filters], [runs, note, *opened], **QUIET)
 
 
+def _not_opened(said: str = "") -> tuple[Any, ...]:
+    """The Run panel with nothing of an earlier run (its download disabled), `said` on top."""
+    return (said, "", None, None, None, None, None, None, None, no_file())
+
+
 def _list_and_open(picked: str, *filters: Any) -> tuple[Any, ...]:
-    """On load: the runs listed; a permalink's run opened as well."""
-    listed = history(*filters) if open_store() is not None else (None, OFF)
+    """On load: the runs listed; a permalink's run opened as well, or, where it cannot be, the
+    reason in the Run panel (an event on load shows no toast: badges alone said nothing)."""
+    listed: Any = (None, OFF)
+    if open_store() is not None:
+        listed, said = said_instead("history", "listing the stored runs", history, *filters)
+        listed = listed or (None, escape_markdown(said))
     if not picked:
         return (*listed, *([gr.skip()] * 10))
-    return (*listed, *history_run(picked))
+    found, said = said_instead("history_run", "opening the run", history_run, picked)
+    if found is None:
+        return (*listed, *_not_opened(f"**Run not opened:** {escape_markdown(said)}"))
+    return (*listed, *found)

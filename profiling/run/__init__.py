@@ -31,7 +31,8 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
   run's profiler)
 - hardware counters: whether they can run here (and why not), the ncu line, the metrics read, how
   ncu's kernels match the profiled ones: `profiling/run/counters.py` (`unavailable_reason`,
-  `ncu_reason`, `ncu_command`, `MAX_KERNELS`; its child `run/counters_step.py`),
+  `ncu_reason`, `ncu_command`, `MAX_KERNELS`; its time: `PASS_SECONDS` a pass, `JOB_SECONDS`
+  a job, ncu's process group killed past it, `bounded_run`; its child `run/counters_step.py`),
   `profiling/analysis/counters.py` (`METRICS`, `read_report`), `analysis/counters_join.py`
   (`match`: function name in launch order); shown by `profiling/views/counters.py`
 """

@@ -5,13 +5,22 @@ a ZeroGPU Space (the GPU is lent to one function call; ncu cannot wrap it), no `
 `ncu_report` to read its report. After ncu ran, its output is read for the reasons it gives
 (`ncu_reason`: counters restricted to admin users, no kernels in the range). Never a value
 made up in place of one not measured. No torch here: the child (profiling.run.counters_step) has it.
+
+Bounded in time: one pass (ncu, then reading its report) takes at most PASS_SECONDS (300 s for
+ncu, the rest to read), and the passes of one job (a Compare's variants) together at most
+JOB_SECONDS: each of its n passes gets `pass_seconds(n)` = min(PASS_SECONDS, JOB_SECONDS / n),
+so a Compare of ten holds the device worker at most 600 s for counters, not 10 × 420 s. ncu runs
+in a session of its own and, past its time, its whole process group is killed: the profiled
+child it starts (and any child of that) goes with it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -31,7 +40,10 @@ from profiling.analysis.counters import (
 
 RANGE = "attn_counters"  # the NVTX range around the measured step (profiling.run.counters_step)
 MAX_KERNELS = 64  # ncu's --launch-count: keeps naive at long shapes bounded
-TIMEOUT_S = 300
+TIMEOUT_S = 300  # ncu, in one pass
+READ_TIMEOUT_S = 120  # reading its report
+PASS_SECONDS = TIMEOUT_S + READ_TIMEOUT_S
+JOB_SECONDS = 600  # every counter pass of one job together
 NCU_ENV = "ATTNPROF_NCU"  # a path to ncu when it is not on PATH
 PERMISSION = "ERR_NVGPUCTRPERM"
 HOW_TO_ALLOW = (
@@ -112,11 +124,50 @@ def ncu_command(ncu: str, report: Path, workload: Mapping[str, Any]) -> list[str
     ]  # fmt: skip
 
 
+def pass_seconds(passes: int) -> float:
+    """The seconds each of a job's `passes` counter passes may take: JOB_SECONDS shared, at
+    most PASS_SECONDS each."""
+    return min(PASS_SECONDS, JOB_SECONDS / max(passes, 1))
+
+
+def bounded_run(command: list[str], timeout_s: float) -> subprocess.CompletedProcess | None:
+    """`command` run to its end, or None past `timeout_s`: it starts a session of its own, and
+    its whole process group is killed then (subprocess.run's timeout kills only the child it
+    started, and ncu's profiled process was left running, adopted by PID 1)."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=_repo_root(), start_new_session=True)  # fmt: skip
+    try:
+        stdout, stderr = process.communicate(timeout=max(timeout_s, 0.0))
+    except subprocess.TimeoutExpired:
+        return None
+    finally:  # timed out, or this thread interrupted: nothing of the group outlives the call
+        if process.returncode is None:
+            _kill_group(process)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """Its process group killed, the process reaped, its pipes closed (not drained: a process
+    that left the group could hold them open)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    for pipe in (process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 def measure(
-    workload: Mapping[str, Any], device: str, out_dir: Path, timeout_s: float = TIMEOUT_S
+    workload: Mapping[str, Any],
+    device: str,
+    out_dir: Path,
+    timeout_s: float = TIMEOUT_S,
+    budget_s: float = PASS_SECONDS,
 ) -> Counters:
     """Run the counter pass for `workload` (its as_dict) and read its report; a Counters with
-    the reason when it cannot (nothing is estimated in its place)."""
+    the reason when it cannot (nothing is estimated in its place). `budget_s`: the whole
+    pass's seconds (a job's share, `pass_seconds`); ncu gets at most `timeout_s` of it and
+    leaves READ_TIMEOUT_S's share to read its report."""
     began = time.perf_counter()
     env = os.environ
     ncu = find_ncu(env)
@@ -125,11 +176,10 @@ def measure(
         return Counters(reason=reason)
     report = Path(out_dir) / "counters.ncu-rep"
     command = ncu_command(ncu, report, workload)
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
-                              cwd=_repo_root(), check=False)  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return Counters(reason=f"the counter pass took over {timeout_s:.0f} s and was stopped",
+    ncu_s = min(timeout_s, budget_s * TIMEOUT_S / PASS_SECONDS)
+    done = bounded_run(command, ncu_s)
+    if done is None:
+        return Counters(reason=f"the counter pass took over {ncu_s:.0f} s and was stopped",
                         seconds=time.perf_counter() - began)  # fmt: skip
     output = (done.stdout or "") + (done.stderr or "")
     (Path(out_dir) / "counters.log").write_text(" ".join(command) + "\n" + output)
@@ -138,7 +188,8 @@ def measure(
         reason = "ncu wrote no report"
     if reason:
         return Counters(reason=reason, seconds=time.perf_counter() - began)
-    counters = read_apart(report, ncu)
+    left = budget_s - (time.perf_counter() - began)
+    counters = read_apart(report, ncu, min(READ_TIMEOUT_S, max(left, 1.0)))
     if counters.reason:
         counters.seconds = time.perf_counter() - began
         return counters
@@ -150,14 +201,12 @@ def measure(
     return counters
 
 
-def read_apart(report: Path, ncu: str, timeout_s: float = 120) -> Counters:
+def read_apart(report: Path, ncu: str, timeout_s: float = READ_TIMEOUT_S) -> Counters:
     """The report read by NVIDIA's module in a child process of its own (loaded beside torch
     and CUDA it crashed the profiled process on the H200); its rows come back as JSON."""
     command = [sys.executable, "-m", "profiling.analysis.counters", str(report), ncu]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
-                              cwd=_repo_root(), check=False)  # fmt: skip
-    except subprocess.TimeoutExpired:
+    done = bounded_run(command, timeout_s)
+    if done is None:
         return Counters(reason=f"reading ncu's report took over {timeout_s:.0f} s")
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]

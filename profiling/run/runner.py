@@ -84,18 +84,25 @@ def run(
     out_dir: str | Path | None = None,
     progress: Progress | None = None,
     step_memory: bool = False,
+    counter_seconds: float = collect.PASS_SECONDS,
 ) -> ProfileResult:
     """Validate, then profile `workload` once; raises ConfigError, VariantUnavailable or
     RunError. `step_memory`: on a CPU, one more step measures what a step allocates
-    (ProfileResult.step_peak_bytes; the Sweep's memory chart asks, a Profile click need not)."""
+    (ProfileResult.step_peak_bytes; the Sweep's memory chart asks, a Profile click need not).
+    `counter_seconds`: what its counter pass may take (a Compare's share of its job's bound:
+    profiling.run.counters.pass_seconds)."""
     workload = workload.validated()
     report = progress or (lambda fraction, text: None)
     with _LOCK:
-        return _run_locked(workload, out_dir, report, step_memory)
+        return _run_locked(workload, out_dir, report, step_memory, counter_seconds)
 
 
 def _run_locked(
-    workload: Workload, out_dir: str | Path | None, report: Progress, step_memory: bool = False
+    workload: Workload,
+    out_dir: str | Path | None,
+    report: Progress,
+    step_memory: bool = False,
+    counter_seconds: float = collect.PASS_SECONDS,
 ) -> ProfileResult:
     began = time.perf_counter()
     device = resolve_device(workload.device)
@@ -142,7 +149,8 @@ def _run_locked(
     if workload.counters:
         report(0.95, "measuring hardware counters under Nsight Compute (a second process)")
         _release(device, collect=True)  # the child needs the memory this run held
-        result.counters = collect.measure({**workload.as_dict(), "device": device}, device, out)
+        result.counters = collect.measure({**workload.as_dict(), "device": device}, device, out,
+                                          budget_s=counter_seconds)  # fmt: skip
     report(1.0, "done")
     return result
 

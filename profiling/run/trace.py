@@ -100,14 +100,18 @@ class RunTrace:
 
 
 def read(
-    path: str | Path, measured: str = FORWARD, phases: tuple[str, ...] = (FORWARD,)
+    path: str | Path,
+    measured: str = FORWARD,
+    phases: tuple[str, ...] = (FORWARD,),
+    max_bytes: int = trace_events.DEFAULT_MAX_BYTES,
 ) -> RunTrace:
     """The run's trace at `path`, read once; raises TraceError as trace.load does. `measured`
-    names the span around one measured step, `phases` the spans it is made of.
+    names the span around one measured step, `phases` the spans it is made of; `max_bytes`
+    caps the JSON once expanded (a stored trace reopened on the page: an upload's cap).
 
     Bytes the records reader declines after decoding them are decoded again by the model: a
     rare path (every variant's H200 run in tests/gpu/test_gpu.py is read as records)."""
-    data = trace_events.read_bytes(path)
+    data = trace_events.read_bytes(path, max_bytes)
     records = small_trace.parse(data)
     if records is not None:
         return of_records(records, measured, phases)

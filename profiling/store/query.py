@@ -132,6 +132,15 @@ def list_runs(store: Store, filters: Filters | None = None) -> tuple[pd.DataFram
     return pd.DataFrame(rows, columns=list(LIST_COLUMNS)), int(total)
 
 
+class NoSuchRun(ConfigError):
+    """An id the store does not hold (or a public Space does not list): the page says so with
+    the store's file name only, the CLI with its path (str of this error)."""
+
+    def __init__(self, run_id: str, store: Store) -> None:
+        super().__init__(f"no run {show(run_id)} in the store {store.path}")
+        self.run_id, self.store = run_id, store
+
+
 def _visible(run: dict[str, Any]) -> bool:
     space = public_space()
     return not space or run.get("origin_space") == space
@@ -150,7 +159,7 @@ def get_run(store: Store, run_id: Any) -> dict[str, Any]:
         ).fetchone()
     run = dict(row) if row is not None else None
     if run is None or not _visible(run):
-        raise ConfigError(f"no run {show(run_id)} in the store {store.path}")
+        raise NoSuchRun(run_id, store)
     return run
 
 

@@ -17,4 +17,7 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
 - an upload read in a worker process, and its memory and wall-clock limits:
   `profiling/views/upload_worker.py` (`UPLOAD_MEMORY_BYTES`, `UPLOAD_SECONDS`, `run_upload`)
 - a stored run's Profile view, rebuilt from the store and its trace: `profiling/views/reopen.py`
+  (its trace, and History's Diff's, read in the upload worker under an upload's limits:
+  `profiling/views/history.py`'s `stored_trace_figures`, `diff_stored`); the store named by its
+  file name only on the page, a download by the run's tag: `profiling/views/history.py`
 """

@@ -4,27 +4,38 @@ workload's trend with its regressions.
 
 Pure functions (no gradio, no torch): every figure comes from the store's columns, a Diff from
 the stored traces. A reopened run's Profile view is profiling/views/reopen.py.
+
+A stored trace is a stranger's bytes (a store may be imported): on the page it is read the way
+an upload is, in profiling.views.upload_worker's bounded worker, under the same limits
+(`stored_trace_figures` and `diff_stored` are that worker's tasks). The page names a store by its
+file name only; the CLI, on the user's own machine, by its path.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import fields
+import re
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from profiling.analysis.launch import LaunchStats
 from profiling.analysis.summary import Summary
 from profiling.gantt.spec import FigureSpec
+from profiling.run import trace as run_trace
 from profiling.store import Store, query
 from profiling.store.trend import RULE, trend
 from profiling.trace.events import TraceError
 from profiling.user_values import ConfigError, show
-from profiling.views.diff import DiffPage, diff_page
+from profiling.views import shared as views_shared
+from profiling.views.diff import DiffPage, diff_page, escape_markdown
 from profiling.views.shared import escaped
+from profiling.views.uploads import load_upload, size_text, upload_stat
+from profiling.vocabulary import MODE_PHASES, measured_span
 
 PERMALINK = "?run={}"
 SUMMARY_FIELDS = {f.name for f in fields(Summary)}
@@ -59,24 +70,67 @@ def history_view(runs: pd.DataFrame) -> pd.DataFrame:
     return table[list(HISTORY_HEADERS)].rename(columns=HISTORY_HEADERS)
 
 
-def history_note(shown: int, total: int, store: Store | None) -> str:
+def store_name(store: Store, full_path: bool = True) -> str:
+    """How a message names the store: its path (the CLI), or its file name only (a public
+    page must not show where the server keeps its files)."""
+    return str(store.path) if full_path else store.path.name
+
+
+def history_note(shown: int, total: int, store: Store | None, full_path: bool = True) -> str:
     if store is None:
         return "The run store is off (ATTNPROF_STORE=off): runs are not kept."
     more = f" (the newest {shown} listed)" if total > shown else ""
-    return f"{total:,} stored runs match{more}. Store: `{store.path}`."
+    return f"{total:,} stored runs match{more}. Store: `{store_name(store, full_path)}`."
 
 
-def picked_ids(raw: Any, at_least: int, at_most: int = MAX_COMPARED) -> list[str]:
-    """Run ids from a caller: comma- or space-separated text, or a list of texts."""
+COUNTS = {1: "one run", 2: "two runs"}
+PLAIN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the store's own ids (store.write.new_id)
+
+
+def id_markdown(run_id: Any) -> str:
+    """A run id in Markdown: as code where it is one the store makes, else every character
+    that could be markup escaped (an imported store's id is a stranger's text)."""
+    text = str(run_id)
+    return f"`{text}`" if PLAIN_ID.fullmatch(text) else escape_markdown(text)
+
+
+def picked_ids(raw: Any, at_least: int, at_most: int = MAX_COMPARED, to: str = "") -> list[str]:
+    """Run ids from a caller: comma- or space-separated text, or a list of texts. `to` says
+    what they are picked for ("to open"), in the message when their number is wrong."""
     if isinstance(raw, str):
         raw = raw.replace(",", " ").split()
     if not isinstance(raw, list | tuple) or not all(isinstance(x, str) for x in raw):
         raise ConfigError(f"runs are given as run ids (text), not {show(raw)}")
     ids = list(dict.fromkeys(x.strip() for x in raw if x.strip()))
     if not at_least <= len(ids) <= at_most:
-        wanted = f"exactly {at_least}" if at_least == at_most else f"{at_least}–{at_most}"
-        raise ConfigError(f"pick {wanted} different runs (got {len(ids)})")
+        wanted = COUNTS.get(at_least, f"{at_least} runs") if at_least == at_most else (
+            f"{at_least}–{at_most} different runs")  # fmt: skip
+        raise ConfigError(f"pick {wanted}{' ' + to if to else ''} (got {len(ids)})")
     return ids
+
+
+def stored_run(store: Store, run_id: Any) -> dict[str, Any]:
+    """query.get_run, its "no such run" said with the store's file name only (the page's)."""
+    try:
+        return query.get_run(store, run_id)
+    except query.NoSuchRun as missing:
+        raise ConfigError(
+            f"run {show(missing.run_id)} is not in this run store ({store_name(store, False)})"
+        ) from None
+
+
+def download_name(run: dict[str, Any]) -> str:
+    """A stored trace's download name: the run's readable tag, as a Profile download's, and
+    the start of its id (`naive_1_4_256_64_float32_causal_cpu_3steps_1a2b3c4d.json.gz`).
+    Only letters, digits, `.`, `_` and `-` (an imported row's text never makes a path)."""
+    from profiling.workload.spec import shape_tag  # torch: the page's, never the CLI's or worker's
+
+    try:
+        tag = f"{run['variant']}_{shape_tag(run, run.get('device_kind') or run['device'])}"
+    except (KeyError, TypeError, ValueError):
+        tag = "run"
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{tag}_{str(run['id'])[:8]}").strip(".-")
+    return f"{safe[:150] or 'run'}.json.gz"
 
 
 def stored_summary(run: dict[str, Any]) -> Summary:
@@ -126,7 +180,8 @@ def compare_view(runs: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def compare_runs(store: Store, raw: Any) -> pd.DataFrame:
-    return compare_view([query.get_run(store, run_id) for run_id in picked_ids(raw, 2)])
+    picked = picked_ids(raw, 2, to="to compare")
+    return compare_view([stored_run(store, run_id) for run_id in picked])
 
 
 # -- Diff of two stored runs --------------------------------------------------------------------
@@ -150,17 +205,72 @@ def run_label(run: dict[str, Any]) -> str:
     return f"{run['variant']} · {run['id'][:6]}"
 
 
+def diff_inputs(store: Store, raw: Any) -> tuple[Path, Path, str, str]:
+    """The two picked runs' kept traces and their labels (a TraceError says why one has none)."""
+    run_a, run_b = (stored_run(store, run_id) for run_id in picked_ids(raw, 2, 2, "to diff"))
+    paths = stored_trace(store, run_a), stored_trace(store, run_b)
+    return (*paths, run_label(run_a), run_label(run_b))
+
+
 def diff_runs(store: Store, raw: Any) -> DiffPage:
-    """The Diff view of two stored runs, from their kept traces."""
-    run_a, run_b = (query.get_run(store, run_id) for run_id in picked_ids(raw, 2, 2))
-    label_a, label_b = run_label(run_a), run_label(run_b)
-    return diff_page(stored_trace(store, run_a), stored_trace(store, run_b), label_a, label_b)
+    """The Diff view of two stored runs, from their kept traces, read here (the CLI's)."""
+    return diff_page(*diff_inputs(store, raw))
+
+
+def diff_stored(path_a: str, path_b: str, label_a: str, label_b: str) -> DiffPage:
+    """The upload worker's task for the page: two stored traces read as uploads are."""
+    return diff_page(load_upload(path_a, "A"), load_upload(path_b, "B"), label_a, label_b)
+
+
+# -- a stored trace read for a reopened run, in the upload worker -------------------------------
+@dataclass
+class PhaseKernels:
+    kernels: pd.DataFrame
+
+
+@dataclass
+class TraceFigures:
+    """What a reopened run's Profile view reads of its trace (a RunTrace's launch statistics,
+    roles, Gantt and kernel tables), made in the upload worker: plain data, so the server never
+    holds the stored trace, and the figures are the ones profiling.run.trace makes of it."""
+
+    kernels: pd.DataFrame
+    launch: LaunchStats
+    role_table: pd.DataFrame
+    figure: FigureSpec
+    phases: dict[str, PhaseKernels]
+
+    def launch_stats(self) -> LaunchStats:
+        return self.launch
+
+    def roles(self) -> pd.DataFrame:
+        return self.role_table
+
+    def gantt(self, title: str | None = None) -> FigureSpec:
+        """Built in the worker, with the run's title (stored_trace_figures's)."""
+        return self.figure
+
+
+def stored_trace_figures(path: str, mode: str, title: str) -> TraceFigures:
+    """The upload worker's task: a stored trace checked and read under an upload's limits (its
+    size on disk, its size expanded, the worker's memory and time), by the reader its run used."""
+    if mode not in MODE_PHASES:
+        raise TraceError(f"the stored run's mode {show(mode)} is not one this app knows")
+    size = upload_stat(path, "the stored trace", "the stored trace is missing").st_size
+    if size > views_shared.TRACE_MAX_UPLOAD_BYTES:
+        limit = size_text(views_shared.TRACE_MAX_UPLOAD_BYTES)
+        raise TraceError(f"the stored trace is {size_text(size)}; the limit is {limit}")
+    trace = run_trace.read(path, measured_span(mode), MODE_PHASES[mode],
+                           max_bytes=views_shared.TRACE_MAX_EXPANDED_BYTES)  # fmt: skip
+    phases = {name: PhaseKernels(phase.kernels) for name, phase in trace.phases.items()}
+    return TraceFigures(trace.kernels, trace.launch_stats(), trace.roles(), trace.gantt(title),
+                        phases)  # fmt: skip
 
 
 # -- one workload over time ---------------------------------------------------------------------
 def trend_table(store: Store, run_id: Any) -> pd.DataFrame:
     """The trend of the workload of `run_id` on its device (store.trend's rule applied)."""
-    return trend(query.workload_runs(store, query.get_run(store, run_id)))
+    return trend(query.workload_runs(store, stored_run(store, run_id)))
 
 
 def trend_figure(points: pd.DataFrame, title: str) -> FigureSpec:
@@ -189,7 +299,7 @@ def trend_figure(points: pd.DataFrame, title: str) -> FigureSpec:
 
 def trend_note(points: pd.DataFrame) -> str:
     flagged = points.loc[points["regression"], "id"].tolist()
-    said = (f"**Regressions:** {', '.join(f'`{i}`' for i in flagged)}." if flagged
+    said = (f"**Regressions:** {', '.join(id_markdown(i) for i in flagged)}." if flagged
             else "No regression.")  # fmt: skip
     return f"{len(points)} runs of this workload on this device. {said}\n\n*Rule:* {RULE}"
 

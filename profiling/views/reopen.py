@@ -3,8 +3,10 @@ everything the trace holds (Gantt, kernel and role tables, launch block) from it
 read by the same reader a run uses (profiling.run.trace), so the figures are the run's own.
 
 A run whose trace was pruned (the store's size cap) still shows its stored summary and tables,
-and says the trace is gone. Pure (no gradio); it imports views_profile, whose variant labels
-need the `attention` registry, so the page (which has it loaded already) is its caller.
+and says the trace is gone. The trace is read in the upload worker, under an upload's limits
+(profiling.views.upload_worker; a store may be imported: its traces are a stranger's bytes).
+No gradio; it imports views_profile, whose variant labels need the `attention` registry, so
+the page (which has it loaded already) is its caller.
 """
 
 from __future__ import annotations
@@ -16,15 +18,23 @@ from typing import Any
 import pandas as pd
 
 from profiling.analysis.summary import Summary
-from profiling.run import trace as run_trace
 from profiling.store import Store, query
 from profiling.trace.events import TraceError
 from profiling.views import profile as views_profile
-from profiling.views.history import stored_summary, stored_trace
+from profiling.views import upload_worker
+from profiling.views.diff import escape_markdown
+from profiling.views.history import (
+    TraceFigures,
+    download_name,
+    id_markdown,
+    stored_run,
+    stored_summary,
+    stored_trace,
+    when,
+)
 from profiling.views.shared import escaped, kernel_view, role_view, roofline_view
 from profiling.views.text.summary import unit
 from profiling.views.timing import timing_html
-from profiling.vocabulary import MODE_PHASES, measured_span
 
 
 @dataclass
@@ -35,7 +45,7 @@ class StoredResult:
     summary: Summary
     operators: pd.DataFrame
     kernels: pd.DataFrame
-    trace: run_trace.RunTrace
+    trace: TraceFigures
     trace_gz: Path
     trace_json: Path | None = None
     table_txt: Path | None = None
@@ -44,39 +54,44 @@ class StoredResult:
     memory_timeline: Any = None
 
 
-def reopened(store: Store, run_id: Any) -> tuple[views_profile.Page, str]:
-    """(the run's Profile page, a note on where it came from) for `?run=<id>`."""
-    run = query.get_run(store, run_id)
+@dataclass
+class Reopened:
+    """A stored run as the History tab shows it."""
+
+    page: views_profile.Page
+    origin: str  # where it came from (Markdown)
+    trace: Path | None  # its kept trace (None: it did not run, or the trace was pruned)
+    download_name: str  # the name the trace is served under: the run's readable tag
+
+
+def reopened(store: Store, run_id: Any) -> Reopened:
+    """A run's Profile view for `?run=<id>`, its origin, and its trace to download."""
+    run = stored_run(store, run_id)
     summary = stored_summary(run)
     tables = query.children(store, run["id"])
     try:
         trace_file = stored_trace(store, run)
     except TraceError as gone:
-        return _without_trace(summary, tables), f"{_origin(run)} {gone}"
-    mode = summary.mode
-    trace = run_trace.read(trace_file, measured_span(mode), MODE_PHASES[mode])
+        origin = f"{_origin(run)} {escape_markdown(str(gone))}"
+        return Reopened(_without_trace(summary, tables), origin, None, download_name(run))
+    figures = upload_worker.run_upload(
+        "stored", str(trace_file), summary.mode, views_profile.run_title(summary)
+    )
     result = StoredResult(
-        config=run, summary=summary, operators=tables["operators"], kernels=trace.kernels,
-        trace=trace, trace_gz=trace_file,
+        config=run, summary=summary, operators=tables["operators"], kernels=figures.kernels,
+        trace=figures, trace_gz=trace_file,
     )  # fmt: skip
-    roofline = tables["roofline"]
-    return views_profile.page(result, roofline=roofline), _origin(run)
-
-
-def kept_trace(store: Store, run_id: Any) -> Path | None:
-    """The run's kept trace file (None when it did not run or its trace was pruned)."""
-    try:
-        return stored_trace(store, query.get_run(store, run_id))
-    except TraceError:
-        return None
+    page = views_profile.page(result, roofline=tables["roofline"])
+    return Reopened(page, _origin(run), trace_file, download_name(run))
 
 
 def _origin(run: dict[str, Any]) -> str:
-    from profiling.views.history import when
-
+    """Markdown: every value from the row escaped (an imported store's text is a stranger's)."""
+    said = [run["kind"], run["origin"], run["device_name"] or run["device"]]
+    where = ", ".join(escape_markdown(str(x)) for x in said)
     return (
-        f"Run `{run['id']}` from {when(run['created'])} UTC ({run['kind']}, {run['origin']}, "
-        f"{run['device_name'] or run['device']}), reopened from the store."
+        f"Run {id_markdown(run['id'])} from {when(run['created'])} UTC ({where}), "
+        "reopened from the store."
     )
 
 

@@ -89,6 +89,14 @@ GENERIC_ERROR = (
 )
 
 
+def generic_error(doing: str = "profiling") -> str:
+    """The message of an unexpected error, in the words of what was being done ("opening the
+    run", "listing the stored runs"): History and the uploads are not profiles."""
+    if doing == "profiling":
+        return GENERIC_ERROR
+    return f"Something unexpected went wrong while {doing}; it has been logged. Try again."
+
+
 def before_run_note(button: str, results: str) -> str:
     """A tab's line before its first run: why its results are empty and its download disabled."""
     return (

@@ -74,6 +74,9 @@ LONG_READ_NICENESS = 19
 TASKS: dict[str, tuple[str, str]] = {  # what a worker may be asked to do: module, function
     "analyze": ("profiling.views.analyze", "analyze_page"),
     "diff": ("profiling.views.diff", "diff_upload_page"),
+    # a stored trace (History) is a stranger's bytes too: a store may have been imported
+    "stored": ("profiling.views.history", "stored_trace_figures"),
+    "stored_diff": ("profiling.views.history", "diff_stored"),
 }
 USER_ERRORS: dict[str, type[Exception]] = {"TraceError": TraceError, "ConfigError": ConfigError}
 # The server's upload limits travel with each task, so the server alone decides them.

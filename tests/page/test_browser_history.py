@@ -83,3 +83,48 @@ def test_history_reopens_diffs_compares_and_trends(browser, url, runs, tmp_path)
     shot = full_page_shot(page, "screenshot-history-cpu.png", tmp_path)
     assert shot.stat().st_size > 20_000
     page.context.close()
+
+
+# the History panels' red "Error" badges that are on screen (Gradio's status tracker puts one on
+# each output of an event that failed)
+BADGES = """() => [...document.querySelectorAll('[id^="history-"] .error')]
+  .filter((e) => e.offsetParent !== null && e.textContent.trim() === 'Error')
+  .map((e) => e.closest('[id^="history-"]').id)"""
+
+
+def _no_badges(page) -> None:
+    page.wait_for_timeout(800)  # the failure's follow-up, then the trackers settle
+    assert page.evaluate(BADGES) == []
+
+
+def test_history_says_what_is_wrong_once_without_badges(browser, url, runs, tmp_path):
+    """Issue 42, item 2, and issue 40: a bad permalink says why in the Run panel; Open with two
+    picks and Trend with two picks say "pick one run" in the toast, and no panel keeps a red
+    badge (the rule's text stays readable); a hostile id is shown as text, not markup."""
+    expect = sync_api.expect
+    first, second, _ = runs
+    page = open_page(browser, f"{url}?run=no-such-run")
+    origin = page.locator("#history-origin")
+    expect(origin).to_contain_text("Run not opened", timeout=TIMEOUT_MS)
+    expect(origin).to_contain_text("is not in this run store (runs.sqlite)")
+    expect(page.locator("#history-runs")).to_contain_text(first[:8])
+    _no_badges(page)
+
+    page.fill("#history-picked textarea", f"{first} {second}")
+    page.click("#history-open-button")
+    toast = page.get_by_test_id("toast-text")
+    expect(toast.last).to_contain_text("pick one run to open (got 2)")
+    _no_badges(page)
+    page.click("#history-trend-button")
+    expect(toast.last).to_contain_text("pick one run to draw its workload's trend (got 2)")
+    expect(page.locator("#history-trend-note")).to_contain_text("Regression rule")
+    _no_badges(page)
+    shot = full_page_shot(page, "history-two-picks.png", tmp_path)
+
+    page.fill("#history-picked textarea", "<b>bold</b><img/src=x>")
+    page.click("#history-open-button")
+    expect(toast.last).to_contain_text("<b>bold</b><img/src=x>")  # the characters, as text
+    assert page.locator("[data-testid='toast-text'] b, [data-testid='toast-text'] img").count() == 0
+    _no_badges(page)
+    assert shot.stat().st_size > 20_000
+    page.context.close()

@@ -1,0 +1,85 @@
+"""Issue 40: ATTNPROF_RAY_ADDRESS set to a cluster that does not answer. It showed its internal
+address to visitors and held the device worker ~22 s a click (ray.init's retries: two minutes
+for an address that drops packets). Now it is checked once when the app starts, said once in
+the log, and the app's jobs run here without waiting on it; no visitor's message names it."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+import pytest
+
+from profiling.jobs import executor
+
+SHAPE = dict(seq_len=64, dtype="float32", batch=1, heads=2, head_dim=16, causal=True)
+
+
+@pytest.fixture
+def fresh_app_state(monkeypatch):
+    """The app's executor and its one check, as in a process that has just started."""
+    monkeypatch.setattr(executor, "_APP_EXECUTOR", [])
+    monkeypatch.setattr(executor, "_APP_RAY", {})
+
+
+def _closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("where", ["refused", "silent"])
+def test_an_unreachable_cluster_is_checked_once_and_logged_once(
+    where, fresh_app_state, monkeypatch, caplog
+):
+    """Refused (a closed local port) and silent (TEST-NET-1, RFC 5737: packets go nowhere):
+    each answered within the check's few seconds, never ray.init's minutes."""
+    address = f"127.0.0.1:{_closed_port()}" if where == "refused" else "192.0.2.1:6379"
+    monkeypatch.setenv(executor.RAY_ADDRESS_ENV, address)
+    began = time.monotonic()
+    with caplog.at_level(logging.ERROR, logger=executor.__name__):
+        assert executor.check_app_ray()  # the app's start
+        for _ in range(3):  # three clicks: no check again, nothing more in the log
+            assert executor.app_executor() is None
+            assert executor.check_app_ray()
+    assert time.monotonic() - began < executor.RAY_CHECK_SECONDS + 2
+    said = [r.getMessage() for r in caplog.records if r.name == executor.__name__]
+    assert len(said) == 1 and address in said[0] and "run on this machine" in said[0]
+
+
+def test_the_apps_compare_runs_here_and_names_no_address(fresh_app_state, monkeypatch):
+    """Through the page's Compare handler (real CPU runs): nothing waits on the cluster, and
+    nothing the visitor gets names it."""
+    from profiling.page import compare_tab
+
+    address = f"127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv(executor.RAY_ADDRESS_ENV, address)
+    executor.check_app_ray()
+    began = time.monotonic()
+    shown = compare_tab.compare(["naive", "sdpa-math"], **SHAPE, progress=lambda *a, **k: None)
+    assert time.monotonic() - began < 60
+    text = " ".join(str(part) for part in shown)
+    assert address not in text and "ok" in text
+
+
+def test_a_failed_join_is_said_without_the_address(monkeypatch, caplog):
+    """The app's executor after its start check passed, when ray.init still fails (a port that
+    answers but is no Ray cluster; Ray's own failure is replaced here to keep this quick: the
+    test is of our message, the real join is tests/jobs/test_ray_cluster.py's)."""
+    pytest.importorskip("ray")
+    from profiling.jobs import ray as on_ray
+
+    def refused(*args, **kwargs):
+        raise ConnectionError("Failed to connect to GCS at address 10.1.2.3:6379")
+
+    monkeypatch.setattr(on_ray.ray, "init", refused)
+    monkeypatch.setattr(on_ray.ray, "is_initialized", lambda: False)
+    app_side = executor.executor_for("10.1.2.3:6379", public=True)
+    with caplog.at_level(logging.ERROR), pytest.raises(executor.ConfigError) as error:
+        app_side._connect()
+    assert "10.1.2.3" not in str(error.value) and "server's log" in str(error.value)
+    assert app_side.failed and any("10.1.2.3" in r.getMessage() for r in caplog.records)
+    with pytest.raises(executor.ConfigError, match=r"10\.1\.2\.3"):  # the CLI's own --ray address
+        executor.executor_for("10.1.2.3:6379")._connect()
