@@ -62,10 +62,15 @@ UNKNOWN = " (no known role)"  # a role table's key for a kernel without a role: 
 _NAME_RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^Memcpy|memcpy", re.I), COPY),
     (re.compile(r"^Memset|memset", re.I), WORKSPACE),
-    (re.compile(r"splitkv_combine|decode_combine"), COMBINE),
-    (re.compile(r"dot_do_o|bwd_preprocess|triton_per_fused_flex_attention_backward"), PREPROCESS),
-    (re.compile(r"flash_bwd|convert_dq|fmha_cutlassB|bprop|flex_attention_backward"), GRADIENTS),
-]
+    (re.compile(r"splitkv_combine|decode_combine|FlashAttnFwdCombine"), COMBINE),
+    (re.compile(
+        r"dot_do_o|bwd_preprocess|triton_per_fused_flex_attention_backward|FlashAttnBwdPreprocess"
+        r"|FmhaBwdOGradDot"
+    ), PREPROCESS),
+    (re.compile(
+        r"flash_bwd|convert_dq|fmha_cutlassB|bprop|flex_attention_backward|FlashAttnBwd|FmhaBwd"
+    ), GRADIENTS),
+]  # fmt: skip
 # Inductor's fused kernels name the ops they fuse (`triton_per_fused__softmax_masked_fill_mul`)
 _INDUCTOR = re.compile(r"^triton_[a-z]+_fused_(?P<ops>\w+?)(?:_\d+)?$")
 _INDUCTOR_RULES: list[tuple[re.Pattern[str], str]] = [
