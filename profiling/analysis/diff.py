@@ -131,7 +131,23 @@ def labelled(table: pd.DataFrame, label_a: str | None = None, label_b: str | Non
     }
     out = table.rename(columns=names)
     out["where"] = out["where"].map({"both": "both", "a": f"only {la}", "b": f"only {lb}"})
+    if "kernel" in table.columns:  # one kernel, two instantiations: said, not left to guess
+        twins, side = template_twins(table), table["where"].to_numpy()
+        out.loc[twins & (side == "a"), "where"] = f"only {la} ({lb} runs it with {OTHER_ARGS})"
+        out.loc[twins & (side == "b"), "where"] = f"only {lb} ({la} runs it with {OTHER_ARGS})"
     return out
+
+
+OTHER_ARGS = "other template arguments"
+
+
+def template_twins(kernels: pd.DataFrame) -> np.ndarray:
+    """Kernel rows on one side only whose short name a row on the other side only shares: the
+    same kernel instantiated with other template arguments (`…cta_per_row_1<float, …>` in A,
+    `…<c10::Half, …>` in B), which would otherwise read as one kernel dropped, another added."""
+    one_sided = kernels["where"] != "both"
+    sides = kernels.loc[one_sided].groupby("kernel", sort=False)["where"].nunique()
+    return (one_sided & kernels["kernel"].isin(sides.index[sides > 1])).to_numpy()
 
 
 def _kernel_totals(trace: Trace, win: pd.DataFrame, per: int) -> pd.DataFrame:

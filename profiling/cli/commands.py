@@ -191,9 +191,8 @@ def diff_command(args: argparse.Namespace) -> int:
     print(printed_table(labelled(operators).head(args.top), args.markdown))
     roles = role_diff(trace_a, trace_b)
     if not roles.empty:
-        unit = f" {unit_a}" if unit_a == unit_b else ""
         print("\n== by role in attention ==")
-        print("\n".join(role_lines(roles, (label_a, label_b), unit)))
+        print("\n".join(role_lines(roles, (label_a, label_b), (f" {unit_a}", f" {unit_b}"))))
         print(printed_table(role_diff_view(roles, label_a, label_b).head(args.top), args.markdown))
     return 0
 
