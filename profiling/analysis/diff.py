@@ -30,6 +30,7 @@ from profiling.analysis.summary import (
     work_rows,
 )
 from profiling.kernels.names import classify, short_name
+from profiling.text_tables import counted
 from profiling.trace.model import Trace, load
 from profiling.trace.query import operator_rows, own_calls
 from profiling.vocabulary import ALL_THREADS, BACKWARD, FORWARD, STEP
@@ -108,10 +109,10 @@ def windows(trace: Trace) -> tuple[pd.DataFrame, str, str]:
     for name, unit in ((STEP, "per step"), (FORWARD, "per forward"), (BACKWARD, "per backward")):
         found = forward_spans(trace, name)
         if not found.empty:
-            return found, f"{len(found)} {name} spans", unit
+            return found, counted(len(found), f"{name} span"), unit
     steps = trace.steps()
     if not steps.empty:
-        return steps, f"{len(steps)} ProfilerSteps (no attn_fwd spans)", "per step"
+        return steps, f"{counted(len(steps), 'ProfilerStep')} (no attn_fwd spans)", "per step"
     return steps, "the whole trace (no attn_fwd or ProfilerStep spans)", "in the whole trace"
 
 

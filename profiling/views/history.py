@@ -74,9 +74,16 @@ def picked_ids(raw: Any, at_least: int, at_most: int = MAX_COMPARED) -> list[str
         raise ConfigError(f"runs are given as run ids (text), not {show(raw)}")
     ids = list(dict.fromkeys(x.strip() for x in raw if x.strip()))
     if not at_least <= len(ids) <= at_most:
-        wanted = f"exactly {at_least}" if at_least == at_most else f"{at_least}–{at_most}"
-        raise ConfigError(f"pick {wanted} different runs (got {len(ids)})")
+        raise ConfigError(f"pick {_runs_wanted(at_least, at_most)} (got {len(ids)})")
     return ids
+
+
+def _runs_wanted(at_least: int, at_most: int) -> str:
+    """'one run', 'exactly 2 different runs', '2–8 different runs'."""
+    if at_least == at_most == 1:
+        return "one run"
+    wanted = f"exactly {at_least}" if at_least == at_most else f"{at_least}–{at_most}"
+    return f"{wanted} different runs"
 
 
 def stored_summary(run: dict[str, Any]) -> Summary:
