@@ -252,7 +252,7 @@ def table(
     laid_out = columns._asdict() if columns else {}
     chosen = {**defaults, **laid_out, **options}
     if not chosen.get("headers"):  # Gradio's placeholder headers read "1 2 3" before a run
-        chosen |= {"headers": [NOTHING_YET], "col_count": (1, "dynamic")}
+        chosen |= {"headers": [NOTHING_YET], "column_count": (1, "dynamic")}
     return gr.Dataframe(label=label, elem_id=elem_id, **chosen)
 
 
