@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -43,10 +44,8 @@ from profiling.vocabulary import BACKWARD, FORWARD, L2_FLUSH, STEP
 QK, PV, MATMUL = "QKᵀ", "PV", "matmul"
 SCALE, MASK, SOFTMAX, COPY, CAST = "scale", "mask", "softmax", "copy", "cast/upcast"
 FUSED_FORWARD, PREPROCESS, GRADIENTS = (
-    "fused attention forward",
-    "backward pre-processing",
-    "dQ/dK/dV",
-)
+    "fused attention forward", "backward pre-processing", "dQ/dK/dV",
+)  # fmt: skip
 COMBINE, WORKSPACE = "split-KV combine", "workspace"
 FLUSH = "L2 flush (cold-l2 timing, not attention)"
 ROLES = (QK, SCALE, MASK, SOFTMAX, PV, MATMUL, COPY, CAST, FUSED_FORWARD, PREPROCESS,
@@ -132,8 +131,10 @@ class Chain:
     dims: tuple[Any, ...] = ()  # each op's recorded "Input Dims" (None without record_shapes)
 
 
+@lru_cache(maxsize=65536)
 def name_role(name: str) -> str | None:
-    """The role a kernel's name alone decides, or None when its launcher must say."""
+    """The role a kernel's name alone decides, or None when its launcher must say (cached: many
+    signatures share a name, and CK's names run to kilobytes: issue 42, docs/performance.md)."""
     for pattern, role in _NAME_RULES:
         if pattern.search(name):
             return role
