@@ -264,7 +264,7 @@ def _no_kernels(device_name: str, dtype: str) -> FigureSpec:
     layout: dict[str, Any] = {
         "title": {"text": f"Roofline · {device_name or 'unknown device'} · "
                           f"{dtype or 'dtype not recorded'}"},
-        "xaxis": hidden, "yaxis": hidden, "height": 220,
+        "xaxis": hidden, "yaxis": hidden, "height": 220, "plot_bgcolor": "rgba(0,0,0,0)",
         "annotations": [{"text": NO_KERNELS, "xref": "paper", "yref": "paper", "x": 0.5,
                          "y": 0.5, "showarrow": False, "font": {"size": 14}}],
     }  # fmt: skip
