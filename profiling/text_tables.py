@@ -81,3 +81,9 @@ def shape_text(shape: Mapping[str, Any]) -> str:
         f"B{shape['batch']} {heads}{queries}{length} D{shape['head_dim']} {shape['dtype']} "
         f"{mask}{window}{mode}"
     )
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """'1 ProfilerStep', '3 ProfilerSteps', '1 attn_fwd span': a count with its noun agreeing
+    (`plural` where adding an s is wrong)."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"

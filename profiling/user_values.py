@@ -131,4 +131,4 @@ def _whole_or_unset(name: str, value: Any, limits: tuple[int, int], optional: bo
     except ConfigError as error:
         if not optional:
             raise
-        raise ConfigError(f"{error}; leave {name} empty (None) for not set") from None
+        raise ConfigError(f"{error}; leave {name} empty if not needed") from None

@@ -33,7 +33,7 @@ from profiling.analysis.summary import (
 from profiling.kernels.chains import table_spans
 from profiling.kernels.names import kernel_table, with_reading
 from profiling.kernels.roles import KernelSpans, role_table
-from profiling.text_tables import count_text
+from profiling.text_tables import count_text, counted
 from profiling.trace.device import UNKNOWN, describe
 from profiling.trace.events import EventArgs, TraceError, span_args, step_number
 from profiling.trace.model import Trace, load
@@ -106,7 +106,8 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
         operators = beside.submit(operator_table, trace)
         dtype = beside.submit(recorded_dtype, trace)
         scope, (per, unit), spans, kernels = _kernel_views(trace)
-        device = str(trace.device_properties[0].get("name", "")) if trace.device_properties else ""
+        used = trace.devices_ran_on
+        device = str(used[0].get("name", "")) if used else ""
         roofline = phases_roofline(
             {"trace": spans},
             None,
@@ -138,7 +139,7 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
         dtype=views[3],
         spans=trace.spans,
         lanes=list(trace.lanes),
-        device_properties=trace.device_properties,
+        device_properties=used,
         n_events=trace.n_events,
         n_spans=len(trace.spans),
         skipped=trace.skipped,
@@ -156,7 +157,7 @@ def _kernel_views(trace: Trace) -> tuple[str, tuple[int, str], KernelSpans, pd.D
     forwards = forward_spans(trace)
     if not forwards.empty and not (work := launched_within(trace, forwards)).empty:
         per = (len(forwards), "forward")
-        scope = f"per forward: GPU work launched in the {len(forwards)} attn_fwd spans"
+        scope = f"per forward: GPU work launched in the {counted(len(forwards), 'attn_fwd span')}"
     else:
         work, per = gpu_work(trace), (1, "trace")
         scope = "all GPU work in the trace (no attn_fwd spans), totals not per forward"

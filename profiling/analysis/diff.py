@@ -30,6 +30,7 @@ from profiling.analysis.summary import (
     work_rows,
 )
 from profiling.kernels.names import classify, short_name
+from profiling.text_tables import counted
 from profiling.trace.model import Trace, load
 from profiling.trace.query import operator_rows, own_calls
 from profiling.vocabulary import ALL_THREADS, BACKWARD, FORWARD, STEP
@@ -108,10 +109,10 @@ def windows(trace: Trace) -> tuple[pd.DataFrame, str, str]:
     for name, unit in ((STEP, "per step"), (FORWARD, "per forward"), (BACKWARD, "per backward")):
         found = forward_spans(trace, name)
         if not found.empty:
-            return found, f"{len(found)} {name} spans", unit
+            return found, counted(len(found), f"{name} span"), unit
     steps = trace.steps()
     if not steps.empty:
-        return steps, f"{len(steps)} ProfilerSteps (no attn_fwd spans)", "per step"
+        return steps, f"{counted(len(steps), 'ProfilerStep')} (no attn_fwd spans)", "per step"
     return steps, "the whole trace (no attn_fwd or ProfilerStep spans)", "in the whole trace"
 
 
@@ -131,7 +132,23 @@ def labelled(table: pd.DataFrame, label_a: str | None = None, label_b: str | Non
     }
     out = table.rename(columns=names)
     out["where"] = out["where"].map({"both": "both", "a": f"only {la}", "b": f"only {lb}"})
+    if "kernel" in table.columns:  # one kernel, two instantiations: said, not left to guess
+        twins, side = template_twins(table), table["where"].to_numpy()
+        out.loc[twins & (side == "a"), "where"] = f"only {la} ({lb} runs it with {OTHER_ARGS})"
+        out.loc[twins & (side == "b"), "where"] = f"only {lb} ({la} runs it with {OTHER_ARGS})"
     return out
+
+
+OTHER_ARGS = "other template arguments"
+
+
+def template_twins(kernels: pd.DataFrame) -> np.ndarray:
+    """Kernel rows on one side only whose short name a row on the other side only shares: the
+    same kernel instantiated with other template arguments (`…cta_per_row_1<float, …>` in A,
+    `…<c10::Half, …>` in B), which would otherwise read as one kernel dropped, another added."""
+    one_sided = kernels["where"] != "both"
+    sides = kernels.loc[one_sided].groupby("kernel", sort=False)["where"].nunique()
+    return (one_sided & kernels["kernel"].isin(sides.index[sides > 1])).to_numpy()
 
 
 def _kernel_totals(trace: Trace, win: pd.DataFrame, per: int) -> pd.DataFrame:

@@ -62,6 +62,7 @@ from profiling.analysis.launch_tables import (
 )
 from profiling.analysis.summary import forward_rows, launched_rows, work_rows
 from profiling.kernels.names import short_name
+from profiling.text_tables import counted
 from profiling.trace.events import EPS_US
 from profiling.trace.model import Trace
 from profiling.trace.query import is_in, step_rows, values_at
@@ -231,10 +232,10 @@ def _active_rows(spans: pd.DataFrame) -> tuple[np.ndarray, str]:
     """Positions of `active_windows`, and its words."""
     rows = step_rows(spans)
     if len(rows):
-        return rows, f"GPU work launched in the {len(rows)} active ProfilerSteps"
+        return rows, f"GPU work launched in the {counted(len(rows), 'active ProfilerStep')}"
     rows = forward_rows(spans, FORWARD)
     if len(rows):
-        return rows, f"GPU work launched in the {len(rows)} attn_fwd spans"
+        return rows, f"GPU work launched in the {counted(len(rows), 'attn_fwd span')}"
     return rows, "all GPU work (no ProfilerStep or attn_fwd spans in the trace)"
 
 

@@ -81,11 +81,17 @@ def role_diff(trace_a: Trace, trace_b: Trace) -> pd.DataFrame:
     return table.loc[order, list(ROLE_DIFF_COLUMNS)].reset_index(drop=True)
 
 
-def role_lines(table: pd.DataFrame, labels: Sequence[str], unit: str = "") -> list[str]:
-    """Plain sentences for the roles only one side has: "naive spends 2,984.0 µs on mask;
-    sdpa-flash does it inside its fused kernel", largest first."""
+def role_lines(
+    table: pd.DataFrame, labels: Sequence[str], unit: str | Sequence[str] = ""
+) -> list[str]:
+    """Plain sentences for the roles only one side has: "naive spends 2,984.0 µs per forward on
+    mask; sdpa-flash does it inside its fused kernel", largest first. `unit`: what one side's
+    µs are per (" per forward"), one for both or one per side: a side's figures carry its own
+    unit (a CPU run's per backward, an uploaded trace's per step), never the other's."""
+    units = (unit, unit) if isinstance(unit, str) else tuple(unit)
     lines = []
     for side, other in ((0, 1), (1, 0)):
+        unit = units[side]
         mine, theirs = ("us_a", "us_b")[side], ("us_a", "us_b")[other]
         fused = set(table.loc[table[theirs] > 0, "role"]) & set(FUSED)
         only = table[(table[mine] > 0) & (table[theirs] == 0) & ~table["role"].isin(FUSED)]

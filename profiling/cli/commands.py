@@ -9,6 +9,7 @@ import shutil
 import stat
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from profiling.cli.flags import (
     SUBCOMMANDS,
@@ -32,6 +33,9 @@ from profiling.trace.model import Trace
 from profiling.trace.model import load as load_trace
 from profiling.user_values import ConfigError
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 MARKDOWN_HELP = "print Markdown tables"
 # the Compare table's columns a terminal shows (the zip's glance.csv has them all)
 COMPARE_COLUMNS = [
@@ -40,6 +44,17 @@ COMPARE_COLUMNS = [
     "CPU launch µs/fwd",
 ]  # fmt: skip
 KERNEL_COLUMNS = ["kernel", "category", "count", "total_us", "mean_us", "pct_gpu", "decoded"]
+
+
+def without_empty_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """The columns with at least one value (not empty, not "n/a"): a CPU run's GPU figures do
+    not exist, and the page leaves those columns out too (issue 42: eight empty columns in a
+    CPU compare). A table with no rows keeps its header."""
+    if table.empty:
+        return table
+    text = table.astype(object).where(table.notna(), "").astype(str)
+    empty = text.apply(lambda column: column.str.strip().str.match(r"^(?:n/a\b.*)?$"))
+    return table.loc[:, ~empty.all()]
 
 
 def views_parser() -> argparse.ArgumentParser:
@@ -147,7 +162,7 @@ def compare_command(args: argparse.Namespace) -> int:
     said_kept(keep(compare_runs(result, "cli"), store_of(args)))
     print(f"== compare on {result.device_name} · {shape_text(result.shape)} ==")
     ran = result.glance[result.glance["status"] == "ok"]
-    print(printed_table(ran[COMPARE_COLUMNS], args.markdown))
+    print(printed_table(without_empty_columns(ran[COMPARE_COLUMNS]), args.markdown))
     missing = result.unavailable()
     if not missing.empty:
         print("\nnot run:")
@@ -195,9 +210,8 @@ def diff_command(args: argparse.Namespace) -> int:
     print(printed_table(labelled(operators).head(args.top), args.markdown))
     roles = role_diff(trace_a, trace_b)
     if not roles.empty:
-        unit = f" {unit_a}" if unit_a == unit_b else ""
         print("\n== by role in attention ==")
-        print("\n".join(role_lines(roles, (label_a, label_b), unit)))
+        print("\n".join(role_lines(roles, (label_a, label_b), (f" {unit_a}", f" {unit_b}"))))
         print(printed_table(role_diff_view(roles, label_a, label_b).head(args.top), args.markdown))
     return 0
 

@@ -20,6 +20,10 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
   for a grid that gives every SM a warp is flagged, not printed)
 - what a kernel name means; hints only for our own runs: `profiling/kernels/names.py`
   (`decode(name, own_run=…)`)
+- a kernel's own name: the kernel inside a wrapper (`cutlass::Kernel<…>`, `cutlass::device_kernel
+  <…>`, `ck_tile::kentry<…>`), past a `std::enable_if<…>::type` return type, a generic `kernel`
+  with its namespace (`gemvx::kernel`): `profiling/kernels/demangled.py` (`own_function`), used
+  by `names.own_name` and `names.short_name`
 - a kernel's role in attention (its name, the ops above its launch, their shapes):
   `profiling/kernels/roles.py` (the rules, one kernel at a time); a whole spans table's kernels
   once per signature in `profiling/kernels/chains.py` (`TableKernels`, held equal to the rules by

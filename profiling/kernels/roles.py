@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -43,10 +44,8 @@ from profiling.vocabulary import BACKWARD, FORWARD, L2_FLUSH, STEP
 QK, PV, MATMUL = "QKᵀ", "PV", "matmul"
 SCALE, MASK, SOFTMAX, COPY, CAST = "scale", "mask", "softmax", "copy", "cast/upcast"
 FUSED_FORWARD, PREPROCESS, GRADIENTS = (
-    "fused attention forward",
-    "backward pre-processing",
-    "dQ/dK/dV",
-)
+    "fused attention forward", "backward pre-processing", "dQ/dK/dV",
+)  # fmt: skip
 COMBINE, WORKSPACE = "split-KV combine", "workspace"
 FLUSH = "L2 flush (cold-l2 timing, not attention)"
 ROLES = (QK, SCALE, MASK, SOFTMAX, PV, MATMUL, COPY, CAST, FUSED_FORWARD, PREPROCESS,
@@ -62,10 +61,15 @@ UNKNOWN = " (no known role)"  # a role table's key for a kernel without a role: 
 _NAME_RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^Memcpy|memcpy", re.I), COPY),
     (re.compile(r"^Memset|memset", re.I), WORKSPACE),
-    (re.compile(r"splitkv_combine|decode_combine"), COMBINE),
-    (re.compile(r"dot_do_o|bwd_preprocess|triton_per_fused_flex_attention_backward"), PREPROCESS),
-    (re.compile(r"flash_bwd|convert_dq|fmha_cutlassB|bprop|flex_attention_backward"), GRADIENTS),
-]
+    (re.compile(r"splitkv_combine|decode_combine|FlashAttnFwdCombine"), COMBINE),
+    (re.compile(
+        r"dot_do_o|bwd_preprocess|triton_per_fused_flex_attention_backward|FlashAttnBwdPreprocess"
+        r"|FmhaBwdOGradDot"
+    ), PREPROCESS),
+    (re.compile(
+        r"flash_bwd|convert_dq|fmha_cutlassB|bprop|flex_attention_backward|FlashAttnBwd|FmhaBwd"
+    ), GRADIENTS),
+]  # fmt: skip
 # Inductor's fused kernels name the ops they fuse (`triton_per_fused__softmax_masked_fill_mul`)
 _INDUCTOR = re.compile(r"^triton_[a-z]+_fused_(?P<ops>\w+?)(?:_\d+)?$")
 _INDUCTOR_RULES: list[tuple[re.Pattern[str], str]] = [
@@ -127,8 +131,10 @@ class Chain:
     dims: tuple[Any, ...] = ()  # each op's recorded "Input Dims" (None without record_shapes)
 
 
+@lru_cache(maxsize=65536)
 def name_role(name: str) -> str | None:
-    """The role a kernel's name alone decides, or None when its launcher must say."""
+    """The role a kernel's name alone decides, or None when its launcher must say (cached: many
+    signatures share a name, and CK's names run to kilobytes: issue 42, docs/performance.md)."""
     for pattern, role in _NAME_RULES:
         if pattern.search(name):
             return role

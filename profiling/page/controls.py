@@ -250,7 +250,13 @@ def table(
         buttons=["copy", "fullscreen"],
     )
     laid_out = columns._asdict() if columns else {}
-    return gr.Dataframe(label=label, elem_id=elem_id, **{**defaults, **laid_out, **options})
+    chosen = {**defaults, **laid_out, **options}
+    if not chosen.get("headers"):  # Gradio's placeholder headers read "1 2 3" before a run
+        chosen |= {"headers": [NOTHING_YET], "column_count": (1, "dynamic")}
+    return gr.Dataframe(label=label, elem_id=elem_id, **chosen)
+
+
+NOTHING_YET = "(nothing yet)"  # a table's one header until its first result fills it
 
 
 def kernel_table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:

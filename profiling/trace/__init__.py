@@ -40,5 +40,8 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
   `profiling/trace/nesting.py` (`display_order`, held equal to `np.lexsort` by
   `tests/trace/test_trace.py`)
 - what device a trace ran on (its own `deviceProperties`; `sm_XY` only for NVIDIA, "unknown" where
-  none), and Diff's line when two differ: `profiling/trace/device.py`
+  none), and Diff's line when two differ: `profiling/trace/device.py`; which of a host's devices
+  its GPU work ran on (their ids among the GPU lanes' pids, else all): `Trace.devices_ran_on`
+- the scanner's state logged once per server, not per upload worker (`scan.SAID`, set for the
+  workers by `views/upload_worker._start`)
 """

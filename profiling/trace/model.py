@@ -65,6 +65,18 @@ class Trace:
         return [p for p in props if isinstance(p, dict)] if isinstance(props, list) else []
 
     @property
+    def devices_ran_on(self) -> list[dict[str, Any]]:
+        """The device properties of the GPUs its work ran on (Kineto writes a GPU's work under
+        its id as pid): one of a host's eight where the run used one (issue 42: the summary
+        listed all eight); every recorded device where no pid matches an id."""
+        props = self.device_properties
+        if len(props) < 2:
+            return props
+        gpu = self.spans["pid"][is_in(self.spans["kind"], "gpu")]
+        used = set(map(str, gpu.unique()))
+        return [p for p in props if str(p.get("id")) in used] or props
+
+    @property
     def has_gpu(self) -> bool:
         return bool(is_in(self.spans["kind"], "gpu").any())
 

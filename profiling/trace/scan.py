@@ -149,13 +149,26 @@ def scanner() -> ctypes.CDLL | None:
     return _loaded[0]
 
 
+# Set by a parent that has said its scanner's state ("on" or "off") for the child processes it
+# starts (each upload's worker): a child in the same state says it only at DEBUG, so a server's
+# log has the line once, not once per upload (issue 42: 20 lines after 20 uploads).
+SAID = "ATTNPROF_SCANNER_SAID"
+
+
+def said_for_children() -> dict[str, str]:
+    """The environment entry that tells child processes this scanner's state is said."""
+    return {SAID: "on" if scanner() is not None else "off"}
+
+
 def _say(on: bool) -> None:
     notes = "; ".join(REASON)
+    repeated = os.environ.get(SAID) == ("on" if on else "off")
     if on:
-        _log.log(logging.WARNING if notes else logging.INFO, "C trace scanner on (%s)%s",
+        level = logging.WARNING if notes else logging.INFO
+        _log.log(logging.DEBUG if repeated else level, "C trace scanner on (%s)%s",
                  LOADED_FROM[0], f"; passed over: {notes}" if notes else "")  # fmt: skip
-    elif _turned_off():
-        _log.info("C trace scanner off: %s", notes)
+    elif _turned_off() or repeated:
+        _log.log(logging.DEBUG if repeated else logging.INFO, "C trace scanner off: %s", notes)
     else:
         _log.warning("C trace scanner off, traces read 3–4× slower by msgspec: %s", notes)
 

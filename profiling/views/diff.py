@@ -265,8 +265,8 @@ def diff_page(a: Trace | Path, b: Trace | Path, label_a: str, label_b: str) -> D
     phases = phase_table(a, b)
     by_phase = "" if phases is None else "\n".join(phase_lines(phases, (label_a, label_b))) + "\n\n"
     roles = role_diff(a, b)
-    unit = kernels.attrs.get("units", ("", ""))[0]
-    lines = role_lines(roles, (label_a, label_b), f" {unit}" if unit else "")[:ROLE_LINES]
+    units = [f" {unit}" if unit else "" for unit in kernels.attrs.get("units", ("", ""))]
+    lines = role_lines(roles, (label_a, label_b), units)[:ROLE_LINES]
     by_role = "By role: " + "; ".join(lines) + ".\n\n" if lines else ""
     headline = f"{diff_headline(kernels, operators)}\n\n{by_phase}{by_role}{diff_scopes(kernels)}"
     devices = device_line(a.device_properties, b.device_properties, (label_a, label_b))

@@ -39,7 +39,10 @@ def roofline_spec(
     points: pd.DataFrame, device_name: str, dtype: str, *, own_run: bool = False
 ) -> FigureSpec:
     """The chart for roofline rows (profiling.kernels.roofline.roofline_rows, plus an optional
-    "variant" column). `own_run` adds this app's context to the decoded names."""
+    "variant" column). `own_run` adds this app's context to the decoded names. With no rows
+    at all the chart says why it is empty instead of drawing roofs with nothing under them."""
+    if points.empty:
+        return _no_kernels(device_name, dtype)
     placed = _drawable(points)
     skipped = len(points) - len(placed)
     intensities = placed["intensity"].astype(float).tolist() + _measured_x(placed)
@@ -247,3 +250,22 @@ def _note(
         "text": " · ".join(parts), "xref": "paper", "yref": "paper", "x": 0, "y": 1.06,
         "showarrow": False, "align": "left", "font": {"size": 11},
     }  # fmt: skip
+
+
+NO_KERNELS = (
+    "No roofline: there are no GPU kernels to place on it (a CPU run's work is CPU operators, "
+    "see the operator table)"
+)
+
+
+def _no_kernels(device_name: str, dtype: str) -> FigureSpec:
+    """An empty chart that says why it is empty: no axes, no roofs, one line in its middle."""
+    hidden = {"visible": False}
+    layout: dict[str, Any] = {
+        "title": {"text": f"Roofline · {device_name or 'unknown device'} · "
+                          f"{dtype or 'dtype not recorded'}"},
+        "xaxis": hidden, "yaxis": hidden, "height": 220, "plot_bgcolor": "rgba(0,0,0,0)",
+        "annotations": [{"text": NO_KERNELS, "xref": "paper", "yref": "paper", "x": 0.5,
+                         "y": 0.5, "showarrow": False, "font": {"size": 14}}],
+    }  # fmt: skip
+    return FigureSpec(data=[], layout=layout)

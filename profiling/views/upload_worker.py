@@ -201,11 +201,14 @@ class _Worker:
 
 
 def _start() -> _Worker:
+    from profiling.trace.scan import said_for_children  # the scanner's state, said here once
+
     root = str(Path(__file__).resolve().parents[1])
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
         "MALLOC_ARENA_MAX": "2",  # fewer 64 MiB arenas reserved per thread under RLIMIT_AS
+        **said_for_children(),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "profiling.views.upload_worker"],

@@ -84,7 +84,7 @@ def _window_case(kind: str) -> list[dict]:
 @pytest.mark.parametrize(
     ("kind", "forwards", "scope"),
     [
-        ("forwards in a step", 2, "GPU work launched in the 1 active ProfilerSteps"),
+        ("forwards in a step", 2, "GPU work launched in the 1 active ProfilerStep"),
         ("forwards", 2, "GPU work launched in the 2 attn_fwd spans"),
         ("steps", 2, "GPU work launched in the 2 active ProfilerSteps"),
         ("none", 1, "all GPU work (no ProfilerStep or attn_fwd spans in the trace)"),

@@ -26,7 +26,7 @@ from profiling.kernels.roofline import (
     roofline_rows,
 )
 from profiling.kernels.shapes import args_work, causal_pairs, shape_work
-from profiling.views.roofline_figure import marker_sizes, roofline_spec
+from profiling.views.roofline_figure import log_ticks, marker_sizes, roofline_spec
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 H200 = "NVIDIA H200"
@@ -295,9 +295,12 @@ def test_roofline_figure():
 
 def test_an_empty_rooflines_y_axis_has_a_few_round_ticks():
     """Issue 31: with no kernel and no roof (a CPU run), plotly labelled the axis's one decade
-    every 0.2 and the labels near its top overlapped; on the H200 the axis spans decades."""
-    empty = roofline_spec(_rows().iloc[0:0], "CPU", "float32").layout["yaxis"]
-    assert empty["tickvals"] == [0.5, 1.0, 2.0] and empty["ticktext"] == ["0.5", "1", "2"]
+    every 0.2 and the labels near its top overlapped; on the H200 the axis spans decades.
+    (Issue 42: a chart with no kernel at all now draws no axes and says why.)"""
+    one_decade = log_ticks(1 / 3, 3)  # the range of a chart whose points all sit near 1
+    assert one_decade["tickvals"] == [0.5, 1.0, 2.0] and one_decade["ticktext"] == ["0.5", "1", "2"]
+    empty = roofline_spec(_rows().iloc[0:0], "CPU", "float32").layout
+    assert empty["yaxis"] == {"visible": False} and "No roofline" in empty["annotations"][0]["text"]
     wide = roofline_spec(_rows(), H200, "bfloat16").layout["yaxis"]
     low, high = (10**end for end in wide["range"])
     assert 3 <= len(wide["tickvals"]) <= 10 and low <= min(wide["tickvals"])

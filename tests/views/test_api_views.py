@@ -52,9 +52,12 @@ def test_compare(client):
     glance, note, bars, gantts, zip_path, roles, roofline = client.predict(
         variants=["naive", "sdpa-cudnn"], seq_len=128, **SHAPE, api_name="/compare"
     )
-    assert (
-        roles["headers"][:1] == ["variant"] and plot(roofline)["layout"]["xaxis"]["type"] == "log"
-    )
+    assert roles["headers"][:1] == ["variant"]
+    layout = plot(roofline)["layout"]
+    if app.DEVICE == "cpu":  # no GPU kernels: the chart says why, with no axes (issue 42)
+        assert layout["annotations"][0]["text"].startswith("No roofline: ")
+    else:
+        assert layout["xaxis"]["type"] == "log"
     assert glance["headers"] == views_compare.glance_columns(app.DEVICE)
     rows = {row[0]: dict(zip(glance["headers"], row, strict=True)) for row in glance["data"]}
     assert rows["naive"]["status"] == "ok" and rows["naive"]["CPU µs/fwd"] > 0
