@@ -44,6 +44,19 @@ MODES = [
 ]
 
 
+# Gradio's slider clamps its number box into range when the box loses focus: a batch of -3
+# typed, then Profile clicked, ran with B=1 without a word (issue 42). The page's <head> keeps
+# what was typed (the box's blur stops before Gradio's handler), so the backend refuses it by
+# name (workload.spec.check_typed_ranges) and nothing runs.
+TYPED_AS_IS_HEAD = """<script>
+window.addEventListener('blur', (event) => {
+  const box = event.target;
+  if (box instanceof HTMLInputElement && box.type === 'number' &&
+      box.dataset.testid === 'number-input') event.stopPropagation();
+}, true);
+</script>"""
+
+
 def slider(name: str, prefix: str = "") -> gr.Slider:
     """A shape slider over the page's range for `name`, starting at the page's default."""
     low, high, step = RANGES[name]
