@@ -328,8 +328,8 @@ def check_typed_ranges(raw: Mapping[str, Any], device: str) -> None:
     wider LIMITS, and never clamped (issue 42). What is not a number is left to `from_user`."""
     for name, (low, high, _step) in page_ranges(device).items():
         value = raw.get(name)
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if number and math.isfinite(value) and not low <= value <= high:
+        number = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+        if number and not isinstance(value, bool) and not low <= value <= high:
             raise ConfigError(
                 f"{name} must be between {low} and {high} on this machine, got {show(value)}"
             )
