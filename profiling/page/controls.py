@@ -262,8 +262,12 @@ def table(
         show_search="search",
         buttons=["copy", "fullscreen"],
     )
-    laid_out = columns._asdict() if columns else {}
-    return gr.Dataframe(label=label, elem_id=elem_id, **{**defaults, **laid_out, **options})
+    settings = {**defaults, **(columns._asdict() if columns else {}), **options}
+    if settings.get("headers") and settings.get("column_widths"):  # no header broken in a word
+        settings["column_widths"] = views_shared.fit_header_widths(
+            settings["headers"], settings["column_widths"]
+        )
+    return gr.Dataframe(label=label, elem_id=elem_id, **settings)
 
 
 def kernel_table(label: str, elem_id: str, **options: Any) -> gr.Dataframe:

@@ -10,8 +10,8 @@ from playwright import sync_api
 from benchmarks.gen_public_shapes import SHAPES_DIR
 from tests.page.browser import (  # the helpers, shared
     analyse_upload,
+    full_page_shot,
     open_page,
-    screenshot_path,
 )
 
 pytestmark = pytest.mark.browser
@@ -34,7 +34,6 @@ def test_analyse_of_a_cuda_graph_trace_says_totals_and_counts_a_graph_launch_onc
         sync_api.expect(launch).to_contain_text("56.0 µs per step")
         sync_api.expect(launch).to_contain_text("4 GPU work items, 160.0 µs (21.8%")
         launch.scroll_into_view_if_needed()
-        shot = screenshot_path("screenshot-analyze-cuda-graph.png", tmp_path)
-        page.screenshot(path=str(shot), full_page=True)
+        full_page_shot(page, "screenshot-analyze-cuda-graph.png", tmp_path)
     finally:
         page.context.close()
