@@ -91,8 +91,9 @@ HEADER_LINES = """(table) =>
 
 # Every visible header cell of every table on the page whose longest word is wider than the
 # room the cell gives its text (a word broken across lines: `G/P/U/µ/s`, `St/eps`; a line may
-# end after a hyphen, as "naive-" / "inplace"). The words are measured on a canvas in the header's own font; the room is the text's box, or the cell's
-# content box where the text sits inline.
+# end after a hyphen, as "naive-" / "inplace"). The words are measured on a canvas in the
+# header's own font; the room is the text's box, or the cell's content box where the text sits
+# inline.
 NARROW_HEADERS = """() => {
   const ctx = document.createElement('canvas').getContext('2d');
   const narrow = [];
