@@ -23,7 +23,7 @@ from profiling.page import (
     profile_tab,
     sweep_tab,
 )
-from profiling.page.controls import DEVICE
+from profiling.page.controls import DEVICE, TYPED_AS_IS_HEAD
 from profiling.page.listeners import let_go_on_unload
 from profiling.page.style import CSS
 from profiling.run import runner
@@ -31,7 +31,11 @@ from profiling.views import profile as views_profile
 from profiling.views import shared as views_shared
 from profiling.views import upload_worker
 
-SERVE_OPTIONS: dict[str, Any] = {"max_file_size": views_shared.MAX_FILE_SIZE, "css": CSS}
+SERVE_OPTIONS: dict[str, Any] = {
+    "max_file_size": views_shared.MAX_FILE_SIZE,
+    "css": CSS,
+    "head": TYPED_AS_IS_HEAD,
+}
 INTRO = (
     "# Attention Profiler\n"
     "Pick an attention implementation and a shape, click **Profile**, and see what really "

@@ -34,7 +34,7 @@ from profiling.jobs.files import Progress, job_folder, write_zip
 from profiling.run.runner import RunError, VariantUnavailable, run
 from profiling.text_tables import markdown
 from profiling.workload.availability import error_text
-from profiling.workload.memory import check_memory, estimate_bytes
+from profiling.workload.memory import check_memory, step_estimate_bytes
 from profiling.workload.request import DEFAULT_START, DEFAULT_STOP, doubling
 from profiling.workload.spec import (
     ConfigError,
@@ -47,6 +47,13 @@ from profiling.workload.spec import (
 )
 
 log = logging.getLogger(__name__)
+# what "est. MiB" is (workload/memory.py's step_estimate_bytes), on a CPU and on a GPU; a run
+# is refused on the whole run's estimate (float64 check included), which its reason quotes
+ESTIMATE_NOTE = {
+    False: "the variant's memory model of one step on a CPU, beyond its inputs (see step MiB)",
+    True: "the variant's memory model of the profiled steps on a GPU, inputs included "
+    "(against peak MiB)",
+}
 STEP_PEAK = "step MiB"  # a CPU point: the most one step allocated at once (run/cpu_memory.py)
 SWEEP_COLUMNS = [
     "variant", "seq_len", "status", "GPU µs/fwd", "CPU µs/fwd", "peak MiB", STEP_PEAK,
@@ -171,9 +178,9 @@ def sweep_workloads(
     another, so the rule gives the serial sweep's table."""
     device = resolve_device(workloads[0].device)
     out = job_folder(options.out_dir, "sweep")
-    chains = _chains(workloads, out, check)
+    chains = _chains(workloads, out, check, device)
     answer = run_chains(chains, out, options, _ends_variant, f"{len(workloads)} points done")
-    points, device_name = _points(chains, answer)
+    points, device_name = _points(chains, answer, device)
     result = SweepResult(
         shape={k: v for k, v in workloads[0].shape().items() if k != "seq_len"},
         device=device,
@@ -185,7 +192,7 @@ def sweep_workloads(
         out_dir=out,
         notes=[
             f"time: {'GPU' if device == 'cuda' else 'CPU'} µs per forward",
-            "est. MiB: the memory estimate that refuses a run before anything is allocated",
+            f"est. MiB: {ESTIMATE_NOTE[device == 'cuda']}",
             *([] if device == "cuda" else [STEP_NOTE]),
         ],
     )
@@ -195,12 +202,15 @@ def sweep_workloads(
 
 
 def _chains(
-    workloads: Sequence[Workload], out: Path, check: Callable[[Workload], None] | None
+    workloads: Sequence[Workload],
+    out: Path,
+    check: Callable[[Workload], None] | None,
+    device: str,
 ) -> list[list[PointJob]]:
     """The points as one chain per variant (consecutive workloads of one variant), in order."""
     chains: list[list[PointJob]] = []
     for index, workload in enumerate(workloads):
-        estimate_mib = estimate_bytes(workload) / 1024**2
+        estimate_mib = step_estimate_bytes(workload, device) / 1024**2
         name, seq_len = workload.variant, workload.seq_len
         job = PointJob(
             index=index,
@@ -221,7 +231,9 @@ def _ends_variant(record: tuple[SweepPoint, str | None]) -> bool:
     return record[0].status in ("unavailable", "oom")
 
 
-def _points(chains: list[list[PointJob]], answer: Answer) -> tuple[list[SweepPoint], str]:
+def _points(
+    chains: list[list[PointJob]], answer: Answer, device: str
+) -> tuple[list[SweepPoint], str]:
     """The executor's outcomes as points in the job's order, the unrun ones marked after the
     point that ended their variant; and the device name the last run saw."""
     points: list[SweepPoint] = []
@@ -231,7 +243,7 @@ def _points(chains: list[list[PointJob]], answer: Answer) -> tuple[list[SweepPoi
         for job, outcome in zip(chain, outcomes, strict=True):
             if outcome is None:
                 assert stopped is not None  # only a point that ended the chain leaves one unrun
-                estimate_mib = estimate_bytes(job.workload) / 1024**2
+                estimate_mib = step_estimate_bytes(job.workload, device) / 1024**2
                 points.append(_not_run(stopped, job.workload.seq_len, estimate_mib))
                 continue
             point, ran_on = outcome.value

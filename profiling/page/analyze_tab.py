@@ -101,12 +101,17 @@ def _results() -> list[Any]:
     )
     kernel_note = gr.Markdown("", elem_id="an-kernel-note")
     kernels = kernel_table("GPU kernels, names decoded", "an-kernels")
-    roles = table("Kernels by role in attention", "an-roles", max_height=360)
+    roles = table("Kernels by role", "an-roles", max_height=360)  # "in attention": title_roles
     roofline_plot = gr.Plot(label="Roofline (kernels the trace's shapes or bytes place)",
                             elem_id="an-roofline")  # fmt: skip
     roofline = roofline_table("Roofline per kernel", "an-roofline-table")
     return [summary, launch, operators, kernels, gantt, roles, roofline_plot, roofline,
             kernel_note]  # fmt: skip
+
+
+def title_roles(roles: Any) -> Any:
+    """The role table says "in attention" only of an attention trace's kernels."""
+    return gr.update(label=views_shared.roles_title(roles, "Kernels by role"))
 
 
 def show_kernels(kernels: Any) -> tuple[Any, str]:
@@ -131,5 +136,6 @@ def build() -> None:
         trace_job(analyze), inputs=inputs, outputs=outputs, api_name="analyze", **TRACE_JOB
     )
     clear_on_failure(analysed, [*outputs, kernel_note])
-    kernels = outputs[3]
+    kernels, roles = outputs[3], outputs[5]
     analysed.success(show_kernels, kernels, [kernels, kernel_note], **QUIET)
+    analysed.success(title_roles, roles, roles, **QUIET)

@@ -133,7 +133,9 @@ def _timing_results() -> list[Any]:
 def fit_glance(glance: Any) -> Any:
     """The glance table's widths for the columns it shows (a training run adds eight)."""
     columns = [str(c) for c in getattr(glance, "columns", [])]
-    return gr.update(column_widths=views_compare.glance_widths(DEVICE, columns or None))
+    widths = views_compare.glance_widths(DEVICE, columns or None)
+    shown = columns or views_compare.glance_columns(DEVICE)
+    return gr.update(column_widths=views_shared.fit_header_widths(shown, widths))
 
 
 def show_roles(roles: Any) -> tuple[Any, str]:

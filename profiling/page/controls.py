@@ -44,6 +44,19 @@ MODES = [
 ]
 
 
+# Gradio's slider clamps its number box into range when the box loses focus: a batch of -3
+# typed, then Profile clicked, ran with B=1 without a word (issue 42). The page's <head> keeps
+# what was typed (the box's blur stops before Gradio's handler), so the backend refuses it by
+# name (workload.spec.check_typed_ranges) and nothing runs.
+TYPED_AS_IS_HEAD = """<script>
+window.addEventListener('blur', (event) => {
+  const box = event.target;
+  if (box instanceof HTMLInputElement && box.type === 'number' &&
+      box.dataset.testid === 'number-input') event.stopPropagation();
+}, true);
+</script>"""
+
+
 def slider(name: str, prefix: str = "") -> gr.Slider:
     """A shape slider over the page's range for `name`, starting at the page's default."""
     low, high, step = RANGES[name]
@@ -249,11 +262,14 @@ def table(
         show_search="search",
         buttons=["copy", "fullscreen"],
     )
-    laid_out = columns._asdict() if columns else {}
-    chosen = {**defaults, **laid_out, **options}
-    if not chosen.get("headers"):  # Gradio's placeholder headers read "1 2 3" before a run
-        chosen |= {"headers": [NOTHING_YET], "column_count": (1, "dynamic")}
-    return gr.Dataframe(label=label, elem_id=elem_id, **chosen)
+    settings = {**defaults, **(columns._asdict() if columns else {}), **options}
+    if settings.get("headers") and settings.get("column_widths"):  # no header broken in a word
+        settings["column_widths"] = views_shared.fit_header_widths(
+            settings["headers"], settings["column_widths"]
+        )
+    if not settings.get("headers"):  # Gradio's placeholder headers read "1 2 3" before a run
+        settings |= {"headers": [NOTHING_YET], "column_count": (1, "dynamic")}
+    return gr.Dataframe(label=label, elem_id=elem_id, **settings)
 
 
 NOTHING_YET = "(nothing yet)"  # a table's one header until its first result fills it

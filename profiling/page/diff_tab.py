@@ -15,14 +15,15 @@ from profiling.page.controls import table
 from profiling.page.errors import guarded
 from profiling.page.listeners import QUIET, TRACE_JOB, trace_job
 from profiling.views import diff as views_diff
+from profiling.views import shared as views_shared
 from profiling.views import upload_worker
 
-# (label, elem_id, datatypes, column widths) of the kernel and the operator delta tables
+# (label, elem_id, datatypes) of the kernel and the operator delta tables; their widths come
+# from their content (the headers carry the labels: shares of the page broke "in_place")
 DELTA_TABLES = (
-    ("Kernels: per name, per window", "kernel-delta", views_diff.KERNEL_DIFF_TYPES,
-     views_diff.KERNEL_DIFF_WIDTHS),
+    ("Kernels: per name, per window", "kernel-delta", views_diff.KERNEL_DIFF_TYPES),
     ("Operators (cpu_op spans): per name, per window", "operator-delta",
-     views_diff.OPERATOR_DIFF_TYPES, views_diff.OPERATOR_DIFF_WIDTHS),
+     views_diff.OPERATOR_DIFF_TYPES),
 )  # fmt: skip
 
 
@@ -82,10 +83,10 @@ def _results() -> tuple[list[Any], list[Any]]:
     headline = gr.Markdown("", elem_id="diff-headline")
     no_kernels = gr.Markdown("", visible=False, elem_id="diff-no-kernels")
     kernels, operators = [
-        table(label, elem_id, datatype=types, column_widths=widths, max_chars=80)
-        for label, elem_id, types, widths in DELTA_TABLES
+        table(label, elem_id, datatype=types, max_chars=80)
+        for label, elem_id, types in DELTA_TABLES
     ]
-    roles = table("By role in attention (µs per window)", "diff-roles", max_chars=80)
+    roles = table("By role (µs per window)", "diff-roles", max_chars=80)  # see title_roles
     return [headline_text, kernels, operators, roles], [headline, kernels, no_kernels]
 
 
@@ -94,6 +95,11 @@ def show_result(headline: str | None, kernels: Any) -> tuple[Any, Any, Any]:
     why, when neither trace has GPU work."""
     markdown, with_kernels, why = views_diff.result_view(headline, kernels)
     return markdown, gr.update(visible=with_kernels), gr.Markdown(why, visible=bool(why))
+
+
+def title_roles(roles: Any) -> Any:
+    """The role table says "in attention" only where the traces' kernels are attention's."""
+    return gr.update(label=views_shared.roles_title(roles, "By role", "µs per window"))
 
 
 def emptied() -> tuple[Any, ...]:
@@ -107,6 +113,7 @@ def _follow(event: Any, outputs: list[Any], shown: list[Any]) -> None:
     """After a Diff: the page renders its result, or after a failure empties it all."""
     headline_text, kernels, operators, roles = outputs
     event.success(show_result, [headline_text, kernels], shown, **QUIET)
+    event.success(title_roles, roles, roles, **QUIET)
     event.failure(emptied, None, [headline_text, operators, roles, *shown], **QUIET)
 
 

@@ -243,8 +243,9 @@ def build() -> None:
         said={outputs[0]: views_profile.failed_html()},
         downloads=outputs[6:9],  # the three files
     )
-    for control in (variant, *shape.values()):
-        control.change(sdpa_checks, [variant, *shape.values()], checks, **QUIET)
+    for control in (variant, *shape.values()):  # raw values: a typed -3 is no traceback
+        control.change(sdpa_checks, [variant, *shape.values()], checks, preprocess=False,
+                       **QUIET)  # fmt: skip
     profiled.success(show_memory, memory_state, memory, **QUIET)
     lesson_inputs = [variant, shape["dtype"], shape["causal"], shape["mode"]]
     for control in (variant, shape["causal"]):

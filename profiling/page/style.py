@@ -24,6 +24,14 @@ CSS = (
    arrow instead of running under it. */
 .secondary-wrap input[role="combobox"] { padding-right: 28px !important;
   text-overflow: ellipsis; }
+/* A table header breaks between its words, never inside one ("G/P/U/µ/s", "St/eps" at 1280
+   px, issue 42): Gradio sizes a column no narrower than its header's longest word, and a table
+   wider than the page scrolls sideways. Widths a view sets are held to the same
+   (views.shared.fit_header_widths). A hyphen is a place to break, as in any text. */
+.header-cell span.header { word-break: normal !important; overflow-wrap: normal !important; }
+/* ...and no column Gradio sizes itself is squeezed under 100 px: a Diff's 14 columns of long
+   labels scroll sideways instead of stacking each header eight lines deep. */
+.header-cell { min-width: 100px; }
 /* Phones: charts and tables keep a readable width and scroll sideways instead of squeezing
    (a 95 px plot area, numbers broken mid-digit). */
 @media (max-width: 720px) {

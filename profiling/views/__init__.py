@@ -14,6 +14,9 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
   appended by `summary_rows`); the page's block, timeline figure and Compare's timing table in
   `profiling/views/timing.py`
 - limits of the page (uploads, queue, temp folders): `profiling/views/shared.py`
+- a table column's least width (its header's longest word: `fit_header_widths`; the page's CSS
+  keeps header words whole, `profiling/page/style.py`) and when a role table says "in
+  attention" (`roles_title`): `profiling/views/shared.py`
 - an upload read in a worker process, and its memory and wall-clock limits:
   `profiling/views/upload_worker.py` (`UPLOAD_MEMORY_BYTES`, `UPLOAD_SECONDS`, `run_upload`)
 - a stored run's Profile view, rebuilt from the store and its trace: `profiling/views/reopen.py`

@@ -202,16 +202,30 @@ def sweep_memory_figure(result: SweepResult) -> go.Figure:
             )  # fmt: skip
         fig.add_scatter(
             x=mine["seq_len"], y=mine["est. MiB"], mode="lines", name=f"{variant} estimate",
-            legendgroup=variant, line={"color": color, "dash": "dot"},
-            hovertemplate=f"{variant}<br>S=%{{x}}<br>estimate %{{y:,.0f}} MiB<extra></extra>",
+            legendgroup=variant, line=estimate_line(i, len(result.variants), color),
+            hovertemplate=f"{variant}<br>S=%{{x}}<br>estimate %{{y:,.3g}} MiB<extra></extra>",
             row=1, col=1,
         )  # fmt: skip
         _add_saved(fig, mine, variant, color, symbols)
     _add_misses(fig, result)
-    measured_note = "" if result.device == "cuda" else " (CPU: solid, what one step allocated)"
+    measured_note = "" if result.device == "cuda" else (
+        " (CPU: solid, what one step allocated; broken, its estimate)")  # fmt: skip
     _sweep_axes(fig, result, "MiB (log)")
     fig.update_layout(title=f"Memory vs sequence length · {_shape(result.shape)}{measured_note}")
     return fig
+
+
+# Two variants with one memory model (naive and naive-inplace on a CPU) have the same
+# estimate: each variant's line has its own dash, and the earlier ones are drawn wider, so a
+# line on top of another leaves the one below showing along its edges (issue 42).
+ESTIMATE_DASHES = ("dot", "dashdot", "longdashdot", "longdash")
+ESTIMATE_WIDTH, ESTIMATE_WIDER = 2.0, 1.5  # the last variant's, and each earlier one's more
+
+
+def estimate_line(index: int, count: int, color: str) -> dict[str, Any]:
+    """The estimate's line of the `index`th of `count` variants."""
+    width = ESTIMATE_WIDTH + ESTIMATE_WIDER * (count - 1 - index)
+    return {"color": color, "dash": ESTIMATE_DASHES[index % len(ESTIMATE_DASHES)], "width": width}
 
 
 def _add_saved(

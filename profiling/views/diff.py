@@ -29,9 +29,6 @@ MAX_LABEL = 32  # characters of a Diff label (shown in column headers)
 # One per column of diff.KERNEL_DIFF_COLUMNS and OPERATOR_DIFF_COLUMNS (spread and change last)
 KERNEL_DIFF_TYPES = ["str", "str", "str", *["number"] * 6, "str", "number", "str"]
 OPERATOR_DIFF_TYPES = ["str", "str", *["number"] * 11, "str"]
-# Shares of the page width: the headers carry the labels, so numbers need room to show them.
-KERNEL_DIFF_WIDTHS = ["18%", "7%", "7%", *["7%"] * 6, "14%", "6%", "6%"]
-OPERATOR_DIFF_WIDTHS = ["16%", "6%", *["6.5%"] * 11, "6.5%"]
 
 
 ROLE_LINES = 4  # sentences about roles only one side has, in the headline

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 from typing import Any
 
 import pandas as pd
@@ -67,8 +68,10 @@ def roofline_spec(
         "hovermode": "closest",
         "legend": {"orientation": "h", "y": -0.2},
         "height": 520,
-        "annotations": [_note(points, placed, skipped, device_name, bool(ceilings))],
     }  # fmt: skip
+    note = _note(points, placed, skipped, device_name, bool(ceilings))
+    lines = note["text"].count("<br>") + 1  # the top margin holds the title and every line
+    layout |= {"annotations": [note], "margin": {"t": NOTE_TOP_PX + NOTE_LINE_PX * lines}}
     return FigureSpec(data=data, layout=layout)
 
 
@@ -224,6 +227,12 @@ def _hover(variant: str, row: pd.Series, own_run: bool) -> str:
     return "<br>".join(lines)
 
 
+# The note above the chart, wrapped: on one line it ran past the chart's right edge and was cut
+# off (a trace's four long no-FLOP kernel names, issue 42). 100 characters of 11 px text fit a
+# 700 px chart; the top margin grows a line's height for each line, under the title.
+NOTE_CHARS, NOTE_TOP_PX, NOTE_LINE_PX = 100, 64, 15
+
+
 def _note(
     points: pd.DataFrame, placed: pd.DataFrame, skipped: int, device_name: str, has_roofs: bool
 ) -> dict[str, Any]:
@@ -246,8 +255,10 @@ def _note(
             parts.append(f"{unplaced} not placed (see the table's source column)")
     if not has_roofs:
         parts.append(f"no datasheet roofs for {device_name or 'this device'}")
+    lines = textwrap.wrap(" · ".join(parts), NOTE_CHARS, break_on_hyphens=False)
     return {
-        "text": " · ".join(parts), "xref": "paper", "yref": "paper", "x": 0, "y": 1.06,
+        "text": "<br>".join(html.escape(line, quote=False) for line in lines), "xref": "paper",
+        "yref": "paper", "x": 0, "y": 1.0, "yanchor": "bottom", "yshift": 4,
         "showarrow": False, "align": "left", "font": {"size": 11},
     }  # fmt: skip
 

@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import threading
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,6 +31,7 @@ from profiling.analysis.columns import (
     role_columns,
 )
 from profiling.analysis.launch import LaunchStats, launch_rows
+from profiling.kernels.roles import FLUSH, PLAIN_ROLES, ROLES
 
 # -- limits (README's "Limits" section quotes these) ---------------------------------------
 MAX_FILE_SIZE = "200mb"  # launch(max_file_size=...): bounds /gradio_api/upload
@@ -215,6 +217,27 @@ class Columns(NamedTuple):
     column_widths: list[Any]
 
 
+# A header's words in the tables' monospace font (measured in Chromium: "occupancy", 9
+# characters, is 76 px) and the cell's padding around them, with a pixel or two to spare.
+HEADER_CHAR_PX, HEADER_PADDING_PX = 8.5, 20
+
+
+def header_width(header: str) -> int:
+    """Pixels a column needs so that its header's longest word fits on one line."""
+    longest = max((len(word) for word in str(header).split()), default=0)
+    return math.ceil(longest * HEADER_CHAR_PX + HEADER_PADDING_PX)
+
+
+def fit_header_widths(headers: Sequence[Any], widths: Sequence[Any]) -> list[Any]:
+    """`widths` with each pixel width raised to its header's longest word (header_width): a
+    narrower column broke "occupancy" inside the word (issue 42). Shares of the page ("12%")
+    and "auto" stay as they are."""
+    return [
+        max(width, header_width(header)) if isinstance(width, int | float) else width
+        for header, width in zip(headers, widths, strict=False)
+    ] + list(widths[len(headers) :])
+
+
 def kernel_layout() -> Columns:
     return Columns(kernel_headers(), kernel_datatypes(), kernel_widths())
 
@@ -318,6 +341,19 @@ def roofline_view(rows: pd.DataFrame) -> pd.DataFrame:
     digits = {"mean_us": DIGITS, "flop_per_call": None, "bytes_per_call": None, "tflops": 2,
               "tbps": 3, "intensity": 2, "total_us": DIGITS, "calls": None}  # fmt: skip
     return readable(rows, ROOFLINE_COLUMNS, digits)
+
+
+# roles only attention's kernels have (a fused attention kernel, QKᵀ, the mask…); a trace of
+# another model's has the plain ones only (GEMM, elementwise, softmax, copy…)
+ATTENTION_ROLES = frozenset(ROLES) - frozenset(PLAIN_ROLES) - {FLUSH}
+
+
+def roles_title(roles: pd.DataFrame | None, title: str, unit: str = "") -> str:
+    """A role table's title: `title` "in attention" only where the table holds a role only
+    attention has (issue 42: a recommendation model's trace was titled "in attention")."""
+    first = roles.iloc[:, 0] if isinstance(roles, pd.DataFrame) and roles.shape[1] else []
+    attention = any(role in ATTENTION_ROLES for role in first)
+    return f"{title}{' in attention' if attention else ''}{f' ({unit})' if unit else ''}"
 
 
 def role_view(roles: pd.DataFrame, unit: str = "step") -> pd.DataFrame:

@@ -21,7 +21,9 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
   `check_cpu_budget`, `page_workload`)
 - Compare/Sweep lists, job FLOP budget, GPU-slot seconds: `profiling/workload/request.py`
 - the memory a run needs, and refusing it before allocation: `profiling/workload/memory.py` (from
-  each variant's `score_matrices`, `backward_matrices`, `upcasts`, `layout`)
+  each variant's `score_matrices`, `backward_matrices`, `upcasts`, `layout`); what one step
+  needs per variant and device, drawn by the Sweep beside what it measured:
+  `memory.step_estimate_bytes`
 - what one measured step is (`forward`, `backward`, `train`) and its phases' spans:
   `Workload.mode`, `.phases`, `.measured` (`profiling/workload/spec.py`); the step itself in
   `profiling/run/training.py` (`measured_step`)

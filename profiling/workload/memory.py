@@ -34,26 +34,77 @@ def estimate_bytes(workload: Workload) -> int:
     [batch, seq, heads, dim] variant a copy of the four tensors in [batch, heads, seq, dim].
     """
     variant = workload.spec
-    element_bytes = workload.torch_dtype.itemsize
-    batch, heads = workload.batch, workload.heads
-    q_len, kv_len = workload.queries, workload.seq_len
     io = workload.io_bytes  # q, k, v, out
-    score_bytes = 4 if variant.upcasts else element_bytes
-    matrix = batch * heads * q_len * kv_len * score_bytes
-    held = variant.score_matrices * matrix
-    mask = q_len * kv_len if variant.score_matrices else 0
-    if variant.score_matrices and workload.key_heads != heads:  # K, V copied out per query head
-        held += 2 * batch * heads * kv_len * workload.head_dim * element_bytes
-    workspace = LIBRARY_WORKSPACE + SMALL_TENSORS
+    mask = _mask_bytes(workload)
     copies = io if variant.layout == "bshd" else 0
     reference = reference_bytes(workload)
-    if workload.needs_grad:  # dq, dk, dv and grad_out: another io; the backward's matrices
-        held = max(held, variant.backward_matrices * matrix)
+    if workload.needs_grad:  # dq, dk, dv and grad_out: another io
         reference = max(reference, reference_grad_bytes(workload))
         io, copies = 2 * io, 2 * copies
-    profiled = io + held + mask + workspace + io // 4  # io // 4: lse, allocator slack
-    checked = io + mask + workspace + copies + reference
-    return max(profiled, checked)
+    checked = io + mask + LIBRARY_WORKSPACE + SMALL_TENSORS + copies + reference
+    return max(profiled_bytes(workload), checked)
+
+
+def _matrix_bytes(workload: Workload) -> int:
+    """One B·H·Q·S score matrix, in FP32 where the variant upcasts."""
+    score_bytes = 4 if workload.spec.upcasts else workload.torch_dtype.itemsize
+    return workload.batch * workload.heads * workload.queries * workload.seq_len * score_bytes
+
+
+def _mask_bytes(workload: Workload) -> int:
+    return workload.queries * workload.seq_len if workload.spec.score_matrices else 0
+
+
+def _kv_copies(workload: Workload) -> int:
+    """Grouped K/V heads copied out per query head, by a variant that materialises scores."""
+    if not workload.spec.score_matrices or workload.key_heads == workload.heads:
+        return 0
+    keys = workload.batch * workload.heads * workload.seq_len * workload.head_dim
+    return 2 * keys * workload.torch_dtype.itemsize
+
+
+def profiled_bytes(workload: Workload) -> int:
+    """Peak bytes of the profiled steps on a GPU, inputs included (what
+    max_memory_allocated reads before the float64 check): inputs and output, the variant's
+    score matrices (backward_matrices in training) and S² mask, the libraries' workspaces."""
+    variant, io = workload.spec, workload.io_bytes
+    held = variant.score_matrices * _matrix_bytes(workload) + _kv_copies(workload)
+    if workload.needs_grad:  # dq, dk, dv and grad_out: another io; the backward's matrices
+        held = max(held, variant.backward_matrices * _matrix_bytes(workload))
+        io = 2 * io
+    workspace = LIBRARY_WORKSPACE + SMALL_TENSORS
+    return io + held + _mask_bytes(workload) + workspace + io // 4  # io // 4: lse, slack
+
+
+# On a CPU a step's score matrices die as the next op's result is made: an out-of-place op
+# holds its input and its result, so a forward peaks at two (measured: naive, naive-inplace
+# 2.0, sdpa-math 2.5 at B1 H4 and B2 H2, S 256 and 1024) and a backward at three (3.0–3.2).
+CPU_FORWARD_MATRICES, CPU_BACKWARD_MATRICES = 2, 3
+
+
+def cpu_step_bytes(workload: Workload) -> int:
+    """What one step allocates on a CPU beyond the inputs alive before it (what
+    profiling/run/cpu_memory.py measures): its output (and in training the inputs' gradients),
+    the log-sum-exp, and the score matrices alive at once for a variant that makes them. No
+    library workspace, no float64 check: those are the whole run's (estimate_bytes)."""
+    variant = workload.spec
+    queries = workload.batch * workload.heads * workload.queries
+    made = queries * workload.head_dim * workload.torch_dtype.itemsize  # the output
+    matrices = min(variant.score_matrices, CPU_FORWARD_MATRICES)
+    if workload.needs_grad:  # dq, dk, dv beside the output: the inputs' size
+        made = workload.io_bytes
+        matrices = min(variant.backward_matrices, CPU_BACKWARD_MATRICES)
+    return made + queries * 4 + matrices * _matrix_bytes(workload) + _kv_copies(workload)
+
+
+def step_estimate_bytes(workload: Workload, device: str) -> int:
+    """The estimate a Sweep draws beside what each point measured, per variant and device: on
+    a GPU the profiled steps' peak (profiled_bytes, against max_memory_allocated), on a CPU
+    what one step allocates (cpu_step_bytes, against the profiler's memory records). Issue 42:
+    the whole run's estimate, whose float64 check and GPU workspace are the same for every
+    variant, drew 73/90/152 MiB for naive and flash alike on a CPU, against 2.2/8.5/33 and
+    0.4/0.8/2.1 MiB measured."""
+    return profiled_bytes(workload) if device == "cuda" else cpu_step_bytes(workload)
 
 
 def reference_chunk(

@@ -22,6 +22,7 @@ from profiling.workload.spec import (
     Workload,
     check_cpu_budget,
     check_page_ranges,
+    check_typed_ranges,
     device_key,
     known_variants,
     page_ranges,
@@ -136,6 +137,7 @@ def seq_len_list(raw: Any, device: str) -> list[int]:
 def _page_shape(device: str, **shape: Any) -> dict[str, Any]:
     """The shared shape (the controls' fields, as the page's handlers pass them), checked as a
     shape (Workload's rules), then the page's ranges."""
+    check_typed_ranges(shape, device)
     checked = shape_from_user(**shape)
     check_page_ranges(checked, device)
     return checked

@@ -15,6 +15,7 @@ it changes elsewhere (tests/workload/test_workload.py adds one to see it).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -317,13 +318,21 @@ def check_page_ranges(shape: Mapping[str, Any], device: str) -> None:
     """The page's ranges on `shape` (a workload's fields), enforced in the backend too: an API
     caller gets what the page offers. The slider step is not enforced, except head_dim's
     multiple of 8 (HEAD_DIM_MULTIPLE)."""
-    for name, (low, high, _step) in page_ranges(device).items():
-        value = shape[name]
-        if not low <= value <= high:
-            raise ConfigError(
-                f"{name} must be between {low} and {high} on this machine, got {value}"
-            )
+    check_typed_ranges(shape, device)
     check_timing(shape.get("timing", "eager"), device)
+
+
+def check_typed_ranges(raw: Mapping[str, Any], device: str) -> None:
+    """Each number in `raw` (as typed, before coercion) within the page's range for it: a batch
+    of -3 typed into the page is refused with the page's range (1–8 on a CPU), not the CLI's
+    wider LIMITS, and never clamped (issue 42). What is not a number is left to `from_user`."""
+    for name, (low, high, _step) in page_ranges(device).items():
+        value = raw.get(name)
+        number = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+        if number and not isinstance(value, bool) and not low <= value <= high:
+            raise ConfigError(
+                f"{name} must be between {low} and {high} on this machine, got {show(value)}"
+            )
 
 
 def check_timing(timing: str, device: str) -> None:
@@ -350,6 +359,7 @@ def within_cpu_budget(workload: Workload, device: str) -> bool:
 def page_workload(device: str, **raw: Any) -> Workload:
     """A Profile request from the page or its API: the fields, the page's ranges on `device`
     and, on a CPU, the budget of one run."""
+    check_typed_ranges(raw, device)
     workload = Workload.from_user(**raw)
     check_page_ranges(workload.shape(), device)
     check_cpu_budget(workload, device)

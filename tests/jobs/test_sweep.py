@@ -27,7 +27,7 @@ from profiling.views.compare_figures import (
     sweep_memory_figure,
     sweep_time_figure,
 )
-from profiling.workload.memory import estimate_bytes
+from profiling.workload.memory import estimate_bytes, step_estimate_bytes
 from profiling.workload.spec import ConfigError, Workload
 
 SHAPE = {"batch": 1, "heads": 2, "head_dim": 32, "dtype": "float32", "device": "cpu"}
@@ -46,6 +46,12 @@ def _no_reference_term():
 
 def _estimate(variant: str, seq_len: int) -> int:
     return estimate_bytes(Workload.from_user(variant=variant, seq_len=seq_len, **SHAPE))
+
+
+def _step_estimate(variant: str, seq_len: int) -> int:
+    """What a CPU sweep draws (issue 42): one step's estimate, not the whole run's."""
+    workload = Workload.from_user(variant=variant, seq_len=seq_len, **SHAPE)
+    return step_estimate_bytes(workload, "cpu")
 
 
 def _budget(monkeypatch, usable: int) -> None:
@@ -79,7 +85,7 @@ def test_refused_point_is_recorded_not_dropped(refused_sweep):
     assert t.loc[("naive", 64), "status"] == "ok" and t.loc[("naive", 64), "CPU µs/fwd"] > 0
     refused = t.loc[("naive", 128)]
     assert refused["status"] == "refused" and "reduce seq_len" in refused["reason"]
-    assert refused["est. MiB"] == pytest.approx(_estimate("naive", 128) / 1024**2)
+    assert refused["est. MiB"] == pytest.approx(_step_estimate("naive", 128) / 1024**2)
     assert (t.loc["sdpa-flash", "status"] == "ok").all()
     assert (t.loc["sdpa-cudnn", "status"] == "unavailable").all()
     assert "needs a CUDA GPU" in t.loc[("sdpa-cudnn", 128), "reason"]
@@ -114,7 +120,7 @@ def test_figures_mark_points_that_did_not_run(refused_sweep):
     assert "reduce seq_len" in refused.customdata[0][0]  # the reason, in the hover
     mem = sweep_memory_figure(result)
     estimate = next(t for t in mem.data if t.name == "naive estimate")
-    assert estimate.y[-1] == pytest.approx(_estimate("naive", 128) / 1024**2)  # what refused it
+    assert estimate.y[-1] == pytest.approx(_step_estimate("naive", 128) / 1024**2)  # refused too
     assert any(t.name == "sdpa-cudnn unavailable" for t in fig.data)
 
 
@@ -263,3 +269,26 @@ def test_a_broken_variant_fails_each_point_and_is_not_unavailable(monkeypatch, t
         "broken-forward failed on cpu: RuntimeError: CUDA error: an illegal memory access was "
         "encountered"
     )
+
+
+def test_a_cpu_sweeps_estimate_is_each_variants_own_and_each_line_shows(tmp_path):
+    """Issue 42, point 5: on a CPU the estimate drew 73/90/152 MiB for naive and flash alike
+    (the whole run's, whose float64 check and GPU workspace every variant shares) against
+    2.2/8.5/33 and 0.4/0.8/2.1 MiB measured, and one line hid the other. Now each variant's
+    estimate is its own step's on this device, within a factor of 3 of what the step
+    allocated, and naive-inplace's line (the same model as naive's) leaves naive's showing."""
+    shape = {**SHAPE, "heads": 4, "head_dim": 64}  # the page's CPU defaults
+    variants = ["naive", "naive-inplace", "sdpa-flash"]
+    result = sweep(variants, [256, 512, 1024], out_dir=tmp_path, make_zip=False, **shape)
+    table = result.table.set_index(["variant", "seq_len"])
+    assert (table["status"] == "ok").all()
+    ratio = table["est. MiB"] / table[STEP_PEAK]
+    assert ((ratio > 1 / 3) & (ratio < 3)).all(), ratio
+    assert (table.loc["naive", "est. MiB"] > 8 * table.loc["sdpa-flash", "est. MiB"]).all()
+    lines = [t for t in sweep_memory_figure(result).data if t.name.endswith(" estimate")]
+    assert [t.name for t in lines] == [f"{v} estimate" for v in variants]
+    for line in lines:
+        assert line.visible in (None, True) and len(line.y) == 3 and min(line.y) > 0
+    looks = [(line.line.dash, line.line.width) for line in lines]
+    assert len(set(looks)) == len(looks)  # no two alike: one on top of another still shows
+    assert looks[0][1] > looks[1][1]  # the earlier line is the wider: its edges show

@@ -310,3 +310,21 @@ def test_an_empty_rooflines_y_axis_has_a_few_round_ticks():
 def test_marker_sizes_grow_with_time():
     sizes = marker_sizes([1.0, 4.0, 100.0, 0.0])
     assert sizes[3] < sizes[0] < sizes[1] < sizes[2] == 40.0 and sizes[3] == 6.0
+
+
+def test_the_note_above_the_roofline_wraps_instead_of_running_off_the_chart():
+    """Issue 42: the note listing the kernels left off ran on one line past the chart's right
+    edge (an A100 trace's long no-FLOP kernel names) and was cut off. Each line now fits a
+    700 px chart (100 characters of 11 px text), and the top margin holds them all."""
+    rows = _rows()
+    copies = rows[pd.to_numeric(rows["flop_per_call"], errors="coerce") == 0].iloc[:1]
+    long_names = [f"void split_embedding_backward_codegen_{i}_kernel_cta_per_row_1<float>"
+                  for i in range(6)]  # fmt: skip
+    many = pd.concat([copies.assign(name=name) for name in long_names], ignore_index=True)
+    spec = roofline_spec(pd.concat([rows, many], ignore_index=True), H200, "bfloat16")
+    note = spec.layout["annotations"][0]
+    lines = note["text"].split("<br>")
+    assert len(lines) >= 2 and max(map(len, lines)) <= 100, lines
+    assert "split_embedding_backward_codegen_0_kernel_cta_per_row_1" in note["text"]
+    assert note.get("yanchor") == "bottom" and note["y"] >= 1  # above the plot, not over it
+    assert spec.layout.get("margin", {}).get("t", 0) >= 15 * len(lines) + 40  # under the title

@@ -49,7 +49,7 @@ if not CHROMIUM.exists():
 
 
 def open_page(browser, url: str):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
     page.goto(url)
@@ -66,11 +66,13 @@ def screenshot_path(name: str, tmp_path: Path) -> Path:
 
 def full_page_shot(page, name: str, tmp_path: Path) -> Path:
     """The whole page as `name` (screenshot_path), the pointer moved off it and plotly's
-    transitions let finish first."""
+    transitions let finish first; then every table on it is checked for a header narrower
+    than its longest word (assert_headers_fit: a picture of every tab checks them all)."""
     page.mouse.move(0, 0)
     page.wait_for_timeout(500)
     shot = screenshot_path(name, tmp_path)
     page.screenshot(path=str(shot), full_page=True)
+    assert_headers_fit(page)
     return shot
 
 
@@ -85,6 +87,58 @@ HEADER_LINES = """(table) =>
     const lines = Math.round(span.getBoundingClientRect().height / line);
     return {name: th.title, lines: lines, words: th.title.split(' ').length};
   })"""
+
+
+# Every visible header cell of every table on the page whose longest word is wider than the
+# room the cell gives its text (a word broken across lines: `G/P/U/µ/s`, `St/eps`; a line may
+# end after a hyphen, as "naive-" / "inplace"). The words are measured on a canvas in the
+# header's own font; the room is the text's box, or the cell's content box where the text sits
+# inline.
+NARROW_HEADERS = """() => {
+  const ctx = document.createElement('canvas').getContext('2d');
+  const narrow = [];
+  for (const th of document.querySelectorAll('table th')) {
+    if (!th.checkVisibility()) continue;
+    const text = th.querySelector('span.header') || th;
+    const words = (text.textContent || '').trim().split(/\\s+|(?<=-)/).filter(Boolean);
+    if (!words.length) continue;
+    const style = getComputedStyle(text);
+    ctx.font = `${style.fontStyle} ${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+    const longest = Math.max(...words.map(word => ctx.measureText(word).width));
+    const cell = getComputedStyle(th);
+    const room = text === th || style.display === 'inline'
+      ? th.clientWidth - parseFloat(cell.paddingLeft) - parseFloat(cell.paddingRight)
+      : text.getBoundingClientRect().width;
+    if (longest > room + 1) {
+      const table = th.closest('[id]');
+      narrow.push({table: table ? table.id : '?', header: words.join(' '),
+                   longest: Math.round(longest), room: Math.round(room)});
+    }
+  }
+  return narrow;
+}"""
+
+
+# Every visible note written on a plotly chart (an annotation: the roofline's caption) that
+# runs past its chart's edge, where plotly cuts it off.
+CLIPPED_NOTES = """() => [...document.querySelectorAll('.js-plotly-plot g.annotation')]
+  .filter(note => note.checkVisibility() && note.textContent.trim())
+  .map(note => {
+    const chart = note.closest('.js-plotly-plot').querySelector('.main-svg');
+    const box = note.getBoundingClientRect(), edge = chart.getBoundingClientRect();
+    return {text: note.textContent.slice(0, 60), left: box.left - edge.left,
+            over: Math.round(box.right - edge.right)};
+  })
+  .filter(note => note.over > 1 || note.left < -1)"""
+
+
+def assert_headers_fit(page) -> None:
+    """No visible table's header cell is narrower than its longest word, and no chart's note
+    runs off its edge (issue 42, point 3)."""
+    narrow = page.evaluate(NARROW_HEADERS)
+    assert narrow == [], narrow
+    clipped = page.evaluate(CLIPPED_NOTES)
+    assert clipped == [], clipped
 
 
 def analyse_upload(page, path: Path) -> float:

@@ -12,12 +12,14 @@ import pytest
 
 import app
 from profiling.gantt.spec import FigureSpec, bar_count
-from profiling.page import profile_tab
+from profiling.page import compare_tab, profile_tab, sweep_tab
 from profiling.run.runner import RunError, VariantUnavailable
 from profiling.trace import model as trace
 from profiling.trace.events import TraceError
 from profiling.views import profile as views_profile
 from profiling.views import shared as views_shared
+from profiling.workload.request import sweep_lengths
+from profiling.workload.spec import page_ranges
 from tests.conftest import PROFILE_PARAMETERS, RecordingProgress
 
 SMALL = dict(variant="naive", seq_len=128, dtype="float32", batch=1, heads=2, head_dim=32,
@@ -82,7 +84,13 @@ def test_valid_cpu_run_returns_every_output(outputs):
         (dict(seq_len="abc"), "seq_len must be a whole number"),
         (dict(seq_len=math.nan), "seq_len must be a whole number"),
         (dict(seq_len=100.5), "seq_len must be a whole number"),
-        (dict(seq_len=10**12), "seq_len must be between 16 and 131072"),
+        # issue 42: the page's range (its sliders'), not the CLI's wider LIMITS
+        (
+            dict(seq_len=10**12),
+            "seq_len must be between {} and {} on this machine".format(
+                *page_ranges(app.DEVICE)["seq_len"][:2]
+            ),
+        ),
         (dict(batch=True), "batch must be a whole number"),
         (dict(heads=-3), "heads must be between"),
         (dict(head_dim=60), "multiple of 8"),
@@ -104,6 +112,32 @@ def test_bad_inputs_raise_a_clear_gr_error(changes, message):
         call(**changes)
     assert message in info.value.message
     assert info.value.title == "Check the inputs"
+
+
+@pytest.mark.parametrize(("name", "typed"), [("batch", -3), ("seq_len", 100_000), ("heads", 0)])
+def test_a_typed_value_out_of_the_pages_range_is_refused_by_name_and_nothing_runs(
+    monkeypatch, name, typed
+):
+    """Issue 42: batch -3 or S 100000 typed into the page ran with B=1 or S=4096 without a word.
+    Each job's handler (the API's too) refuses the value with the page's range, and runs nothing."""
+    ran = []
+    for tab, gpu in ((profile_tab, "profile_on_gpu"), (compare_tab, "compare_on_gpu"),
+                     (sweep_tab, "sweep_on_gpu")):  # fmt: skip
+        monkeypatch.setattr(tab, gpu, lambda *args, **kwargs: ran.append(args))
+    low, high, _ = page_ranges(app.DEVICE)[name]
+    said = f"{name} must be between {low} and {high} on this machine, got {typed}"
+    shape = {k: v for k, v in {**SMALL, name: typed}.items() if k != "variant"}
+    calls = [lambda: call(**{name: typed}),
+             lambda: compare_tab.compare(["naive"], **shape, progress=no_progress)]  # fmt: skip
+    if name != "seq_len":  # a sweep's lengths are picked from a list (refused there by value)
+        points = {k: v for k, v in shape.items() if k != "seq_len"}
+        lengths = sweep_lengths(app.DEVICE)[:1]
+        calls.append(lambda: sweep_tab.sweep(["naive"], lengths, **points, progress=no_progress))
+    for refused in calls:
+        with pytest.raises(gr.Error) as info:
+            refused()
+        assert info.value.message == said and info.value.title == "Check the inputs"
+    assert ran == []
 
 
 def test_empty_optional_fields_are_not_set_whether_none_or_blank_text(monkeypatch):

@@ -221,3 +221,37 @@ def test_after_a_reload_the_next_click_says_an_earlier_run_is_still_finishing(
     finally:
         release.set()
         page.context.close()
+
+
+@pytest.mark.parametrize(("name", "typed"), [("batch", "-3"), ("seq_len", "100000")])
+def test_a_typed_value_out_of_range_is_said_once_and_nothing_runs(
+    browser, url, monkeypatch, capfd, tmp_path, name, typed
+):
+    """Issue 42, point 6: batch -3 or S 100000 typed into the slider's box, then Profile: the
+    box was clamped as it lost focus, the run went on with B=1 or S=4096, and each keystroke's
+    SDPA check logged a Gradio traceback. Now the box keeps what was typed, the backend refuses
+    it by name in one message, no run starts, and nothing is logged."""
+    from profiling.page import profile_tab
+    from profiling.workload.spec import page_ranges
+
+    ran = []
+    monkeypatch.setattr(profile_tab, "profile_on_gpu", lambda *a, **k: ran.append(a))
+    low, high, _ = page_ranges(app.DEVICE)[name]
+    page = open_page(browser, url)
+    try:
+        box = page.locator(f"#{name} input[type=number]")
+        box.fill(typed)
+        page.click("#profile-button")
+        toast = page.locator(".toast-body")
+        said = f"{name} must be between {low} and {high} on this machine, got {typed}"
+        sync_api.expect(toast).to_contain_text(said)
+        sync_api.expect(page.locator("#summary")).to_contain_text("The last run failed")
+        page.wait_for_timeout(1000)  # a second toast, had there been one, would be up by now
+        sync_api.expect(toast).to_have_count(1)
+        sync_api.expect(box).to_have_value(typed)  # not clamped into range
+        page.screenshot(path=str(screenshot_path(f"typed-{name}-out-of-range.png", tmp_path)))
+    finally:
+        page.context.close()
+    assert ran == []
+    logged = capfd.readouterr()
+    assert "Traceback" not in logged.err + logged.out

@@ -16,6 +16,8 @@ from tests.page.browser import (  # the browser, the served app and the helpers,
     HEADER_LINES,
     TIMEOUT_MS,
     analyse_upload,
+    assert_headers_fit,
+    full_page_shot,
     open_page,
     screenshot_path,
     sync_api,
@@ -83,6 +85,7 @@ def test_names_from_an_uploaded_trace_show_as_text(browser, url, tmp_path):
         shot = screenshot_path("screenshot-analyze-xss.png", tmp_path)
         page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 20_000
+        assert_headers_fit(page)
         assert dialogs == [] and page.evaluate("() => typeof window.__xss") == "undefined"
     finally:
         page.context.close()
@@ -177,9 +180,7 @@ def test_diff_hides_the_kernel_table_of_cpu_traces_and_reads_names_as_text(brows
         text = headline.inner_text()
         assert "\\" not in text and "in_place" in text  # escapes render, none show
         assert headline.locator("em, strong, a").count() == 0
-        page.mouse.move(0, 0)
-        shot = screenshot_path("screenshot-diff-cpu.png", tmp_path)
-        page.screenshot(path=str(shot), full_page=True)
+        shot = full_page_shot(page, "screenshot-diff-cpu.png", tmp_path)
 
         inplace = FIXTURES / "h200_naive-inplace_8_16_1024_64_bf16.json.gz"
         diff_uploads(page, NAIVE, inplace, "naive", "naive_inplace")
@@ -189,9 +190,7 @@ def test_diff_hides_the_kernel_table_of_cpu_traces_and_reads_names_as_text(brows
         expect(page.locator("#kernel-delta")).to_be_visible()
         expect(page.locator("#diff-no-kernels")).to_be_hidden()
         expect(page.locator("#kernel-delta")).to_contain_text("noise")
-        page.mouse.move(0, 0)
-        shot = screenshot_path("screenshot-diff-h200.png", tmp_path)
-        page.screenshot(path=str(shot), full_page=True)
+        shot = full_page_shot(page, "screenshot-diff-h200.png", tmp_path)
         assert shot.stat().st_size > 20_000
 
         # a refused Diff leaves nothing of the last one: no headline, no rows
@@ -225,10 +224,7 @@ def test_analyse_hides_the_kernel_table_of_a_cpu_trace_and_says_why(browser, url
         page.wait_for_selector('#an-operators [data-testid="cell-0-0"]', timeout=TIMEOUT_MS)
         expect(page.locator("#an-kernel-note")).to_contain_text(NO_KERNELS)
         expect(page.locator("#an-kernels")).to_be_hidden()
-        page.mouse.move(0, 0)
-        page.screenshot(
-            path=str(screenshot_path("analyse-cpu-trace.png", tmp_path)), full_page=True
-        )
+        full_page_shot(page, "analyse-cpu-trace.png", tmp_path)
 
         page.click("#an-file button[aria-label=Clear]")
         analyse_upload(page, NAIVE)
@@ -243,8 +239,6 @@ def test_analyse_hides_the_kernel_table_of_a_cpu_trace_and_says_why(browser, url
         assert header < 80, header
         for column in page.evaluate(HEADER_LINES, "#an-roofline-table"):
             assert column["lines"] <= column["words"], column
-        page.mouse.move(0, 0)
-        shot = screenshot_path("analyse-gpu-trace.png", tmp_path)
-        page.screenshot(path=str(shot), full_page=True)
+        full_page_shot(page, "analyse-gpu-trace.png", tmp_path)
     finally:
         page.context.close()

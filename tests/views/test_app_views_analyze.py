@@ -160,3 +160,22 @@ def test_analyze_window_draws_the_slice_in_full_detail(tmp_path):
         analyze_tab.analyze(
             str(path), last + 1e6, last + 2e6
         )  # past the trace's end: said, not blank
+
+
+def test_the_role_tables_title_says_in_attention_only_of_attention_kernels():
+    """Issue 42, point 3: a recommendation model's trace (V100) was titled "Kernels by role in
+    attention"; an attention run's still is. The same rule titles Diff's role table."""
+    from profiling.page import diff_tab
+
+    recsys = Path(__file__).parents[1] / "fixtures" / "generated" / "recsys_v100_3steps.json.gz"
+    titles = {}
+    for name, trace in (("naive", NAIVE), ("recsys", recsys)):
+        outputs = analyze_tab.analyze(str(trace))
+        roles = outputs[5]
+        assert len(roles) > 0, name  # a GPU trace: its kernels have roles
+        titles[name] = analyze_tab.title_roles(roles)["label"]
+    assert titles == {"naive": "Kernels by role in attention", "recsys": "Kernels by role"}
+    _, _, _, roles = diff_tab.diff(str(recsys), str(recsys), "a", "b")
+    assert diff_tab.title_roles(roles)["label"] == "By role (µs per window)"
+    _, _, _, roles = diff_tab.diff(str(NAIVE), str(CUDNN), "a", "b")
+    assert diff_tab.title_roles(roles)["label"] == "By role in attention (µs per window)"

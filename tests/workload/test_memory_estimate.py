@@ -21,6 +21,7 @@ from profiling.workload.memory import (
     largest_fitting_seq_len,
     reference_bytes,
     reference_chunk,
+    step_estimate_bytes,
 )
 from profiling.workload.spec import ConfigError, Workload
 
@@ -212,3 +213,25 @@ def test_free_cpu_memory_without_memavailable_asks_the_os(monkeypatch, meminfo):
     monkeypatch.setattr(memory_estimate, "open", fake_open, raising=False)
     monkeypatch.setattr(memory_estimate.os, "sysconf", pages.__getitem__)
     assert available_bytes("cpu") == 4096 * 1000
+
+
+@pytest.mark.parametrize(
+    ("variant", "mode", "cpu_mib", "gpu_mib"),
+    [
+        # float32 B1 H4 S1024 D64: a 16 MiB score matrix, a 1 MiB output, 16 KiB of lse
+        # CPU forward: the output and two matrices at once (measured 33.0 MiB)
+        ("naive", "forward", 1 + 32 + 1 / 64, 4 + 48 + 1 + WORKSPACE + 1),
+        # a fused kernel: the output and its lse (measured 2.1 MiB: its tiles besides)
+        ("sdpa-flash", "forward", 1 + 1 / 64, 4 + WORKSPACE + 1),
+        # CPU training: the output and q, k, v's gradients, three matrices (measured 50.0 MiB)
+        ("naive", "train", 4 + 48 + 1 / 64, 8 + 64 + 1 + WORKSPACE + 2),
+    ],
+)
+def test_the_step_estimate_is_each_variants_own_on_each_device(variant, mode, cpu_mib, gpu_mib):
+    """Issue 42: what a Sweep draws beside each point's measured memory. On a CPU one step's
+    own allocations (no GPU workspace, no float64 check: naive and flash alike drew 73 MiB);
+    on a GPU the profiled steps' peak with their inputs, as max_memory_allocated reads it."""
+    run = workload(variant, 1, 4, 1024, 64, dtype="float32", mode=mode)
+    assert step_estimate_bytes(run, "cpu") / MIB == pytest.approx(cpu_mib)
+    assert step_estimate_bytes(run, "cuda") / MIB == pytest.approx(gpu_mib)
+    assert estimate_bytes(run) >= step_estimate_bytes(run, "cuda")  # the whole run's: larger
