@@ -178,3 +178,34 @@ def test_a_pick_at_its_bounds_is_taken():
     fifty = [f"r{i}" for i in range(50)]
     assert history.picked_ids(" ".join(fifty), 2) == fifty
     assert history.picked_ids("x", 1, 1) == ["x"]
+
+
+def test_the_trend_figure_and_note_show_the_flagged_run(store):
+    ids = [record(store, run_data(gpu_us=us)).run_id for us in (500.0, 505.0, 700.0)]
+    points = history.trend_table(store, ids[-1])
+    assert points["regression"].tolist() == [False, False, True]
+    figure = history.trend_figure(points, "naive").figure()
+    line, flagged, baseline = figure.data
+    assert list(line.y) == [500.0, 505.0, 700.0] and list(line.text) == ids
+    assert list(line.error_y.array) == [5.0, 5.0, 5.0]  # q3 − median: each run's IQR bar
+    assert list(flagged.y) == [700.0] and list(flagged.x) == [history.when(points["created"][2])]
+    assert list(baseline.y)[1:] == [500.0, 502.5]
+    assert figure.layout.yaxis.title.text == "GPU µs per step (median)"
+    note = history.trend_note(points)
+    assert note.startswith(f"3 runs of this workload on this device. **Regressions:** `{ids[2]}`.")
+    assert history.trend_note(points.iloc[:2]).startswith("2 runs of this workload on this "
+                                                          "device. No regression.")  # fmt: skip
+
+
+def test_the_kept_line_and_the_listing_note_say_where_runs_are(tmp_path):
+    assert history.kept_html(["abc", None], ["one note"]) == (
+        '<div class="ap-extra" id="kept">kept in History as run <a href="?run=abc">abc</a>'
+        " · one note</div>"
+    )
+    assert history.kept_html([], []) == ""
+    assert history.history_note(3, 3, None).startswith("The run store is off")
+    store = open_store(tmp_path / "runs.sqlite")
+    assert history.history_note(2, 5, store) == (
+        f"5 stored runs match (the newest 2 listed). Store: `{store.path}`."
+    )
+    assert history.history_note(5, 5, store) == f"5 stored runs match. Store: `{store.path}`."
