@@ -209,3 +209,41 @@ def test_the_kept_line_and_the_listing_note_say_where_runs_are(tmp_path):
         f"5 stored runs match (the newest 2 listed). Store: `{store.path}`."
     )
     assert history.history_note(5, 5, store) == f"5 stored runs match. Store: `{store.path}`."
+
+
+def test_compare_says_each_runs_iqr_and_leaves_a_run_without_times_blank():
+    runs = [{"id": "a", "created": 0.0, "gpu_us_median": 100.0, "gpu_us_q1": 90.0,
+             "gpu_us_q3": 130.0, "cpu_us_median": 5.0},
+            {"id": "b", "created": 1.0, "gpu_us_median": None, "gpu_us_q1": None,
+             "gpu_us_q3": None, "cpu_us_median": None}]  # fmt: skip
+    table = history.compare_view(runs)
+    assert table["GPU IQR µs"].tolist()[0] == 40.0 and pd.isna(table["GPU IQR µs"].tolist()[1])
+    assert table["× first"].tolist()[0] == 1.0 and pd.isna(table["× first"].tolist()[1])
+    assert history.compare_view([]).columns.tolist() == list(history.COMPARED.values())
+    no_time = history.compare_view(runs[::-1])  # the first has no time: no multiples at all
+    assert no_time["× first"].isna().all()
+
+
+def test_the_cap_removes_stray_trace_files_once_they_are_old(store):
+    """A trace file no row names (a write killed before its row) goes at the next cap, once
+    older than a write may take; a young one may be a run being written, and stays."""
+    import os
+
+    kept = record(store, run_data()).run_id
+    digest = query.get_run(store, kept)["trace_hash"]
+    old, young = trace_path(store.traces, "0" * 64), trace_path(store.traces, "1" * 64)
+    for stray in (old, young):
+        stray.write_bytes(b"x")
+    os.utime(old, (1.0, 1.0))
+    assert not apply_cap(store, 10**12)
+    assert not old.exists() and young.exists()
+    assert trace_path(store.traces, digest).is_file()  # the kept run's trace stays
+    with pytest.raises(ValueError, match="the cap must be 0 or more bytes, not -1"):
+        apply_cap(store, -1)
+
+
+def test_a_pruned_trace_whose_file_is_already_gone_is_no_error(store):
+    run_id = record(store, run_data()).run_id
+    trace_path(store.traces, query.get_run(store, run_id)["trace_hash"]).unlink()
+    assert apply_cap(store, 0).traces == 1  # marked pruned; its missing file is not an error
+    assert history.history_view(query.list_runs(store)[0])["Trace"].tolist() == ["pruned"]
