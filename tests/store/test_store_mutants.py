@@ -247,3 +247,21 @@ def test_a_pruned_trace_whose_file_is_already_gone_is_no_error(store):
     trace_path(store.traces, query.get_run(store, run_id)["trace_hash"]).unlink()
     assert apply_cap(store, 0).traces == 1  # marked pruned; its missing file is not an error
     assert history.history_view(query.list_runs(store)[0])["Trace"].tolist() == ["pruned"]
+
+
+def test_a_text_filter_of_200_characters_is_taken_and_201_refused_by_name():
+    assert query.checked_filters(variant="v" * 200).variant == "v" * 200
+    with pytest.raises(ConfigError, match=r"^shape must be text of at most 200 characters, not "):
+        query.checked_filters(shape="s" * 201)
+    with pytest.raises(ConfigError, match=r"^since must be a date as YYYY-MM-DD, not 'May 1'$"):
+        query.checked_filters(since="May 1")
+
+
+def test_the_prune_message_gives_the_cap_and_what_went_in_gb_and_mb():
+    from profiling.store.traces import Pruned
+
+    said = Pruned(traces=2, bytes=3_500_000, runs=3, cap=2_000_000_000).message()
+    assert said == (
+        "the run store's traces passed their size cap (2.00 GB): the 2 oldest (3.5 MB, of 3 "
+        "runs) were deleted; those runs are kept, marked 'trace pruned'"
+    )
