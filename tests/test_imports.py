@@ -144,22 +144,38 @@ def test_the_child_does_fail_when_torch_is_imported():
 
 def test_the_history_commands_run_without_torch(tmp_path):
     """Issue 34: a machine without torch lists, shows, compares, diffs and exports stored runs
-    (an H200's export read on a laptop)."""
+    (an H200's export read on a laptop); issue 41: and each says what it should, not just
+    something (a second run twice as slow, of another trace)."""
     store = tmp_path / "runs.sqlite"
     use = f"""
 import contextlib, io
 from profiling.__main__ import main
-from profiling.store import open_store, query
+from profiling.store import open_store
 from profiling.store.write import record
 from tests.store.store_helpers import OTHER_TRACE, run_data
 
 store = open_store({str(store)!r})
-ids = [record(store, run_data()).run_id, record(store, run_data(trace=OTHER_TRACE)).run_id]
-for command in (["list"], ["show", ids[0]], ["compare", *ids], ["diff", *ids], ["trend", ids[0]],
+ids = [record(store, run_data()).run_id,
+       record(store, run_data(trace=OTHER_TRACE, gpu_us=1000.0)).run_id]
+said = {{}}
+for command in (["list"], ["show", ids[0]], ["compare", *ids], ["diff", *ids], ["trend", ids[1]],
                 ["export", {str(tmp_path / "out.parquet")!r}]):
     with contextlib.redirect_stdout(io.StringIO()) as out:
         assert main(["history", "--store", {str(store)!r}, *command]) == 0, command
-    assert out.getvalue(), command
+    said[command[0]] = out.getvalue()
+assert all(i in said["list"] for i in ids) and "2 stored runs match" in said["list"]
+assert ids[0] in said["show"] and ids[1] not in said["show"]
+rows = {{line.split()[0]: line.split() for line in said["compare"].splitlines()[1:]}}
+for run_id, gpu_us, times_first in ((ids[0], "500", "1"), (ids[1], "1,000", "2")):
+    row = rows[run_id]
+    assert row[row.index("ok") + 1] == gpu_us and row[row.index("80") + 1] == times_first, row
+a, b = (f"sdpa-math · {{i[:6]}}" for i in ids)
+assert f"{{b}} runs 13 fewer GPU operations per forward than {{a}}" in said["diff"], said["diff"]
+assert "== kernels ==" in said["diff"]
+trend = {{line.split()[0]: line.split()[-1] for line in said["trend"].splitlines()[1:3]}}
+assert trend == {{ids[0]: "False", ids[1]: "True"}}, said["trend"]
+assert "rule: A run is flagged as a regression" in said["trend"]
 """
     done = run_child("profiling.__main__", use)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "out.parquet").is_file()

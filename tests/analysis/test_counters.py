@@ -89,10 +89,13 @@ def test_the_roofline_gets_the_measured_bytes_and_the_gap():
     assert fused["measured_intensity"] == pytest.approx(
         fused["flop_per_call"] / fused["measured_bytes_per_call"]
     )
-    assert fused["bytes_gap"].startswith(
-        f"modelled {fused['bytes_per_call'] / 1e6:,.1f} MB, "
-        "measured 59.2 MB (read 50.4 MB, written 8.8 MB)"
+    modelled = fused["bytes_per_call"]
+    change = 100 * ((50_355_712 + 8_831_744) / modelled - 1)  # measured against modelled
+    assert fused["bytes_gap"] == (
+        f"modelled {modelled / 1e6:,.1f} MB, measured 59.2 MB (read 50.4 MB, written 8.8 MB)"
+        f" ({change:+.0f}%)"
     )
+    assert f"({change:+.0f}%)" == "(-12%)"  # ncu moved less than the model: its sign
 
 
 def test_ncu_kernels_beyond_the_profiled_step_are_counted_not_matched():
@@ -133,12 +136,24 @@ def test_a_zero_gpu_space_is_refused_with_its_reason():
 
 
 def test_no_ncu_on_path_is_refused_with_its_reason(monkeypatch, tmp_path):
+    """ncu hidden wherever it is installed (a GPU machine has it): a PATH without it, and
+    CUDA's usual folder read as holding none."""
     monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with no ncu on it
+    monkeypatch.delenv(collect.NCU_ENV, raising=False)
+    access = os.access
+    usual = "/usr/local/cuda/bin/ncu"
+    monkeypatch.setattr(
+        collect.os, "access", lambda path, mode: path != usual and access(path, mode)
+    )
     env = {"PATH": str(tmp_path)}
-    found = collect.find_ncu(env)
-    if found:  # CUDA's usual folder has one on this machine
-        pytest.skip(f"ncu found at {found}")
+    assert collect.find_ncu(env) == ""
     assert collect.unavailable_reason("cuda", env=env) == collect.NO_NCU
+    counters = collect.measure({"variant": "naive"}, "cuda", tmp_path)
+    assert counters.reason == collect.NO_NCU and counters.kernels.empty
+    fake = tmp_path / "ncu"  # the same PATH with an ncu on it: found, so the refusal was its
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    assert collect.find_ncu(env) == str(fake)
 
 
 def test_restricted_counters_say_how_to_allow_them(tmp_path, monkeypatch):

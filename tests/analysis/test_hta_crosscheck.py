@@ -20,6 +20,11 @@ import pytest
 try:  # HTA 0.5.0 also needs psutil, which it does not declare
     import hta.trace_analysis  # noqa: F401
 except ImportError as exc:
+    if os.environ.get("ATTNPROF_REQUIRE_HTA") == "1":  # CI (.ci/run): fail, never skip
+        raise ImportError(
+            f"ATTNPROF_REQUIRE_HTA=1 requires HTA for the cross-check ({exc}): "
+            "pip install -r requirements-dev.txt"
+        ) from exc
     pytest.skip(
         f"HTA not importable ({exc}); `pip install -r requirements-dev.txt` to run the cross-check",
         allow_module_level=True,

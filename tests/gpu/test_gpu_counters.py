@@ -1,27 +1,99 @@
-"""Issue 36 on the H200 (`python -m pytest -m gpu tests/test_gpu_counters.py`): counters from
-Nsight Compute against the model. The checks are benchmarks/counters_h200.py's (one rule each):
-cuDNN reads Q, K and V once; naive's masked_fill reads and writes the scores, its copy is left
-unmeasured (no kernel); every variant of the post at both shapes runs with counters or says why."""
+"""Issue 36 on the GPU (`python -m pytest -m gpu tests/gpu/test_gpu_counters.py`): counters
+from Nsight Compute against the model. The checks are benchmarks/counters_h200.py's (one rule
+each): cuDNN reads Q, K and V once; naive's masked_fill reads and writes the scores, its copy
+is left unmeasured (no kernel); every variant of the post at both shapes runs with counters or
+says why.
+
+Each (variant, shape) is counted once for the module (issue 41: the module took > 150 s on an
+H100 when the cuDNN and naive checks counted their runs again): twelve runs, each its profiled
+run and one step under ncu, which the pass already restricts to the NVTX range's kernels, its
+METRICS only (no sections) and at most 64 launches. With ATTNPROF_RESULTS=dir the table and
+the measured roofline are written there (benchmarks/counters_h200.py's files), with each run's
+seconds under ncu.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import time
+from pathlib import Path
+
 import pytest
 
-from benchmarks.counters_h200 import VARIANTS, counted, qkv_check, ran_or_said, scores_check
+from benchmarks.counters_h200 import (
+    VARIANTS,
+    _checks,
+    _figure,
+    _write,
+    counted,
+    measured_rows,
+    qkv_check,
+    ran_or_said,
+    scores_check,
+)
 from benchmarks.shapes import SHAPES
 
 pytestmark = pytest.mark.gpu
+RESULTS = os.environ.get("ATTNPROF_RESULTS")
 
 
-def test_cudnn_reads_q_k_and_v_once(tmp_path):
-    result = counted("sdpa-cudnn", SHAPES["post"], tmp_path)
+class Counted:
+    """Each (variant, shape)'s counted run, made on first use and kept for the module."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.runs, self.seconds = folder, {}, {}
+        self.results = Path(RESULTS) if RESULTS else None
+
+    def __call__(self, variant: str, shape_id: str):
+        key = (variant, shape_id)
+        if key not in self.runs:
+            began = time.perf_counter()
+            result = counted(variant, SHAPES[shape_id], self.folder / f"{variant}_{shape_id}")
+            self.seconds[key] = time.perf_counter() - began
+            self.runs[key] = result
+            if self.results is not None:
+                self._keep(variant, shape_id, result)
+        return self.runs[key]
+
+    def _keep(self, variant: str, shape_id: str, result) -> None:
+        self.results.mkdir(parents=True, exist_ok=True)
+        rows = measured_rows(result).assign(variant=variant)
+        _write(self.results, variant, shape_id, result, _checks(result, variant, shape_id), rows)
+        with open(self.results / "counters-seconds.jsonl", "a") as fh:
+            fh.write(json.dumps({"variant": variant, "shape": shape_id,
+                                 "run_s": round(self.seconds[(variant, shape_id)], 1),
+                                 "ncu_s": round(result.counters.seconds, 1)}) + "\n")  # fmt: skip
+
+    def figure(self) -> None:
+        import pandas as pd
+
+        post = [
+            measured_rows(result).assign(variant=variant)
+            for (variant, shape_id), result in self.runs.items()
+            if shape_id == "post"
+        ]
+        if self.results is not None and post:
+            rows = pd.concat([r[r["role"] != ""] for r in post], ignore_index=True)
+            _figure(rows, self.results / "roofline-measured-post")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    kept = Counted(tmp_path_factory.mktemp("counters"))
+    yield kept
+    kept.figure()
+
+
+def test_cudnn_reads_q_k_and_v_once(runs):
+    result = runs("sdpa-cudnn", "post")
     assert result.counters.measured, result.counters.reason
     ok, said = qkv_check(result)
     assert ok, said
 
 
-def test_naive_masked_fill_reads_and_writes_the_scores(tmp_path):
-    result = counted("naive", SHAPES["post"], tmp_path)
+def test_naive_masked_fill_reads_and_writes_the_scores(runs):
+    result = runs("naive", "post")
     assert result.counters.measured, result.counters.reason
     ok, said = scores_check(result)
     assert ok, said
@@ -29,12 +101,12 @@ def test_naive_masked_fill_reads_and_writes_the_scores(tmp_path):
 
 @pytest.mark.parametrize("shape_id", list(SHAPES))
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_every_variant_runs_with_counters_or_says_why(variant, shape_id, tmp_path):
-    result = counted(variant, SHAPES[shape_id], tmp_path)
+def test_every_variant_runs_with_counters_or_says_why(variant, shape_id, runs):
+    result = runs(variant, shape_id)
     ok, said = ran_or_said(result)
     assert ok, said
     counters = result.counters
-    assert counters.measured, said  # on the H200 ncu is there and counters are allowed
+    assert counters.measured, said  # on the GPU machine ncu is there and counters are allowed
     assert 0 < len(counters.kernels) <= 64 and counters.missing == []
     assert (counters.kernels["dram_read_bytes"] > 0).any()
     assert result.summary.gpu_us_per_forward is not None  # the profiler's own, kept apart
