@@ -163,8 +163,8 @@ def test_a_stored_diff_is_the_diff_of_its_traces_in_the_order_picked(store):
         ("one", 2, 50, "pick 2–50 different runs (got 1)"),
         ("one one", 2, 50, "pick 2–50 different runs (got 1)"),  # the same run twice is one
         (" ".join(f"r{i}" for i in range(51)), 2, 50, "pick 2–50 different runs (got 51)"),
-        ("a b c", 2, 2, "pick exactly 2 different runs (got 3)"),
-        ("a", 2, 2, "pick exactly 2 different runs (got 1)"),
+        ("a b c", 2, 2, "pick two runs (got 3)"),
+        ("a", 2, 2, "pick two runs (got 1)"),
     ],
 )
 def test_a_pick_of_too_few_or_too_many_runs_is_refused(raw, at_least, at_most, said):

@@ -86,9 +86,9 @@ def test_each_compare_row_and_sweep_point_is_kept_with_its_status(store):
 
 def test_history_handlers_say_what_is_wrong(store):
     for handler, value, said in (
-        (history_tab.history_run, "no-such-run", "no run 'no-such-run' in the store"),
-        (history_tab.history_diff, "just-one", r"pick exactly 2 different runs \(got 1\)"),
-        (history_tab.history_compare, "", r"pick 2–50 different runs \(got 0\)"),
+        (history_tab.history_run, "no-such-run", "run 'no-such-run' is not in this run store"),
+        (history_tab.history_diff, "just-one", r"pick two runs to diff \(got 1\)"),
+        (history_tab.history_compare, "", r"pick 2–50 different runs to compare \(got 0\)"),
     ):  # the message users read, not any crash errors.py turned into a gr.Error
         with pytest.raises(gr.Error, match=said):
             handler(value)
