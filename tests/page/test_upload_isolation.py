@@ -57,8 +57,11 @@ def _rss() -> int:
 def _children() -> set[int]:
     found: set[int] = set()
     for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children") as children:
-            found |= {int(pid) for pid in children.read().split()}
+        try:
+            with open(f"/proc/self/task/{task}/children") as children:
+                found |= {int(pid) for pid in children.read().split()}
+        except FileNotFoundError:  # the thread ended after listdir: it has no children now
+            continue
     return found
 
 
