@@ -30,13 +30,12 @@ def _closed_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.mark.parametrize("where", ["refused", "silent"])
 def test_an_unreachable_cluster_is_checked_once_and_logged_once(
-    where, fresh_app_state, monkeypatch, caplog
+    fresh_app_state, monkeypatch, caplog
 ):
-    """Refused (a closed local port) and silent (TEST-NET-1, RFC 5737: packets go nowhere):
-    each answered within the check's few seconds, never ray.init's minutes."""
-    address = f"127.0.0.1:{_closed_port()}" if where == "refused" else "192.0.2.1:6379"
+    """A closed local port: answered within the check's few seconds, never ray.init's minutes.
+    (Only loopback: this workplace sends no test traffic to any other address.)"""
+    address = f"127.0.0.1:{_closed_port()}"
     monkeypatch.setenv(executor.RAY_ADDRESS_ENV, address)
     began = time.monotonic()
     with caplog.at_level(logging.ERROR, logger=executor.__name__):
