@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -121,3 +123,15 @@ def watch_inputs(monkeypatch) -> list:
 
     monkeypatch.setattr(runner, "_inputs", spy)
     return refs
+
+
+def collect_in_child(test_file: str, env: dict[str, str]) -> tuple[int, str]:
+    """`pytest --collect-only` of one test module in a child with `env` (no conftest): its exit
+    code and output, for the ATTNPROF_REQUIRE_* switches that turn a skip into a failure."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--collect-only", "--noconftest",
+         "-p", "no:cacheprovider", test_file],
+        cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    return done.returncode, done.stdout + done.stderr

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import collect_in_child
+
 ROOT = Path(__file__).resolve().parents[1]
 CI_RUN = ROOT / ".ci" / "run"
 REQUIRE = "ATTNPROF_REQUIRE_BROWSER"
@@ -101,16 +103,11 @@ def test_a_scanner_that_does_not_load_fails_only_where_it_is_required(required):
     scanner() None (docs/testing.md shows the broken file failing the suite the same way)."""
     env = {key: value for key, value in os.environ.items() if key != SCANNER}
     env.update(ATTNPROF_SCANNER="off", **({SCANNER: "1"} if required else {}))
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "--collect-only", "--noconftest",
-         "-p", "no:cacheprovider", "tests/trace/test_trace_scan.py"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    output = done.stdout + done.stderr
+    returncode, output = collect_in_child("tests/trace/test_trace_scan.py", env)
     if required:
-        assert done.returncode not in (0, 5), output
+        assert returncode not in (0, 5), output
         assert (
             "ERROR tests/trace/test_trace_scan.py" in output and f"{SCANNER}=1 requires" in output
         )
     else:
-        assert done.returncode == 5 and "SKIPPED" in output, output
+        assert returncode == 5 and "SKIPPED" in output, output

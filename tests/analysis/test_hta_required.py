@@ -6,11 +6,11 @@ a child pytest with a stand-in `hta` package that cannot be imported."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import collect_in_child
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUIRE = "ATTNPROF_REQUIRE_HTA"
@@ -25,17 +25,12 @@ def test_a_missing_hta_fails_only_where_it_is_required(tmp_path, required):
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), str(ROOT)]))
     if required:
         env[REQUIRE] = "1"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "--collect-only", "--noconftest",
-         "-p", "no:cacheprovider", "tests/analysis/test_hta_crosscheck.py"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    output = done.stdout + done.stderr
+    returncode, output = collect_in_child("tests/analysis/test_hta_crosscheck.py", env)
     if required:
-        assert done.returncode not in (0, 5), output
+        assert returncode not in (0, 5), output
         assert f"{REQUIRE}=1 requires HTA for the cross-check (no hta here)" in output, output
     else:
-        assert done.returncode == 5 and "SKIPPED" in output, output
+        assert returncode == 5 and "SKIPPED" in output, output
 
 
 def test_ci_requires_the_hta_cross_check():
