@@ -5,9 +5,10 @@ is left unmeasured (no kernel); every variant of the post at both shapes runs wi
 says why.
 
 Each (variant, shape) is counted once for the module (issue 41: the module took > 150 s on an
-H100 when the cuDNN and naive checks counted their runs again): twelve runs, each its profiled
-run and one step under ncu, which the pass already restricts to the NVTX range's kernels, its
-METRICS only (no sections) and at most 64 launches. With ATTNPROF_RESULTS=dir the table and
+H100 when the cuDNN and naive checks counted their runs again, and 200 s counting each once in
+turn, ~15 s a pass): twelve runs, their profiled runs one by one, then their passes (one step
+each under ncu, restricted to the NVTX range's kernels, METRICS only, at most 64 launches) side
+by side, so that the passes' start-ups overlap. With ATTNPROF_RESULTS=dir the table and
 the measured roofline are written there (benchmarks/counters_h200.py's files), with each run's
 seconds under ncu.
 """
@@ -26,7 +27,7 @@ from benchmarks.counters_h200 import (
     _checks,
     _figure,
     _write,
-    counted,
+    counted_together,
     measured_rows,
     qkv_check,
     ran_or_said,
@@ -39,22 +40,24 @@ RESULTS = os.environ.get("ATTNPROF_RESULTS")
 
 
 class Counted:
-    """Each (variant, shape)'s counted run, made on first use and kept for the module."""
+    """Every (variant, shape)'s counted run, made together on first use and kept for the
+    module: the profiled runs one by one, then their counter passes side by side
+    (benchmarks/counters_h200.counted_together)."""
 
     def __init__(self, folder: Path) -> None:
-        self.folder, self.runs, self.seconds = folder, {}, {}
+        self.folder, self.runs = folder, {}
         self.results = Path(RESULTS) if RESULTS else None
 
     def __call__(self, variant: str, shape_id: str):
-        key = (variant, shape_id)
-        if key not in self.runs:
+        if not self.runs:
             began = time.perf_counter()
-            result = counted(variant, SHAPES[shape_id], self.folder / f"{variant}_{shape_id}")
-            self.seconds[key] = time.perf_counter() - began
-            self.runs[key] = result
-            if self.results is not None:
-                self._keep(variant, shape_id, result)
-        return self.runs[key]
+            pairs = [(v, s) for s in SHAPES for v in VARIANTS]
+            self.runs = counted_together(pairs, self.folder)
+            print(f"{len(pairs)} counted runs in {time.perf_counter() - began:.1f} s")
+            for key, result in self.runs.items():
+                if self.results is not None:
+                    self._keep(*key, result)
+        return self.runs[(variant, shape_id)]
 
     def _keep(self, variant: str, shape_id: str, result) -> None:
         self.results.mkdir(parents=True, exist_ok=True)
@@ -62,7 +65,7 @@ class Counted:
         _write(self.results, variant, shape_id, result, _checks(result, variant, shape_id), rows)
         with open(self.results / "counters-seconds.jsonl", "a") as fh:
             fh.write(json.dumps({"variant": variant, "shape": shape_id,
-                                 "run_s": round(self.seconds[(variant, shape_id)], 1),
+                                 "run_s": round(result.seconds, 1),
                                  "ncu_s": round(result.counters.seconds, 1)}) + "\n")  # fmt: skip
 
     def figure(self) -> None:
