@@ -178,7 +178,8 @@ def main() -> int:
             if shape_id == "post":
                 post_rows.append(rows[rows["role"] != ""])
     if post_rows:
-        _figure(pd.concat(post_rows, ignore_index=True), out / "roofline-measured-post")
+        _figure(pd.concat(post_rows, ignore_index=True), out / "roofline-measured-post",
+                result.summary.device_name)  # fmt: skip
     if not args.no_small:
         _small_report(out)
     return 1 if failed else 0
@@ -211,10 +212,10 @@ def _write(out: Path, variant: str, shape_id: str, result: ProfileResult,
         fh.write(json.dumps(record) + "\n")
 
 
-def _figure(rows: pd.DataFrame, stem: Path) -> None:
-    """The post's variants on one roofline with their measured points: PNG via kaleido where
-    it works, else HTML; the figure's JSON always."""
-    figure = roofline_spec(rows, "NVIDIA H200", "bfloat16", own_run=True).figure()
+def _figure(rows: pd.DataFrame, stem: Path, device_name: str) -> None:
+    """The post's variants on one roofline with their measured points, under the roofs of the
+    card that ran them: PNG via kaleido where it works, else HTML; the figure's JSON always."""
+    figure = roofline_spec(rows, device_name, "bfloat16", own_run=True).figure()
     stem.with_suffix(".fig.json").write_text(figure.to_json())
     try:
         figure.write_image(str(stem.with_suffix(".png")), width=1400, height=800, scale=2)

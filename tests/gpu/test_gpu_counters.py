@@ -78,7 +78,8 @@ class Counted:
         ]
         if self.results is not None and post:
             rows = pd.concat([r[r["role"] != ""] for r in post], ignore_index=True)
-            _figure(rows, self.results / "roofline-measured-post")
+            device = next(iter(self.runs.values())).summary.device_name
+            _figure(rows, self.results / "roofline-measured-post", device)
 
 
 @pytest.fixture(scope="module")
