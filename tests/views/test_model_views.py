@@ -67,3 +67,39 @@ def test_why_says_the_backend_the_call_and_torch_s_words():
     assert "efficient accepts" in text
     assert "sdpa: attention ran cudnn_sdpa_sm90_flash_fprop (7000.0 µs)" in text
     assert "refused: kernels:" in text and "failed: flex_attention failed" in text
+
+
+DECODE = ModelRun(
+    {"mode": "decode"}, "llama-3.1-8b ×2 layers B4 S4096 decode 64", "cuda", 0.5,
+    [
+        ImplementationRun("eager", ran="eager", split=_split(300_000.0, 30_000.0), timed_ms=214.0),
+        ImplementationRun("sdpa", ran="sdpa", split=_split(320_000.0, 30_000.0), timed_ms=224.0),
+        ImplementationRun("kernels", ran="kernels", split=_split(290_000.0, 5_000.0),
+                          timed_ms=280.0),
+    ],
+)  # fmt: skip
+
+
+def test_a_decode_is_ranked_by_its_bare_timing_and_says_the_profiler_lengthened_it():
+    # The trace ranks kernels first (290 ms); without the profiler eager is the fastest (214).
+    assert table.verdict(DECODE).startswith("which attn_implementation? eager: 214.00 ms")
+    assert "timed without the profiler" in table.verdict(DECODE)
+    assert "slowest kernels: 280.00 ms" in table.verdict(DECODE)
+    said = why.lines(DECODE)
+    assert (
+        "eager: the profiled step took 300.00 ms, the same step without the profiler "
+        "214.00 ms (+40%)" in "\n".join(said)
+    )
+    assert (
+        sum("bare timing is the one to quote" in line for line in said) == 2
+    )  # not kernels: +3.6%
+
+
+def test_a_step_the_profiler_left_alone_says_nothing_of_it():
+    # prefill: 90 ms traced, 91 bare (within 5%): no line; the verdict reads the trace
+    assert not any("profiled step took" in line for line in why.lines(RUN))
+    assert "from the trace" in table.verdict(RUN)
+    stretched = ImplementationRun("eager", split=_split(95_600.0, 1.0), timed_ms=91.0)
+    assert why.timing_lines(stretched)  # 1.0505: just past the 5%
+    assert not why.timing_lines(ImplementationRun("eager", split=_split(95_500.0, 1.0),
+                                                  timed_ms=91.0))  # fmt: skip
