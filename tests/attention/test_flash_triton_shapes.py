@@ -283,6 +283,9 @@ CASES = {
         seed=24,
         config={"tma": True, "warp_specialize": True},
     ),
+    "tma-full-ragged-kv-bf16": case(  # no causal bound: only the key-range mask hides
+        90, 30, 2, 2, "bfloat16", path="fixed", tiles=16, seed=26, config={"tma": True}
+    ),  # the zero-filled rows past kv_len (30 = 16 + 14)
     "tma-asked-packed-gqa-stays-plain": case(
         70,
         70,

@@ -177,7 +177,9 @@ def _make_tma_configs() -> list[triton.Config]:
 
 _flash_fwd_tma_autotuned = triton.autotune(
     configs=_make_tma_configs(),
-    key=["seq_bucket", "kv_bucket", "HEAD_DIM", "CAUSAL", "WINDOW", "STORE_LSE", "WARP_SPEC"],
+    # + tensors' dtypes; not STORE_LSE: training and inference share one tuned config, so
+    # both give bit-identical outputs (as flash_fwd's autotuner)
+    key=["seq_bucket", "kv_bucket", "HEAD_DIM", "CAUSAL", "WINDOW", "WARP_SPEC"],
     prune_configs_by={"early_config_prune": _prune_configs},
 )(_flash_fwd_tma_kernel)
 
