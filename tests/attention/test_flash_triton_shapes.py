@@ -95,14 +95,19 @@ def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> d
     v[:, : c["poison"]] = float("nan")
     leaves = [x.clone().requires_grad_(c["grad"]) for x in (q, k, v)]
     kw = {"causal": c["causal"], "window_size": tuple(c["window"])}
-    calls = {"decode": 0}
-    real_decode = mod.flash_autograd.flash_decode
+    calls = {"decode": 0, "tma": 0}
+    real_decode, real_tma = mod.flash_autograd.flash_decode, mod.flash_fwd.launch_tma
 
     def counting(*args: Any, **kwargs: Any) -> torch.Tensor:
         calls["decode"] += 1
         return real_decode(*args, **kwargs)
 
+    def counting_tma(*args: Any, **kwargs: Any) -> None:
+        calls["tma"] += 1
+        return real_tma(*args, **kwargs)
+
     mod.flash_autograd.flash_decode = counting
+    mod.flash_fwd.launch_tma = counting_tma
     try:
         if c["path"] == "decode":
             out = mod.flash_attn_decode(*leaves, **kw, num_splits=c["splits"], block_n=32)
@@ -115,11 +120,13 @@ def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> d
             out = mod.flash_attn_func(*leaves, **kw)
     finally:
         mod.flash_autograd.flash_decode = real_decode
+        mod.flash_fwd.launch_tma = real_tma
     ref_leaves = [x.detach().clone().requires_grad_(c["grad"]) for x in (q, k, v)]
     ref = reference_attention(*[x.nan_to_num(0.0) for x in ref_leaves], **kw)
     seen = visible_keys(c["Sq"], c["Sk"], c["causal"], tuple(c["window"]), device).any(-1)
     res: dict[str, Any] = {
         "out": rel_err(out.detach(), ref.detach()), "decode calls": calls["decode"],
+        "tma calls": calls["tma"],
         "meta": out.shape == q.shape and out.dtype == dtype,
         "finite": bool(out.isfinite().all()), "empty rows": int((~seen).sum()),
         "empty rows zero": bool((out.detach()[:, ~seen] == 0).all()),
@@ -211,6 +218,85 @@ CASES = {
         seed=19,
         config={"pack_gqa": True},
     ),
+    # issue 44's TMA forward (flash_tma.py), forced on: GQA, q_len != kv_len with a window,
+    # rows that see no key, a window that must skip poisoned tiles, warp specialisation asked
+    # for, and a packed-GQA launch it must leave to the plain kernel
+    "tma-gqa-causal-tiles16-grad": case(
+        70,
+        70,
+        4,
+        2,
+        causal=True,
+        path="fixed",
+        tiles=16,
+        grad=True,
+        seed=20,
+        config={"tma": True},
+    ),
+    "tma-mqa-q<kv-causal-window-bf16-grad": case(
+        40,
+        100,
+        4,
+        1,
+        "bfloat16",
+        causal=True,
+        window=(20, -1),
+        path="fixed",
+        tiles=16,
+        grad=True,
+        seed=21,
+        config={"tma": True},
+    ),
+    "tma-no-key-rows-grad": case(
+        60,
+        20,
+        2,
+        2,
+        window=(3, 0),
+        path="fixed",
+        tiles=16,
+        grad=True,
+        seed=22,
+        config={"tma": True},
+    ),
+    "tma-window-skips-tiles-poisoned": case(
+        16,
+        256,
+        2,
+        1,
+        causal=True,
+        window=(15, -1),
+        path="fixed",
+        tiles=16,
+        poison=192,
+        seed=23,
+        config={"tma": True},
+    ),
+    "tma-warp-spec-q>kv-causal": case(
+        100,
+        40,
+        4,
+        1,
+        causal=True,
+        path="fixed",
+        tiles=16,
+        seed=24,
+        config={"tma": True, "warp_specialize": True},
+    ),
+    "tma-full-ragged-kv-bf16": case(  # no causal bound: only the key-range mask hides
+        90, 30, 2, 2, "bfloat16", path="fixed", tiles=16, seed=26, config={"tma": True}
+    ),  # the zero-filled rows past kv_len (30 = 16 + 14)
+    "tma-asked-packed-gqa-stays-plain": case(
+        70,
+        70,
+        4,
+        2,
+        causal=True,
+        path="fixed",
+        tiles=16,
+        seed=25,
+        config={"tma": True, "pack_gqa": True},
+    ),
     "decode-q1-kv300-split3-fp16": case(1, 300, 4, 2, path="decode", splits=3, seed=11),
     "decode-q1-kv300-split3-bf16": case(1, 300, 4, 1, "bfloat16", path="decode", splits=3, seed=12),
     "decode-q16-kv300-causal-split3-bf16": case(
@@ -263,6 +349,24 @@ def test_cases_reach_what_they_name(results: dict[str, dict[str, Any]]) -> None:
     assert results["decode-chosen-by-flash_attn_func"]["decode calls"] == 1
     assert results["decode-shape-with-grad-takes-autograd"]["decode calls"] == 0
     assert results["gqa-H4-KV2-causal-fp16-grad"]["decode calls"] == 0
+    for name in [n for n in CASES if n.startswith("tma-")]:  # the TMA kernel ran (or not)
+        want = 0 if name == "tma-asked-packed-gqa-stays-plain" else 1
+        assert results[name]["tma calls"] == want, name
+    assert results["tma-warp-spec-q>kv-causal"]["empty rows"] == 60
+    assert results["gqa-plain-causal-tiles16-grad"]["tma calls"] == 0  # off by default
+
+
+def test_tma_eligible_only_where_tma_can_address(mod: types.ModuleType) -> None:
+    """flash_tma.eligible: contiguous [B, S, H, D] with D <= 128 qualifies; a strided last
+    dimension, a base off 16 bytes, a row stride off 16 bytes or D 256 do not."""
+    eligible = mod.flash_tma.eligible
+    x = torch.zeros(2, 8, 3, 64, dtype=torch.float16)
+    assert eligible(x, x, x)
+    assert not eligible(x, x.transpose(1, 3).contiguous().transpose(1, 3), x)  # D stride 24
+    flat = torch.zeros(2 * 8 * 3 * 64 + 1, dtype=torch.float16)
+    assert not eligible(flat[1:].view(2, 8, 3, 64))  # base 2 bytes off
+    assert not eligible(torch.zeros(2, 8, 3, 68, dtype=torch.float16)[..., :64])  # 136 B rows
+    assert not eligible(torch.zeros(1, 4, 1, 256, dtype=torch.float16))
 
 
 # ---------------------------------------------------------------------------------------

@@ -109,6 +109,8 @@ def flash_attn_func_with_config(
     backward_config: BackwardConfig | None = None,
     overlap: bool | None = None,
     pack_gqa: bool | None = None,
+    tma: bool | None = None,
+    warp_specialize: bool | None = None,
 ) -> torch.Tensor:
     """As `flash_attn_func`, with the launch fixed (no autotuning, never the decode path), for
     tests and benchmarks.
@@ -117,11 +119,14 @@ def flash_attn_func_with_config(
     in sequence order (both slower: variants kept to measure what the defaults buy).
     backward_config fixes the backward's tiles (default: flash_bwd.default_backward_config).
     overlap / pack_gqa force the forward's software-pipelined unmasked loop and GQA row packing
-    on or off (None: the defaults, flash_fwd.OVERLAP_UNMASKED and flash_fwd.pack_gqa).
+    on or off (None: the defaults, flash_fwd.OVERLAP_UNMASKED and flash_fwd.pack_gqa); tma and
+    warp_specialize the TMA forward (flash_tma.py) and its warp-specialised loop (None:
+    flash_fwd.TMA_FORWARD, TMA_WARP_SPEC; launches it cannot take stay on the plain kernel).
     """
     config = fixed_config(
-        block_m, block_n, num_warps, num_stages, split_diagonal, heavy_first, overlap, pack_gqa
-    )
+        block_m, block_n, num_warps, num_stages, split_diagonal, heavy_first, overlap, pack_gqa,
+        tma, warp_specialize,
+    )  # fmt: skip
     if needs_backward(q, k, v):
         return FlashAttnFunction.apply(
             q, k, v, softmax_scale, causal, config, backward_config, window_size

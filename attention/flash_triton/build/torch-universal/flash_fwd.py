@@ -26,6 +26,8 @@ from .flash_common import (
 )
 from .flash_fwd_config import _make_configs, _prune_configs
 from .flash_tiles import _attn_tiles, _attn_tiles_overlap
+from .flash_tma import eligible as tma_eligible
+from .flash_tma import launch_tma
 
 __all__ = ["SUPPORTED_DTYPES", "SUPPORTED_HEAD_DIMS"]  # re-exported for older imports
 
@@ -249,6 +251,11 @@ def last_autotune_choice() -> str | None:
 # docs/flash-triton-notes.md, "Issue 44"). A fixed launch may force either (fixed_config).
 OVERLAP_UNMASKED = False  # the unmasked tiles through _attn_tiles_overlap
 PACK_GQA_DEFAULT = False  # GQA/MQA: the group's query heads packed into one tile's rows
+# Issue 44's third candidate (flash_tma.py): Q/K/V/O through TMA tensor descriptors, and
+# optionally Triton's warp specialisation of its unmasked loop. Off until the A/B's --tma
+# mode measures it (it writes both lines with --patch).
+TMA_FORWARD = False
+TMA_WARP_SPEC = False
 
 
 def pack_gqa(n_heads: int, kv_heads: int) -> bool:
@@ -304,28 +311,47 @@ def _launch(
         config = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
     meta = {"OVERLAP": OVERLAP_UNMASKED, "PACK_GQA": pack_gqa(n_heads, kv_heads)}
     meta.update(config or {})
+    tma = _takes_tma(meta, q, k, v)
     if upcast_dot(q.dtype):  # the CPU interpreter's bf16 tl.dot bug (flash_common.upcast_dot)
         meta["UPCAST_DOT"] = True
+    strides = [x.stride()[: 3 if tma else 4] for x in (q, k, v, out)]  # TMA: last one is 1
     args = (
         q, k, v, out, _lse_stand_in(q.device) if lse is None else lse, scale, seqlen_q,
         seqlen_k, n_heads, n_heads // kv_heads, window.lo_diag, window.hi_diag,
-        *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+        *[s for x in strides for s in x],
         triton.next_power_of_2(seqlen_q), triton.next_power_of_2(seqlen_k),
     )  # fmt: skip
 
     def grid(launch_meta: dict[str, Any]) -> tuple[int, int]:
-        if launch_meta["PACK_GQA"]:  # (batch, K/V head) x tiles of the group's packed rows
+        if launch_meta.get("PACK_GQA"):  # (batch, K/V head) x tiles of the group's packed rows
             rows = seqlen_q * (n_heads // kv_heads)
             return (batch * kv_heads, triton.cdiv(rows, launch_meta["BLOCK_M"]))
         return (batch * n_heads, triton.cdiv(seqlen_q, launch_meta["BLOCK_M"]))
 
+    flags = {"HEAD_DIM": head_dim, "CAUSAL": bool(causal), "STORE_LSE": return_lse,
+             "WINDOW": window.windowed, "MAY_BE_EMPTY": window.may_be_empty}  # fmt: skip
     kernel = _flash_fwd_autotuned if config is None else _flash_fwd_kernel
     with device_scope(q):
-        kernel[grid](
-            *args, HEAD_DIM=head_dim, CAUSAL=bool(causal), STORE_LSE=return_lse,
-            WINDOW=window.windowed, MAY_BE_EMPTY=window.may_be_empty, **meta,
-        )  # fmt: skip
+        if tma:
+            launch_tma(args, grid, config is None, flags | meta)
+        else:
+            kernel[grid](*args, **flags, **meta)
     return out, lse
+
+
+def _takes_tma(meta: dict[str, Any], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether a launch goes to flash_tma's kernel (meta's TMA, default TMA_FORWARD), and
+    meta made right for the kernel it goes to. Shapes and launches that kernel does not
+    handle stay on this one: packed GQA, the overlap and unsplit-diagonal variants, tensors
+    TMA cannot address (flash_tma.eligible)."""
+    tma, warp_spec = meta.pop("TMA", TMA_FORWARD), meta.pop("WARP_SPEC", TMA_WARP_SPEC)
+    variants = meta["PACK_GQA"] or meta["OVERLAP"] or not meta.get("SPLIT_DIAGONAL", True)
+    if not tma or variants or not tma_eligible(q, k, v):
+        return False
+    for name in ("PACK_GQA", "OVERLAP", "SPLIT_DIAGONAL"):
+        meta.pop(name, None)
+    meta["WARP_SPEC"] = bool(warp_spec)
+    return True
 
 
 def fixed_config(
@@ -337,9 +363,12 @@ def fixed_config(
     heavy_first: bool,
     overlap: bool | None = None,
     pack_gqa: bool | None = None,
+    tma: bool | None = None,
+    warp_specialize: bool | None = None,
 ) -> dict[str, Any]:
-    """The meta-parameters of a fixed (not autotuned) forward launch; overlap and pack_gqa
-    None keep the launch defaults (OVERLAP_UNMASKED, pack_gqa())."""
+    """The meta-parameters of a fixed (not autotuned) forward launch; overlap, pack_gqa, tma
+    and warp_specialize None keep the launch defaults (OVERLAP_UNMASKED, pack_gqa(),
+    TMA_FORWARD, TMA_WARP_SPEC)."""
     meta: dict[str, Any] = {
         "BLOCK_M": block_m,
         "BLOCK_N": block_n,
@@ -352,4 +381,8 @@ def fixed_config(
         meta["OVERLAP"] = overlap
     if pack_gqa is not None:
         meta["PACK_GQA"] = pack_gqa
+    if tma is not None:
+        meta["TMA"] = tma
+    if warp_specialize is not None:
+        meta["WARP_SPEC"] = warp_specialize
     return meta
