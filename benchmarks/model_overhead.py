@@ -75,6 +75,40 @@ def app(workload: ModelWorkload) -> float:
     return time.perf_counter() - began
 
 
+def together(args) -> int:
+    """One click of every implementation against each one's bare script in turn."""
+    names = args.implementations.split(",")
+    shape = RAGGED if args.device == "cuda" else {"batch": 2, "seq_len": 64, "lengths": "64,40"}
+    workloads = {
+        name: ModelWorkload.from_user(preset=args.preset, implementations=name, mode="prefill",
+                                      device=args.device, **shape).validated()
+        for name in names
+    }  # fmt: skip
+    click = ModelWorkload.from_user(
+        preset=args.preset, implementations=args.implementations, mode="prefill",
+        device=args.device, **shape,
+    ).validated()  # fmt: skip
+    bare_s, app_s = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        for index in range(args.repeats + 2):  # the first two warm both
+            bare_total = sum(bare(workloads[n], n, args.device, Path(folder)) for n in names)
+            app_total = app(click)
+            if index >= 2:
+                bare_s.append(bare_total)
+                app_s.append(app_total)
+    ratio = statistics.median(app_s) / statistics.median(bare_s)
+    print(
+        f"| {args.preset} | {args.implementations} in one click | "
+        f"{statistics.median(bare_s):.3f} | {statistics.median(app_s):.3f} | {ratio:.2f}× |"
+    )
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "model-overhead-together.json").write_text(
+            json.dumps({"bare_s": bare_s, "app_s": app_s, "ratio": ratio}, indent=1)
+        )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="llama-3.1-8b")
@@ -82,7 +116,14 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default="cuda", help="cpu: only to try the script (tiny)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--together", action="store_true",
+        help="one click of all the implementations against their bare scripts one after "
+        "another (the model is built and the reference made once)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.together:
+        return together(args)
     shape = RAGGED if args.device == "cuda" else {"batch": 2, "seq_len": 64, "lengths": "64,40"}
     rows = []
     with tempfile.TemporaryDirectory() as folder:
