@@ -60,6 +60,12 @@ def test_sdpa_backend_and_reasons_from_the_call_inside_the_model(prefill):
     assert runs["eager"].sdpa is None and runs["eager"].backend is None
 
 
+def test_ran_says_which_backend_a_forced_row_allowed(prefill):
+    runs, _ = prefill
+    assert runs["sdpa"].ran == "sdpa" and runs["eager"].ran == "eager"
+    assert runs["sdpa-math"].ran == "sdpa with only SDPA's math backend allowed"
+
+
 def test_logits_errors_against_eager_in_float32(prefill):
     runs, _ = prefill
     for key in ("eager", "sdpa", "sdpa-math"):

@@ -128,7 +128,10 @@ def _set(model, implementation: Implementation, softcap: float | None) -> tuple[
     """Tell transformers the implementation; for "kernels", the Hub's or the fallback's."""
     if implementation.attn_implementation != "kernels":
         model.set_attn_implementation(implementation.attn_implementation)
-        return model.config._attn_implementation, ""
+        ran = model.config._attn_implementation
+        if implementation.id in BACKENDS:  # transformers runs "sdpa"; torch is pinned to one
+            ran += f" with only SDPA's {implementation.id[5:]} backend allowed"
+        return ran, ""
     resolved = kernels.hub()
     if resolved is not None:
         try:
