@@ -15,7 +15,7 @@ PARAMETERS = ["preset", "layers", "dtype", "batch", "seq_len", "lengths", "mode"
 def test_model_endpoint_is_documented_and_runs_a_ragged_batch(client):
     endpoint = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/model"]
     assert [p["parameter_name"] for p in endpoint["parameters"]] == PARAMETERS
-    verdict, compared, categories, layers, reasons, gantt = client.predict(
+    verdict, compared, categories, layers, reasons, gantt, traces = client.predict(
         **TINY, implementations=["eager", "sdpa"], api_name="/model"
     )
     assert categories["headers"][:3] == ["implementation", "step µs", "attention"]
