@@ -331,6 +331,8 @@ def _listen(filters, refresh, note, runs, picked, buttons, run_panel, diffed, co
     opened_on_load = loaded.then(_list_and_open, [picked, *filters], [runs, note, *opened],
                                  **QUIET)  # fmt: skip
     opened_on_load.then(show_columns, opened[TRACE - 1], columns, **QUIET)
+    trace = opened[TRACE : TRACE + 1]  # a permalink's run: its download enabled, as Open's
+    opened_on_load.then(enabled_downloads, trace, trace, **QUIET)
 
 
 def _not_opened(said: str = "") -> tuple[Any, ...]:

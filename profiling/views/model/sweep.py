@@ -55,11 +55,13 @@ def sweep_figure(points: Sequence[Any], title: str = "") -> FigureSpec:
              "x": lengths, "y": [row[2] for row in rows],
              "line": {"color": color, "dash": "dot"}, "marker": {"symbol": "circle-open"}},
         ]  # fmt: skip
+    lengths = sorted({point.seq_len for point in points})
     layout = {
         "title": {"text": escaped(title or "The step and its attention vs S (log–log)")},
-        "xaxis": {"title": {"text": "sequence length S"}, "type": "log"},
+        "xaxis": {"title": {"text": "sequence length S"}, "type": "log", "tickvals": lengths,
+                  "ticktext": [str(n) for n in lengths]},
         "yaxis": {"title": {"text": "ms per step (trace)"}, "type": "log"},
-        "height": 420, "legend": {"orientation": "h"},
+        "height": 420, "legend": {"title": {"text": "solid: the step · dotted: attention"}},
     }  # fmt: skip
     return FigureSpec(data=data, layout=layout)
 
