@@ -1,6 +1,6 @@
 """`python -m profiling history list | show ID | diff A B | compare ID… | trend ID | export FILE |
 import FILE | prune`: the run store from a terminal, with the History tab's views (no torch:
-a laptop reads an H200's exported runs); a model run shown with the Model tab's."""
+a laptop reads an H200's exported runs)."""
 
 from __future__ import annotations
 
