@@ -48,6 +48,10 @@ TORCH_FREE = [
     "profiling.store.trend",
     "profiling.views.history",
     "profiling.cli.history",
+    # issue 43: a stored model run is read back (and its trace drawn, in the upload worker)
+    # without torch, as the variants' are
+    "profiling.store.model_summary",
+    "profiling.views.model.stored",
     # issue 36: an ncu report is read, joined and shown where no torch is
     "profiling.analysis.counters",
     "profiling.analysis.counters_join",

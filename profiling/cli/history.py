@@ -10,6 +10,7 @@ from typing import Any
 
 from profiling.cli.flags import Parser, add_store_flags, at_least_one, printed_table
 from profiling.store import StoreError, open_store, query
+from profiling.store.model_summary import MODEL_KINDS
 from profiling.trace.events import TraceError
 from profiling.user_values import ConfigError
 
@@ -89,6 +90,8 @@ def show_command(store: Any, args: argparse.Namespace) -> int:
     if run["status"] != "ok":
         print(f"{run['variant']} · {run['shape']}: {run['status']} — {run['reason']}")
         return 0
+    if run["kind"] in MODEL_KINDS:
+        return _show_model(run, args.markdown)
     rows = summary_rows(stored_summary(run))
     width = max(len(name) for name, _ in rows)
     print("\n".join(f"{name:>{width}}  {value}" for name, value in rows))
@@ -103,6 +106,20 @@ def show_command(store: Any, args: argparse.Namespace) -> int:
             continue
         shown = table.drop(columns="Full name", errors="ignore")
         print(f"\n== {title} ==\n{printed_table(shown, args.markdown)}")
+    return 0
+
+
+def _show_model(run: dict[str, Any], markdown: bool) -> int:
+    """A model run (issue 43) as the Model tab shows its implementation: the tables, then what
+    ran and SDPA's reasons."""
+    from profiling.views.model import why
+    from profiling.views.model.stored import shown_lines, stored_model
+
+    result = stored_model(run)
+    print(f"{run['variant']} · {result.text} · {result.device_name or result.device}")
+    for title, table in shown_lines(result):
+        print(f"\n== {title} ==\n{printed_table(table, markdown)}")
+    print("\n" + why.text(result))
     return 0
 
 

@@ -1,13 +1,23 @@
 """`python -m profiling model`: one preset's decoder layers under each attn_implementation,
 printed as the "which attn_implementation?" table, the step's categories, attention per layer
-and SDPA's reasons (the Model tab's views). Flags are text; the model workload validates them."""
+and SDPA's reasons (the Model tab's views); each implementation kept in the run store as the
+variants' runs are (--store PATH, --no-store). Flags are text; the model workload validates
+them."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from profiling.cli.flags import Parser, check_out, print_progress, printed_table
+from profiling.cli.flags import (
+    Parser,
+    add_store_flags,
+    check_out,
+    print_progress,
+    printed_table,
+    said_kept,
+    store_of,
+)
 from profiling.user_values import ConfigError
 
 DESCRIPTION = "attention inside a transformers model, for each attn_implementation"
@@ -34,6 +44,7 @@ def model_parser() -> argparse.ArgumentParser:
     flag("--no-check", action="store_true", help="skip the logits check against eager float32")
     flag("--out", default="traces/model", help="folder for each implementation's trace")
     flag("--markdown", action="store_true", help="print Markdown tables")
+    add_store_flags(parser, runs=True)  # each implementation kept as a run (issue 43)
     return parser
 
 
@@ -57,6 +68,9 @@ def model_main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from profiling.store.hooks import keep, model_runs
+
+    said_kept(keep(model_runs(result, "cli"), store_of(args)))
     print(table.verdict(result))
     print(printed_table(table.comparison(result), args.markdown))
     print("\nthe step, µs by category (they add up to the step):")
@@ -73,6 +87,7 @@ def _swept(workload, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from profiling.jobs.model_sweep import sweep
+    from profiling.store.hooks import keep, model_sweep_runs
     from profiling.views.model import table
 
     try:
@@ -82,6 +97,7 @@ def _swept(workload, args: argparse.Namespace) -> int:
             f"--seq-lens must be whole numbers separated by commas: {args.seq_lens!r}"
         ) from None
     points = sweep(workload, seq_lens, Path(args.out), print_progress)
+    said_kept(keep(model_sweep_runs(points, "cli"), store_of(args)))
     print(printed_table(table.sweep(points), args.markdown))
     failed = any(item.failed for p in points if p.result for item in p.result.runs)
     return 1 if failed else 0

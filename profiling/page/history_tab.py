@@ -35,6 +35,7 @@ from profiling.views import upload_worker
 from profiling.views.diff import escape_markdown
 from profiling.vocabulary import MODES
 
+TRACE, OPENED = 9, 14  # history_run's outputs: the trace's place, and how many in all
 COPIES = views_shared.RunDirs()  # served copies of reopened traces (Gradio serves temp files)
 OFF = "The run store is off (ATTNPROF_STORE=off): nothing is kept."
 RULE_NOTE = f"*Regression rule:* {RULE}"
@@ -98,7 +99,8 @@ def _served(path: Path | None, name: str) -> str | None:
 
 
 def history_run(run_id: str) -> tuple[Any, ...]:
-    """One stored run's Profile view, rebuilt from the store and its kept trace (no GPU).
+    """One stored run's view, rebuilt from the store and its kept trace (no GPU): a variant's
+    Profile view, or a model run's Model views (issue 43).
 
     Args:
         run_id: the run's id, as History lists it (also the permalink's ?run=).
@@ -106,16 +108,24 @@ def history_run(run_id: str) -> tuple[Any, ...]:
     Returns:
         where the run came from, the summary strip (HTML), the Gantt (plotly), the kernel
         table, the roles table, the roofline chart and table, the operator table, the summary
-        (JSON) and the trace (.json.gz; empty when it was pruned).
+        (JSON) and the trace (.json.gz; empty when it was pruned); then, for a model run (else
+        empty), its row of the "which attn_implementation?" table, the step's µs by category,
+        attention per decoder layer, and what ran and SDPA's reasons (Markdown).
     """
     with translated("history_run", "opening the run"):
         store = _store()
         picked = views_history.picked_ids(run_id, 1, 1, "to open")[0]
         found = views_reopen.reopened(store, picked)
+        trace = _served(found.trace, found.download_name)
+        model = found.model
+        if model is not None:
+            return (found.origin, model.strip, model.gantt, None, None, None, None, None,
+                    model.summary, trace, model.table, model.categories, model.layers,
+                    model.why)  # fmt: skip
         shown = found.page
         return (found.origin, shown.strip, shown.figure, shown.kernels, shown.roles,
                 shown.roofline_figure, shown.roofline, shown.operators, shown.summary,
-                _served(found.trace, found.download_name))  # fmt: skip
+                trace, None, None, None, "")  # fmt: skip
 
 
 def history_diff(run_ids: str) -> tuple[Any, ...]:
@@ -202,8 +212,9 @@ def _filters() -> list[Any]:
     return [variant, shape, mode, device, since, until, limit]
 
 
-def _opened() -> list[Any]:
-    """A reopened run's view, in history_run()'s order."""
+def _opened() -> tuple[list[Any], list[gr.Column]]:
+    """A reopened run's view, in history_run()'s order, and the two columns of which one is
+    shown: a variant's Profile tables, or a model run's Model tables (issue 43)."""
     origin = gr.Markdown("", label="Run origin", show_label=False, elem_id="history-origin")
     strip = gr.HTML(
         "",
@@ -213,16 +224,38 @@ def _opened() -> list[Any]:
         css_template=STRIP_CSS,
     )
     gantt = gr.Plot(label="Timeline: CPU ops and GPU kernels", elem_id="history-gantt")
-    kernels = kernel_table("GPU kernels per step", "history-kernels")  # any machine's run
-    roles = table("Kernels by role in attention (µs per step)", "history-roles")
-    roofline_plot = gr.Plot(label="Roofline: each kernel", elem_id="history-roofline")
-    roofline = table("Roofline per kernel", "history-roofline-table")
-    operators = table("Operators (torch.profiler key_averages)", "history-operators")
+    with gr.Column(visible=False) as model_column:
+        model = _model_opened()
+    with gr.Column() as variant_column:
+        kernels = kernel_table("GPU kernels per step", "history-kernels")  # any machine's run
+        roles = table("Kernels by role in attention (µs per step)", "history-roles")
+        roofline_plot = gr.Plot(label="Roofline: each kernel", elem_id="history-roofline")
+        roofline = table("Roofline per kernel", "history-roofline-table")
+        operators = table("Operators (torch.profiler key_averages)", "history-operators")
     with gr.Accordion("Summary as JSON", open=False):
         summary = gr.JSON(label="summary", elem_id="history-summary-json")
     trace = download_button("Trace .json.gz (Perfetto)", "history-download-gz")
-    return [origin, strip, gantt, kernels, roles, roofline_plot, roofline, operators, summary,
-            trace]  # fmt: skip
+    opened = [origin, strip, gantt, kernels, roles, roofline_plot, roofline, operators, summary,
+              trace, *model]  # fmt: skip
+    return opened, [variant_column, model_column]
+
+
+def _model_opened() -> list[Any]:
+    """A reopened model run's Model views (the Model tab's, for its one implementation)."""
+    compared = table("Which attn_implementation? (this run)", "history-model-table",
+                     max_chars=160)  # fmt: skip
+    categories = table("The step, µs by category (they add up to the step)",
+                       "history-model-categories")  # fmt: skip
+    layers = table("Attention per decoder layer", "history-model-layers")
+    reasons = gr.Markdown(label="What ran, and why", elem_id="history-model-why")
+    return [compared, categories, layers, reasons]
+
+
+def show_columns(summary: Any) -> tuple[Any, Any]:
+    """The model run's tables where one was opened (its summary names its model), else the
+    variant's (page only)."""
+    model = isinstance(summary, dict) and isinstance(summary.get("model"), dict)
+    return gr.Column(visible=not model), gr.Column(visible=model)
 
 
 def _diffed() -> list[Any]:
@@ -238,10 +271,12 @@ def build() -> None:
     /history_compare, /history_trend), and the permalink that opens a run on load."""
     with gr.Tab("History", id="history"):
         gr.Markdown(
-            "Every run of Profile, Compare and Sweep (here, through the API or the CLI) is kept "
-            "in the run store. Click rows to pick runs, then **Open** one (its Profile view, "
-            "rebuilt without a GPU; its permalink is `?run=<id>`), **Diff** two, **Compare** "
-            "several (any devices), or draw the **Trend** of one run's workload.\n\n" + SHARED,
+            "Every run of Profile, Compare, Sweep and Model (here, through the API or the CLI) "
+            "is kept in the run store; a model run as one run per implementation (kind "
+            "`model`). Click rows to pick runs, then **Open** one (its Profile or Model view, "
+            "rebuilt without a GPU; its permalink is `?run=<id>`), **Diff** two (a model run "
+            "against another, or against a variant's), **Compare** several (any devices), or "
+            "draw the **Trend** of one run's workload.\n\n" + SHARED,
             elem_id="history-intro",
         )
         filters = _filters()
@@ -255,7 +290,7 @@ def build() -> None:
                        (("open", "Open"), ("diff", "Diff two"), ("compare", "Compare"),
                         ("trend", "Trend"), ("clear", "Clear picks"))]  # fmt: skip
         with gr.Accordion("Run", open=True):
-            opened = _opened()
+            opened, columns = _opened()
         with gr.Accordion("Diff", open=True):
             diffed = _diffed()
         compared = table("Compare: stored figures side by side", "history-compare")
@@ -266,22 +301,25 @@ def build() -> None:
             show_label=False,
             elem_id="history-trend-note",
         )
-    _listen(filters, refresh, note, runs, picked, buttons, opened, diffed, compared,
+    _listen(filters, refresh, note, runs, picked, buttons, (opened, columns), diffed, compared,
             (trend_plot, trend_note))  # fmt: skip
 
 
-def _listen(filters, refresh, note, runs, picked, buttons, opened, diffed, compared, trend):
+def _listen(filters, refresh, note, runs, picked, buttons, run_panel, diffed, compared, trend):
     """Each button to its handler (each an API endpoint), and the page load's permalink. A
     failed event's panels are emptied by its `.failure` (no red badge on each; the toast says
     why, once)."""
     open_button, diff_button, compare_button, trend_button, clear_button = buttons
+    opened, columns = run_panel
     listed = refresh.click(history, filters, [runs, note], api_name="history")
     listed.failure(lambda: (None, ""), None, [runs, note], **QUIET)
     runs.select(add_picked, picked, picked, **QUIET)
     clear_button.click(lambda: "", None, picked, **QUIET)
     shown = open_button.click(history_run, picked, opened, api_name="history_run")
-    shown.success(enabled_downloads, opened[-1:], opened[-1:], **QUIET)
+    shown.success(enabled_downloads, opened[TRACE : TRACE + 1], opened[TRACE : TRACE + 1], **QUIET)
+    shown.success(show_columns, opened[TRACE - 1], columns, **QUIET)
     shown.failure(_not_opened, None, opened, **QUIET)
+    shown.failure(lambda: show_columns(None), None, columns, **QUIET)
     diff = diff_button.click(history_diff, picked, diffed, api_name="history_diff")
     diff.failure(lambda: ("", None, None, None), None, diffed, **QUIET)
     shown_compare = compare_button.click(history_compare, picked, compared,
@@ -290,12 +328,16 @@ def _listen(filters, refresh, note, runs, picked, buttons, opened, diffed, compa
     drawn = trend_button.click(history_trend, picked, list(trend), api_name="history_trend")
     drawn.failure(lambda: (None, RULE_NOTE), None, list(trend), **QUIET)
     loaded = gr.on(None, from_permalink, None, picked, js=OPEN_TAB_JS, **QUIET)
-    loaded.then(_list_and_open, [picked, *filters], [runs, note, *opened], **QUIET)
+    opened_on_load = loaded.then(_list_and_open, [picked, *filters], [runs, note, *opened],
+                                 **QUIET)  # fmt: skip
+    opened_on_load.then(show_columns, opened[TRACE - 1], columns, **QUIET)
+    trace = opened[TRACE : TRACE + 1]  # a permalink's run: its download enabled, as Open's
+    opened_on_load.then(enabled_downloads, trace, trace, **QUIET)
 
 
 def _not_opened(said: str = "") -> tuple[Any, ...]:
     """The Run panel with nothing of an earlier run (its download disabled), `said` on top."""
-    return (said, "", None, None, None, None, None, None, None, no_file())
+    return (said, "", None, None, None, None, None, None, None, no_file(), None, None, None, "")
 
 
 def _list_and_open(picked: str, *filters: Any) -> tuple[Any, ...]:
@@ -306,7 +348,7 @@ def _list_and_open(picked: str, *filters: Any) -> tuple[Any, ...]:
         listed, said = said_instead("history", "listing the stored runs", history, *filters)
         listed = listed or (None, escape_markdown(said))
     if not picked:
-        return (*listed, *([gr.skip()] * 10))
+        return (*listed, *([gr.skip()] * OPENED))
     found, said = said_instead("history_run", "opening the run", history_run, picked)
     if found is None:
         return (*listed, *_not_opened(f"**Run not opened:** {escape_markdown(said)}"))

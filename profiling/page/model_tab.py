@@ -2,25 +2,31 @@
 /model, its API endpoint.
 
 Raw inputs → ModelWorkload.from_user (every rule, one-line messages) → the run on the device
-worker (profiling/run/model/runner.py) → profiling/views/model → components. The run's trace
-folder is removed once read: the page keeps the figures and the Gantt, not the traces.
+worker (profiling/run/model/runner.py) → profiling/views/model → components. Each
+implementation is kept in the run store as a run (History lists, reopens and diffs it), and its
+trace offered for download; the run's folder joins the newest few job folders kept. Under the
+results, a Sweep over sequence lengths (profiling/page/model_sweep.py, /model_sweep).
 """
 
 from __future__ import annotations
 
-import tempfile
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
 import spaces
 
+from profiling.page import model_sweep
 from profiling.page.controls import DEVICE, table
 from profiling.page.errors import translated
-from profiling.page.listeners import device_click, progress_callback, show_waiting
+from profiling.page.listeners import JOB_DIRS, device_click, progress_callback, show_waiting
 from profiling.run.model.result import ModelRun
 from profiling.run.model.runner import run as run_model
+from profiling.store.hooks import keep, model_runs
+from profiling.views.model import stored as views_stored
 from profiling.views.model import table as views_table
 from profiling.views.model import why
+from profiling.views.model.files import trace_files
 from profiling.workload.model.presets import PRESETS
 from profiling.workload.model.spec import IMPLEMENTATIONS, MODES, ModelWorkload
 
@@ -36,12 +42,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 
 @spaces.GPU(duration=GPU_SECONDS)
 def model_on_gpu(workload: ModelWorkload, progress: Any = None) -> ModelRun:
-    """The GPU work: the model built once, each implementation run; the traces let go."""
-    with (
-        translated("model_on_gpu"),
-        tempfile.TemporaryDirectory(prefix="attnprof-model-") as folder,
-    ):
-        return run_model(workload, folder, progress_callback(progress))
+    """The GPU work: the model built once, each implementation run, its trace in a fresh
+    `attnprof-model-` folder (the app's stale temp folders are swept: profiling.files)."""
+    with translated("model_on_gpu"):
+        return run_model(workload, None, progress_callback(progress))
 
 
 def model(
@@ -65,8 +69,10 @@ def model(
             flex_attention, kernels.
 
     Returns:
-        the verdict, the "which attn_implementation?" table, µs by category, attention per
-        decoder layer, SDPA's reasons and what ran, the Gantt of one implementation's step.
+        the verdict (and the runs kept in History), the "which attn_implementation?" table, µs
+        by category, attention per decoder layer, SDPA's reasons and what ran, the Gantt of one
+        implementation's step, and each implementation's trace (.json.gz, one per
+        implementation that ran).
     """
     with translated("model_request"):
         workload = ModelWorkload.from_user(
@@ -76,15 +82,19 @@ def model(
         )  # fmt: skip
     show_waiting(progress)
     result = model_on_gpu(workload, progress)
+    JOB_DIRS.add(Path(result.out_dir))  # the newest few runs' traces stay to be downloaded
+    kept = keep(model_runs(result, "app"))
     shown = next((item for item in result.runs if item.ok and item.sdpa), None)
     shown = shown or next((item for item in result.runs if item.ok), None)
+    names = [item.id for item in result.runs]
     return (
-        views_table.verdict(result),
+        views_table.verdict(result) + views_stored.kept_markdown(kept.ids, names, kept.notes),
         views_table.comparison(result),
         views_table.categories(result),
         views_table.layers(result),
         f"```text\n{why.text(result)}\n```",
         shown.gantt if shown is not None else None,
+        trace_files(result) or None,
     )
 
 
@@ -131,6 +141,10 @@ def build() -> None:
         layers = table("Attention per decoder layer", "mo-layers-table")
         reasons = gr.Markdown(label="What ran, and why", elem_id="mo-why")
         gantt = gr.Plot(label="Timeline of one step: a span per decoder layer", elem_id="mo-gantt")
-        outputs = [verdict, compared, categories, layers, reasons, gantt]
+        traces = gr.File(label="Each implementation's trace (.json.gz, Perfetto)",
+                         file_count="multiple", interactive=False, elem_id="mo-traces")  # fmt: skip
+        outputs = [verdict, compared, categories, layers, reasons, gantt, traces]
+        swept = model_sweep.build(inputs)
     device_click(button, model, "model", inputs=inputs, outputs=outputs, cleared=outputs,
                  said={}, downloads=[])  # fmt: skip
+    model_sweep.listen(*swept)

@@ -104,7 +104,7 @@ def build_result(
         label=workload.spec.label,
         config=workload.as_dict(),
         device=device,
-        device_name=torch.cuda.get_device_name() if device == "cuda" else _cpu_name(),
+        device_name=device_name(device),
         torch_version=torch.__version__,
         ran=ran,
         forwards=stats.forwards,
@@ -127,7 +127,7 @@ def build_result(
         **_roofline(workload, stats, device),
         sdpa_backends=checks.backends,
         **_timing_fields(workload, measured, spread, clocks),
-        machine=_machine(device),
+        machine=machine(device),
     )
     return ProfileResult(
         config=workload,
@@ -250,8 +250,9 @@ def _gpu_figures(stats: ForwardStats, device: str) -> dict[str, Any]:
     }
 
 
-def _machine(device: str) -> dict[str, Any]:
-    """What the run store keeps of the machine beside the run's figures (issue 34)."""
+def machine(device: str) -> dict[str, Any]:
+    """What the run store keeps of the machine beside the run's figures (issue 34; a model
+    run's too, issue 43)."""
     found: dict[str, Any] = {
         "cuda_version": torch.version.cuda,
         "gpu_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
@@ -287,6 +288,11 @@ def _driver_version() -> str | None:
     except Exception:  # no library, no driver, no permission: the row says NULL
         return None
     return version.decode() if isinstance(version, bytes) else str(version)
+
+
+def device_name(device: str) -> str:
+    """The GPU's name, or the CPU's ("CPU · <model name>"), as History lists it."""
+    return torch.cuda.get_device_name() if device == "cuda" else _cpu_name()
 
 
 def _cpu_name() -> str:

@@ -27,8 +27,12 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
   whole, in one line, nothing half-way; imported runs marked): `profiling/store/imported.py`
 - a run as the store's rows (every Summary figure a column); a trace's content hash and the cap's
   pruning: `profiling/store/rows.py`, `profiling/store/traces.py`
-- which runs are kept (each Profile, Compare row, Sweep point; never an upload):
-  `profiling/store/hooks.py`, called by the Profile/Compare/Sweep tabs and the CLI
+- which runs are kept (each Profile, Compare row, Sweep point, each implementation of a Model run
+  or a Model Sweep's point; never an upload): `profiling/store/hooks.py`, called by the
+  Profile/Compare/Sweep/Model tabs and the CLI
+- a model run as the store keeps it (issue 43): its row's model columns (schema v3), its summary
+  written from the run's plain data and read back with every field checked (the import refuses
+  one that fails, a reopened one says why): `profiling/store/model_summary.py`
 - the trend's regression rule (slower than the earlier runs' median by > 10% and > their IQR):
   `profiling/store/trend.py` (`RULE`, shown on the page)
 """

@@ -238,6 +238,7 @@ def _checked(name: str, tables: dict[str, pd.DataFrame], columns: dict, have: se
                 continue
             mine = children.get(run["id"]) or {t: [] for t in schema.CHILD_TABLES}
             imported.check_run_size(run, mine)
+            imported.check_model_summary(run, mine)
         except imported.Refused as exc:
             said = f"run {number} (id {show(raw.get('id'))})" if isinstance(raw, dict) else ""
             raise ValueError(f"{name}: {said or f'run {number}'}: {exc}; nothing was "

@@ -1,6 +1,7 @@
 """What the page, the API and the CLI call once a result exists: its runs, as plain data, into
-the store. Duck-typed on the results (ProfileResult, CompareResult, SweepResult), so this
-module imports neither torch nor the code that made them.
+the store. Duck-typed on the results (ProfileResult, CompareResult, SweepResult; a model run's
+ModelRun and its Sweep's points, issue 43), so this module imports neither torch nor the code
+that made them.
 
 Storing is a side effect of a click: a store that cannot be written (damaged, refused, a full
 disk) is logged and said in the returned note, and never fails the run it would have kept.
@@ -17,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from profiling.store import model_summary
 from profiling.store.connection import StoreError
 from profiling.store.handle import Store, open_store
 from profiling.store.rows import RunData
@@ -135,3 +137,53 @@ def _job_run(kind: str, origin: str, config: dict[str, Any], item: Any) -> RunDa
 
 def _path(value: Any) -> Path | None:
     return Path(value) if value else None
+
+
+def model_runs(result: Any, origin: str, kind: str = "model") -> list[RunData]:
+    """Each implementation of a model run (a ModelRun, duck-typed): the figures where it ran
+    (its summary: profiling.store.model_summary), its reason where it was refused or failed."""
+    return [_model_run(result.workload, result, item, origin, kind) for item in result.runs]
+
+
+def model_sweep_runs(points: Any, origin: str) -> list[RunData]:
+    """Each (length, implementation) of a model Sweep; a length refused as a whole (memory,
+    the CPU's budget) is kept once per implementation asked for, with its reason."""
+    kept = []
+    for point in points:
+        if point.result is not None:
+            kept += model_runs(point.result, origin, "model-sweep")
+            continue
+        for name in point.workload.get("implementations") or ():
+            kept.append(_model_run(point.workload, None, None, origin, "model-sweep", name,
+                                   point.refused))  # fmt: skip
+    return kept
+
+
+def _model_run(
+    workload: dict[str, Any], result: Any, item: Any, origin: str, kind: str,
+    name: str = "", refused: str = "",
+) -> RunData:  # fmt: skip
+    """One implementation of a model workload as a run: the model's fields beside the
+    variants' (its implementation as the variant), the model's own text as its shape."""
+    decode = workload.get("mode") == "decode"
+    lengths = workload.get("lengths") or ()
+    ragged = any(n < workload.get("seq_len", 0) for n in lengths)  # a full batch's are not kept
+    config = {
+        **{key: workload.get(key) for key in ("seq_len", "dtype", "batch", "mode", "steps",
+                                             "preset", "layers")},
+        "variant": item.id if item is not None else name, "causal": True,
+        "timing": "eager",  # its steps run as they are: no CUDA graph, no L2 flush
+        "device": result.device if result is not None else workload.get("device"),
+        "lengths": ",".join(map(str, lengths)) if ragged else None,
+        "new_tokens": workload.get("new_tokens") if decode else None,
+    }  # fmt: skip
+    if item is None:
+        return RunData(kind, origin, config, "refused", refused, label=workload.get("text", ""))
+    status = "ok" if item.ok else "oom" if "out of memory" in item.failed else (
+        "unavailable" if item.refused else "failed")  # fmt: skip
+    return RunData(
+        kind=kind, origin=origin, config=config, status=status,
+        reason=item.refused or item.failed,
+        summary=model_summary.summary_of(result, item) if item.ok else None,
+        trace_gz=_path(item.trace) if item.ok else None, label=result.text,
+    )  # fmt: skip

@@ -21,11 +21,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from profiling.store.model_summary import MODEL_KINDS, BadSummary, model_run
 from profiling.store.traces import is_hash
 from profiling.user_values import show
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{16}")  # secrets.token_urlsafe(write.ID_BYTES)
-KINDS = ("profile", "compare", "sweep")
+KINDS = ("profile", "compare", "sweep", *MODEL_KINDS)
 STATUSES = ("ok", "unavailable", "refused", "failed", "oom", "skipped")
 EARLIEST = 1_577_836_800.0  # 2020-01-01 UTC: before this tool, no run was made
 AHEAD_S = 86_400  # another machine's clock may run a day ahead
@@ -105,6 +106,22 @@ def _run_rules(run: dict[str, Any]) -> None:
     for name, holds, expected in rules:
         if not holds:
             raise Refused(f"{name} must be {expected}, not {show(run.get(name))}")
+    if run["kind"] in MODEL_KINDS:  # a model run's own fields (schema v3)
+        for name, holds in (("preset", isinstance(run.get("preset"), str) and run["preset"]),
+                            ("layers", (run.get("layers") or 0) >= 1)):  # fmt: skip
+            if not holds:
+                raise Refused(f"{name} of a model run must be given, not {show(run.get(name))}")
+
+
+def check_model_summary(run: dict[str, Any], children: dict[str, list[dict[str, Any]]]) -> None:
+    """A model run's summary, read as a reopened run's is: each field's type and range."""
+    if run["kind"] not in MODEL_KINDS:
+        return
+    for row in children.get("summaries") or ():
+        try:
+            model_run(_json(row["summary_json"]))
+        except BadSummary as exc:
+            raise Refused(f"summary_json: {exc}") from None
 
 
 def _fields(raw: Any, columns: list[Column], required: tuple[str, ...]) -> dict[str, Any]:

@@ -19,12 +19,16 @@ from typing import Any
 
 import pandas as pd
 
+from profiling.store.model_summary import MODEL_KINDS
+from profiling.store.model_summary import figures as model_figures
 from profiling.text_tables import shape_text
 
 WORKLOAD_FIELDS = ("variant", "seq_len", "dtype", "batch", "heads", "head_dim", "causal",
                    "device", "steps", "mode", "kv_heads", "q_len", "window", "timing")  # fmt: skip
 # The fields that make two runs "the same workload" on a trend (the device is its own filter)
 TREND_FIELDS = tuple(name for name in WORKLOAD_FIELDS if name != "device")
+# a model run's own workload (issue 43; schema v3), beside the fields above (NULL for a variant's)
+MODEL_FIELDS = ("preset", "layers", "lengths", "new_tokens")
 KERNEL_FIELDS = (
     "phase",
     "kernel",
@@ -67,7 +71,8 @@ SAME_NAMED = ("tbps", "bytes_moved", "intensity", "pct_peak_tflops", "pct_peak_b
 @dataclass
 class RunData:
     """One run as plain data: what the page, the API or the CLI made (kind: profile, compare,
-    sweep), from where (origin: page, cli, import), and how it ended."""
+    sweep; model, model-sweep: one implementation of a model run), from where (origin: page,
+    cli, import), and how it ended."""
 
     kind: str
     origin: str
@@ -81,6 +86,7 @@ class RunData:
     operators: pd.DataFrame | None = None
     trace_gz: Path | None = None
     children: dict[str, list[tuple]] = field(default_factory=dict)  # set by child_rows
+    label: str = ""  # the shape as History lists it, where the workload says it (a model's)
 
 
 @cache
@@ -110,8 +116,12 @@ def plain(value: Any) -> Any:
 
 
 def workload_key(config: dict[str, Any]) -> str:
-    """The trend's key: every Workload field but the device, in a fixed order."""
-    return json.dumps([config.get(name) for name in TREND_FIELDS])
+    """The trend's key: every Workload field but the device, in a fixed order; a model run's
+    (it names a preset) adds the model's own fields, so it never joins a variant's trend."""
+    key = [config.get(name) for name in TREND_FIELDS]
+    if config.get("preset") is not None:
+        key = ["model", *key, *(config.get(name) for name in MODEL_FIELDS)]
+    return json.dumps(key)
 
 
 def _spread(summary: dict[str, Any], which: str) -> dict[str, Any]:
@@ -159,16 +169,20 @@ def _figures(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_columns(data: RunData, run_id: str, created: float, host: str, space: str) -> dict:
-    """The runs row: id, time, where from, the workload, status, machine, figures, summary."""
-    config = {name: data.config.get(name) for name in WORKLOAD_FIELDS}
+    """The runs row: id, time, where from, the workload, status, machine, figures, summary
+    (a model run's figures read from its own summary: profiling.store.model_summary)."""
+    config = {name: data.config.get(name) for name in (*WORKLOAD_FIELDS, *MODEL_FIELDS)}
     summary = data.summary or {}
+    model = data.kind in MODEL_KINDS
+    found = (
+        (model_figures(summary, MACHINE_FIELDS) if model else _figures(summary)) if summary else {}
+    )
     columns = {
         "id": run_id, "created": created, "kind": data.kind, "origin": data.origin,
         "host": host, "origin_space": space, "workload_key": workload_key(config),
-        "shape": shape_text(config), **config, "status": data.status, "reason": data.reason,
-        "project_version": project_version(),
-        "device_kind": "cuda" if config.get("device") == "cuda" else None,
-        **(_figures(summary) if summary else {}),
+        "shape": data.label or shape_text(config), **config, "status": data.status,
+        "reason": data.reason, "project_version": project_version(),
+        "device_kind": "cuda" if config.get("device") == "cuda" else None, **found,
     }  # fmt: skip
     return {name: plain(value) for name, value in columns.items()}
 

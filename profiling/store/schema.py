@@ -89,7 +89,18 @@ CREATE TABLE operators (
 CREATE INDEX operators_run ON operators (run_id);
 """
 
-MIGRATIONS: tuple[str, ...] = (RUNS_V1, V2)
+# v3 (issue 43): a model run's own workload beside the attention shape's columns: the preset,
+# its decoder layers, each sequence's real length ("64,48,32,8"; NULL for a full batch) and
+# decode's new tokens (NULL outside decode); NULL for a variant's run. Its figures fill the
+# columns a variant's do (the step's µs, what ran, the logits' error as rel_err).
+V3 = """
+ALTER TABLE runs ADD COLUMN preset TEXT;
+ALTER TABLE runs ADD COLUMN layers INTEGER;
+ALTER TABLE runs ADD COLUMN lengths TEXT;
+ALTER TABLE runs ADD COLUMN new_tokens INTEGER;
+"""
+
+MIGRATIONS: tuple[str, ...] = (RUNS_V1, V2, V3)
 VERSION = len(MIGRATIONS)
 # the whole Summary as JSON sits in its own table: a filter scans the runs' narrow rows only
 CHILD_TABLES = ("summaries", "phases", "kernels", "roles", "roofline", "operators")

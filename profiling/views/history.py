@@ -1,6 +1,7 @@
 """What the History tab (and `python -m profiling history`) shows of the run store: the table
-of stored runs, a Compare table of stored figures, the Diff of two stored runs, and one
-workload's trend with its regressions.
+of stored runs, a Compare table of stored figures, the Diff of two stored runs (variants' or
+model runs', issue 43, in any pairing: their traces are diffed alike), and one workload's trend
+with its regressions.
 
 Pure functions (no gradio, no torch): every figure comes from the store's columns, a Diff from
 the stored traces. A reopened run's Profile view is profiling/views/reopen.py.
@@ -28,11 +29,13 @@ from profiling.analysis.summary import Summary
 from profiling.gantt.spec import FigureSpec
 from profiling.run import trace as run_trace
 from profiling.store import Store, query
+from profiling.store.model_summary import MODEL_KINDS
 from profiling.store.trend import RULE, trend
 from profiling.trace.events import TraceError
 from profiling.user_values import ConfigError, show
 from profiling.views import shared as views_shared
 from profiling.views.diff import DiffPage, diff_page, escape_markdown
+from profiling.views.model import stored as model_stored
 from profiling.views.shared import escaped
 from profiling.views.uploads import load_upload, size_text, upload_stat
 from profiling.vocabulary import MODE_PHASES, measured_span
@@ -202,6 +205,9 @@ def stored_trace(store: Store, run: dict[str, Any]) -> Path:
 
 
 def run_label(run: dict[str, Any]) -> str:
+    """A stored run in a Diff's headers (a model run's says so: issue 43)."""
+    if run["kind"] in MODEL_KINDS:
+        return model_stored.run_label(run)
     return f"{run['variant']} · {run['id'][:6]}"
 
 

@@ -3,7 +3,9 @@ everything the trace holds (Gantt, kernel and role tables, launch block) from it
 read by the same reader a run uses (profiling.run.trace), so the figures are the run's own.
 
 A run whose trace was pruned (the store's size cap) still shows its stored summary and tables,
-and says the trace is gone. The trace is read in the upload worker, under an upload's limits
+and says the trace is gone. A model run (issue 43) is shown as the Model tab shows it
+(profiling.views.model.stored): its views from the stored summary, its Gantt from the trace.
+The trace is read in the upload worker, under an upload's limits
 (profiling.views.upload_worker; a store may be imported: its traces are a stranger's bytes).
 No gradio; it imports views_profile, whose variant labels need the `attention` registry, so
 the page (which has it loaded already) is its caller.
@@ -11,6 +13,7 @@ the page (which has it loaded already) is its caller.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ import pandas as pd
 
 from profiling.analysis.summary import Summary
 from profiling.store import Store, query
+from profiling.store.model_summary import MODEL_KINDS
 from profiling.trace.events import TraceError
 from profiling.views import profile as views_profile
 from profiling.views import upload_worker
@@ -32,6 +36,7 @@ from profiling.views.history import (
     stored_trace,
     when,
 )
+from profiling.views.model import stored as model_stored
 from profiling.views.shared import escaped, kernel_view, role_view, roofline_view
 from profiling.views.text.summary import unit
 from profiling.views.timing import timing_html
@@ -56,17 +61,20 @@ class StoredResult:
 
 @dataclass
 class Reopened:
-    """A stored run as the History tab shows it."""
+    """A stored run as the History tab shows it: a variant's Profile view, or a model's."""
 
-    page: views_profile.Page
+    page: views_profile.Page | None  # None for a model run
     origin: str  # where it came from (Markdown)
     trace: Path | None  # its kept trace (None: it did not run, or the trace was pruned)
     download_name: str  # the name the trace is served under: the run's readable tag
+    model: model_stored.ModelPage | None = None  # a model run's views (issue 43)
 
 
 def reopened(store: Store, run_id: Any) -> Reopened:
     """A run's Profile view for `?run=<id>`, its origin, and its trace to download."""
     run = stored_run(store, run_id)
+    if run["kind"] in MODEL_KINDS:
+        return _reopened_model(store, run)
     summary = stored_summary(run)
     tables = query.children(store, run["id"])
     try:
@@ -83,6 +91,22 @@ def reopened(store: Store, run_id: Any) -> Reopened:
     )  # fmt: skip
     page = views_profile.page(result, roofline=tables["roofline"])
     return Reopened(page, _origin(run), trace_file, download_name(run))
+
+
+def _reopened_model(store: Store, run: dict[str, Any]) -> Reopened:
+    """A model run's views from its stored summary, its Gantt from its kept trace (read in the
+    upload worker); a pruned trace leaves the views and says the Gantt is gone."""
+    result = model_stored.stored_model(run)
+    summary = json.loads(run["summary_json"])
+    name = model_stored.download_name(run)
+    try:
+        trace_file = stored_trace(store, run)
+    except TraceError as gone:
+        page = model_stored.model_page(result, None, summary)
+        return Reopened(None, f"{_origin(run)} {escape_markdown(str(gone))}", None, name, page)
+    gantt = upload_worker.run_upload("stored_model", str(trace_file), model_stored.model_title(run))
+    return Reopened(None, _origin(run), trace_file, name,
+                    model_stored.model_page(result, gantt, summary))  # fmt: skip
 
 
 def _origin(run: dict[str, Any]) -> str:

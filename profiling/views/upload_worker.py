@@ -77,6 +77,7 @@ TASKS: dict[str, tuple[str, str]] = {  # what a worker may be asked to do: modul
     # a stored trace (History) is a stranger's bytes too: a store may have been imported
     "stored": ("profiling.views.history", "stored_trace_figures"),
     "stored_diff": ("profiling.views.history", "diff_stored"),
+    "stored_model": ("profiling.views.model.stored", "stored_model_gantt"),  # issue 43
 }
 USER_ERRORS: dict[str, type[Exception]] = {"TraceError": TraceError, "ConfigError": ConfigError}
 # The server's upload limits travel with each task, so the server alone decides them.

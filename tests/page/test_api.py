@@ -27,8 +27,9 @@ def test_profile_endpoint_is_documented_with_named_parameters(client):
     # the lesson/relabel listeners stay private; the #4 endpoints: tests/views/test_api_views.py
     # issue 34's History endpoints come after the five (tests/store/test_store_runs.py)
     history = ["/history", "/history_run", "/history_diff", "/history_compare", "/history_trend"]
-    listed = ["/profile", "/compare", "/diff", "/sweep", "/analyze", *history, "/model"]
-    assert list(endpoints) == listed  # issue 43's /model last
+    model = ["/model", "/model_sweep"]  # issue 43's, last
+    listed = ["/profile", "/compare", "/diff", "/sweep", "/analyze", *history, *model]
+    assert list(endpoints) == listed
     params = [p["parameter_name"] for p in endpoints["/profile"]["parameters"]]
     assert params == PROFILE_PARAMETERS
     assert len(endpoints["/profile"]["returns"]) == 12  # with roles and the roofline (2)

@@ -125,7 +125,8 @@ def test_a_permalink_that_cannot_open_says_why_once_in_the_run_panel(store, prof
     assert len(runs) == 1 and "1 stored run" in note
     assert origin.startswith("**Run not opened:** run ")
     assert "is not in this run store (runs.sqlite)" in origin and "<b>" not in origin
-    assert rest[:-1] == [""] + [None] * 7 and rest[-1].interactive is False
+    assert rest[:8] == [""] + [None] * 7 and rest[8].interactive is False
+    assert rest[9:] == [None, None, None, ""]  # a model run's views (issue 43): empty
 
 
 # -- issue 42, item 4: a download named by the run's tag ----------------------------------------
@@ -134,7 +135,7 @@ def test_a_reopened_runs_download_is_named_by_its_tag(store):
     shown = profile_tab.profile("naive", **SMALL, progress=no_progress)
     [gz] = [Path(x) for x in shown if isinstance(x, str | Path) and str(x).endswith(".json.gz")]
     run_id, profile_download = shown[1]["run_id"], gz.name
-    served = Path(history_tab.history_run(run_id)[-1])
+    served = Path(history_tab.history_run(run_id)[history_tab.TRACE])
     tag = profile_download.removesuffix(".json.gz")
     assert served.name == f"{tag}_{run_id[:8]}.json.gz", (served.name, profile_download)
     assert gzip.decompress(served.read_bytes()) == gzip.decompress(gz.read_bytes())

@@ -110,8 +110,9 @@ def test_wiring_gpu_jobs_share_one_slot_and_trace_work_has_its_own():
     deps = {fn.api_name: fn for fn in app.demo.fns.values()}
     public = [fn.api_name for fn in app.demo.fns.values() if fn.api_visibility == "public"]
     history = ["history", "history_run", "history_diff", "history_compare", "history_trend"]
-    assert public == ["profile", "compare", "diff", "sweep", "analyze", *history, "model"]
-    for name in ("profile", "compare", "sweep", "model"):  # the model's runs take the GPU slot too
+    model = ["model", "model_sweep"]  # issue 43's, last
+    assert public == ["profile", "compare", "diff", "sweep", "analyze", *history, *model]
+    for name in ("profile", "compare", "sweep", *model):  # the model's runs take the GPU slot too
         assert (
             deps[name].concurrency_limit == 1
             and deps[name].concurrency_id == views_shared.GPU_GROUP

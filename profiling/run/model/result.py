@@ -54,3 +54,8 @@ class ModelRun:
     build_s: float
     runs: list[ImplementationRun]
     notes: list[str] = field(default_factory=list)
+    # what the run store keeps of the machine (issue 43: model runs are kept like the others)
+    device_name: str = ""
+    versions: dict[str, str | None] = field(default_factory=dict)  # torch, transformers
+    machine: dict[str, Any] = field(default_factory=dict)  # profiling.run.result.machine's
+    out_dir: str = ""  # the folder of each implementation's trace (.json.gz)

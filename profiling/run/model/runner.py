@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import transformers
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from attention.sdpa import REFUSALS as SDPA_REFUSALS
@@ -40,6 +41,7 @@ from profiling.run.model.implementations import (
 from profiling.run.model.markers import marked, sdpa_calls
 from profiling.run.model.result import ImplementationRun, ModelRun, SdpaAccount
 from profiling.run.model.steps import Step, make_step, prefill_logits
+from profiling.run.result import device_name, machine
 from profiling.run.runner import RUN_LOCK, quiet_profiler_logs, torch_reasons
 from profiling.trace import model as trace_model
 from profiling.user_values import ConfigError
@@ -84,7 +86,11 @@ def run(
         del model, reference
         _release(device)
     report(1.0, "done")
-    return ModelRun(workload.__dict__.copy(), workload.text(), device, build_s, runs)
+    return ModelRun(
+        workload.__dict__.copy(), workload.text(), device, build_s, runs,
+        device_name=device_name(device), machine=machine(device), out_dir=str(out),
+        versions={"torch": torch.__version__, "transformers": transformers.__version__},
+    )  # fmt: skip
 
 
 def _reference(workload: ModelWorkload, model, inputs: building.Batch) -> torch.Tensor:

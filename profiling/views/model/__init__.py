@@ -3,11 +3,18 @@ the "which attn_implementation?" table, the step's categories per implementation
 share per decoder layer, and for SDPA the backend that ran inside the model and torch's reasons.
 
 Pure functions of `profiling.run.model.result.ModelRun` (plain data): no torch, no gradio.
-Entry points: `table.comparison`, `table.categories`, `table.layers`, `why.lines`.
+Entry points: `table.comparison`, `table.categories`, `table.layers`, `why.lines`; a stored
+model run in History: `stored.stored_model`, `stored.model_page`; the files a run hands over:
+`files.trace_files`, `files.sweep_zip`; a model Sweep's chart and table: `sweep.sweep_page`.
 
 Each rule decided here:
 - which implementation the table calls fastest (the step's time from the trace, else the bare
   timing), and the columns' names: `table.py`
 - how SDPA's choice inside the model is said (the backend the trace shows, the call as torch saw
   it, each backend's verdict with torch's words): `why.py`
+- a stored model run's views (its summary read back checked, its Gantt from its kept trace in
+  the upload worker), a stranger's text kept text (escaped; a code block's fence longer than any
+  backticks inside), its download name and Diff label: `stored.py`
+- a trace's and a Sweep zip's file names (the workload's fields only, reduced to safe
+  characters): `files.py`
 """

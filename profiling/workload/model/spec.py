@@ -60,7 +60,7 @@ class ModelWorkload:
             raise ConfigError(f"unknown model field(s): {', '.join(sorted(map(show, unknown)))}")
         values = dict(raw)
         if "lengths" in values:
-            values["lengths"] = _int_list("lengths", values["lengths"])
+            values["lengths"] = whole_numbers("lengths", values["lengths"])
         if "implementations" in values:
             values["implementations"] = _text_list("implementations", values["implementations"])
         return cls(**values).validated()
@@ -164,20 +164,19 @@ def _choice(name: str, value: Any, choices: Sequence[str]) -> None:
         raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {show(value)}")
 
 
-def _int_list(name: str, value: Any) -> tuple[int, ...] | None:
-    """Whole numbers from a list or comma-separated text ('' or None: not given)."""
+def whole_numbers(name: str, value: Any, most: int = LIMITS["batch"][1]) -> tuple[int, ...] | None:
+    """At most `most` whole numbers, each a sequence length, from a list or comma-separated
+    text ('' or None: not given): a ragged batch's lengths, a Sweep's."""
     if value is None or value == "" or value == []:
         return None
     items: Any = value.split(",") if isinstance(value, str) else value
-    if not isinstance(items, list | tuple) or len(items) > LIMITS["batch"][1]:
-        raise ConfigError(
-            f"{name} must be up to {LIMITS['batch'][1]} whole numbers, got {show(value)}"
-        )
+    if not isinstance(items, list | tuple) or len(items) > most:
+        raise ConfigError(f"{name} must be up to {most} whole numbers, got {show(value)}")
     numbers = []
     for item in items:
         text = item.strip() if isinstance(item, str) else item
-        if isinstance(text, str):
-            if not text.isdigit():
+        if isinstance(text, str):  # ASCII digits only: "³".isdigit(), and int() fails on it
+            if not (text.isascii() and text.isdigit()) or len(text) > 18:
                 raise ConfigError(
                     f"{name} must be whole numbers separated by commas, got {show(value)}"
                 )
