@@ -165,6 +165,15 @@ def test_a_refusal_says_how_to_choose_another_store(tmp_path):
     )
 
 
+def test_forgetting_a_store_closes_its_connection_and_one_never_opened_is_no_error(store):
+    store_connection.forget(store.path.with_name("never-opened.sqlite"))
+    record(store, run_data(trace=None))
+    held = store_connection.connection_for(store.path)
+    store_connection.forget(store.path)
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        held.execute("SELECT 1")
+
+
 def test_not_sqlite_reads_python_3_10s_error_which_has_no_code():
     assert store_connection.not_sqlite(sqlite3.DatabaseError("file is not a database"))
     assert not store_connection.not_sqlite(sqlite3.DatabaseError("disk I/O error"))
