@@ -81,7 +81,44 @@ def test_a_phases_table_takes_only_that_phases_counters():
         (0.0, 1e6, 0.0, "modelled 0.0 MB, measured 1.0 MB (read 1.0 MB, written 0.0 MB)"),
         (None, 2e6, 1e6, "not modelled, measured 3.0 MB (read 2.0 MB, written 1.0 MB)"),
         (100e6, None, 1e6, ""),
+        (100e6, float("nan"), 1e6, ""),  # a kernel ncu did not measure: NaN after the join
+        (float("nan"), 2e6, 1e6, "not modelled, measured 3.0 MB (read 2.0 MB, written 1.0 MB)"),
+        (100e6, 150e6, 50e6,
+         "modelled 100.0 MB, measured 200.0 MB (read 150.0 MB, written 50.0 MB) (+100%)"),
+        (1e6, 1.05e6, 0.0, "modelled 1.0 MB, measured 1.1 MB (read 1.1 MB, written 0.0 MB) (+5%)"),
     ],
 )  # fmt: skip
 def test_the_gap_is_measured_against_modelled(modelled, read, written, said):
     assert join.gap(modelled, read, written) == said
+
+
+def test_the_glance_gives_the_steps_dram_megabytes_or_why_there_are_none():
+    trace = run_trace.read(NAIVE)
+    counters = _ncu_rows(join.step_kernels(trace.phases))
+    read, written = (counters.kernels[c].sum() for c in ("dram_read_bytes", "dram_write_bytes"))
+    counters.seconds = 14.6
+    assert join.glance_figures(counters) == {
+        "DRAM MB read (ncu)": read / 1e6, "DRAM MB written (ncu)": written / 1e6,
+        "counters": "measured (15 s under ncu)",
+    }  # fmt: skip
+    refused = Counters(reason="ncu is not installed")
+    assert join.glance_figures(refused) == {
+        "DRAM MB read (ncu)": None, "DRAM MB written (ncu)": None,
+        "counters": "ncu is not installed",
+    }  # fmt: skip
+    assert join.glance_figures(None) == {}
+
+
+def test_the_roofline_takes_ncus_bytes_only_where_counters_were_measured():
+    trace = run_trace.read(NAIVE)
+    profiled = join.step_kernels(trace.phases)
+    rows = pd.DataFrame({"phase": [p for p, _ in profiled], "name": [n for _, n in profiled],
+                         "bytes_per_call": 1e6, "flop_per_call": 1e9})  # fmt: skip
+    rows = rows.drop_duplicates()
+    counters = _ncu_rows(profiled)
+    for none in (None, Counters(reason="ncu is not installed")):
+        assert join.measured_roofline(rows, none, trace.phases) is rows
+    measured = join.measured_roofline(rows, counters, trace.phases)
+    expected = join.with_roofline(rows, join.per_kernel(counters, trace.phases)[0])
+    pd.testing.assert_frame_equal(measured, expected)
+    assert measured["measured_bytes_per_call"].notna().all()
