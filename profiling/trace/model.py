@@ -94,7 +94,7 @@ def load(
 ) -> Trace:
     """Parse a Chrome trace file (or its bytes), plain or gzip, streamed (profiling.trace.read);
     `progress` is told the fraction of the file read as it goes."""
-    with _collector_paused():
+    with collector_paused():
         try:
             read = read_events(source, max_bytes, progress)
             large = read.n_events >= TRIM_AFTER_EVENTS
@@ -129,9 +129,11 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Parsing allocates ~10⁶ tuples and ids, none in cycles; the cyclic collector's passes
-    over them cost ~1 s per 10⁶ events, so it is paused (and restored) for the parse."""
+    over them cost ~1 s per 10⁶ events, so it is paused (and restored) for the parse, and
+    for the analyses of a large table (profiling.analysis.analyze: its full passes over 10⁶
+    kernels' tuples were ~3% of a 10⁷-event read, issue 42)."""
     was = gc.isenabled()
     gc.disable()
     try:
