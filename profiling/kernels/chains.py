@@ -11,6 +11,7 @@ and it is numpy too. Same answers as kernel_roles.roles over table_chains (tests
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
@@ -173,8 +174,12 @@ def _bytes_codes(args: Any, rows: np.ndarray) -> np.ndarray:
     else:
         values = [_own_bytes(value) for value in found]
     if set(map(type, values)) <= {int, type(None)}:  # torch's case: hashed, not encoded
-        codes, _ = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
-        return np.where(codes >= 0, codes + 1, 0).astype(np.int64)
+        # 1, 2, ... in order of first appearance, None 0: a dict, not an object array for
+        # pandas (making that array alone took 0.13 s for 1.3·10⁶ kernels)
+        seen: defaultdict[Any, int] = defaultdict()
+        seen.default_factory = seen.__len__
+        seen[None] = 0
+        return np.fromiter(map(seen.__getitem__, values), dtype=np.int64, count=len(values))
     seen: dict[bytes, int] = {b"null": 0}
     return np.fromiter(
         (seen.setdefault(_encode(v), len(seen)) for v in values), dtype=np.int64, count=len(rows)

@@ -356,3 +356,29 @@ def test_signature_codes_stay_apart_where_packed_keys_would_wrap():
     columns = [np.array([0, 1]), np.array([wide, wide]), np.array([wide, wide])]
     code, first = kernel_chains._factorised(columns, 2)
     assert code.tolist() == [0, 1] and first.tolist() == [0, 1]
+
+
+def bytes_codes_before(values):
+    """chains._bytes_codes' codes for ints and None before issue 42, verbatim: the oracle."""
+    import pandas as pd
+
+    codes, _ = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
+    return np.where(codes >= 0, codes + 1, 0).astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_kernels_bytes_are_coded_as_pandas_coded_them(seed):
+    """chains._bytes_codes numbers each distinct `bytes` 1, 2, ... in order of first
+    appearance and None 0, by a dict now: the same codes, for 0, negatives and ints past
+    int64, in EventArgs and in dicts."""
+    from profiling.trace.events import EventArgs
+
+    rng = np.random.default_rng(seed)
+    pool = [None, 0, 1, -4, 4096, 2**70, 7]
+    values = [pool[i] for i in rng.integers(0, len(pool), int(rng.integers(0, 200)))]
+    args = np.empty(len(values), dtype=object)
+    args[:] = [EventArgs(bytes=v) for v in values]
+    rows = np.arange(len(values))
+    want = bytes_codes_before(values)
+    got = kernel_chains._bytes_codes(args, rows)
+    assert got.dtype == want.dtype and np.array_equal(got, want)

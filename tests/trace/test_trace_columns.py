@@ -15,7 +15,7 @@ import pytest
 from profiling.trace import columns as trace_columns
 from profiling.trace import model as trace_model
 from profiling.trace.columns import categorical, from_codes
-from profiling.trace.query import factorize_texts
+from profiling.trace.query import by_identity, factorize_texts
 
 # text that sorts differently by bytes, case or code point, a trailing NUL numpy's text drops,
 # a lone surrogate, digits, "None", and values that are not text
@@ -108,3 +108,18 @@ def test_the_heap_is_trimmed_by_glibcs_malloc_trim():
     trace_model._malloc_trim.cache_clear()
     assert trace_model._malloc_trim() is not None
     assert trace_model._malloc_trim()(0) in (0, 1)
+
+
+def test_objects_are_coded_by_identity_as_id_reads_them():
+    """query.by_identity reads an object array's pointers instead of calling id(): the same
+    codes and objects as id() gives, for shared and equal-but-distinct objects, views with a
+    stride, and sequences that are not object arrays."""
+    shared, other = {}, {}
+    objects = np.empty(9, dtype=object)
+    objects[:] = [shared, other, shared, "x", None, 3, shared, other, (1,)]
+    for given in (objects, objects[::2], objects[:0], list(objects)):
+        codes, distinct = by_identity(given)
+        ids = [id(x) for x in given]
+        want_codes, _ = pd.factorize(np.array(ids, dtype=np.int64))
+        assert np.array_equal(codes, want_codes)
+        assert [id(x) for x in distinct] == list(dict.fromkeys(ids))
