@@ -38,7 +38,7 @@ import pandas as pd
 
 from profiling.analysis.columns import ROLE_COLUMNS
 from profiling.kernels.names import classify, own_name, short_name
-from profiling.trace.query import is_in
+from profiling.trace.query import factorize_texts, is_in
 from profiling.vocabulary import BACKWARD, FORWARD, L2_FLUSH, STEP
 
 QK, PV, MATMUL = "QKᵀ", "PV", "matmul"
@@ -336,8 +336,8 @@ def role_table(spans: KernelSpans, per: int = 1) -> pd.DataFrame:
     if not len(spans.names):
         return pd.DataFrame(columns=list(ROLE_COLUMNS))
     # one key per distinct (name, role) pair, in order of first appearance (hashing ints)
-    name_codes, names = pd.factorize(np.asarray(spans.names, dtype=object))
-    role_codes, roles = pd.factorize(np.asarray(spans.roles, dtype=object))
+    name_codes, names = factorize_texts(spans.names)
+    role_codes, roles = factorize_texts(spans.roles)
     pair_codes, pairs = pd.factorize(role_codes.astype(np.int64) * len(names) + name_codes)
     keys: dict[str, list[str]] = {}  # key → its kernels' short names, in order
     position: dict[str, int] = {}  # key → its row, in the same order

@@ -34,7 +34,7 @@ from profiling.kernels.work import (
     role_work,
     says_fp32,
 )
-from profiling.trace.query import by_identity, first_rows
+from profiling.trace.query import by_identity, factorize_texts, first_rows
 
 __all__ = [
     "AttentionShape",
@@ -155,7 +155,7 @@ def _codes(*columns: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     first call of each code."""
     combined = np.zeros(len(columns[0]), dtype=np.int64)
     for column in columns:
-        codes, values = pd.factorize(np.asarray(column, dtype=object))
+        codes, values = factorize_texts(column)
         combined = combined * max(len(values), 1) + codes
     group, distinct = pd.factorize(combined)
     return group.astype(np.int64), first_rows(group, len(distinct))

@@ -162,9 +162,24 @@ def _dtype(categories: tuple[Any, ...], ordered: bool) -> pd.CategoricalDtype:
 
 
 def categorical(codes: np.ndarray, values: np.ndarray) -> pd.Categorical:
-    """Codes into `values`, merging values that only differed before str()/lower()."""
-    uniques, remap = np.unique(values.astype(str), return_inverse=True)
-    return from_codes(remap.reshape(-1)[codes], uniques.astype(object))
+    """Codes into `values`, merging values that only differed before str()/lower(): the
+    categories np.unique(values.astype(str)) gives (numpy's text drops trailing NULs), sorted
+    in Python. numpy's fixed-width copies of 10⁴ kilobyte kernel names were ~0.5 GB at the
+    peak of a 10⁷-event read (issue 42). Each row's code is written once, in the small integer
+    type pandas keeps (a code per row of int64 is 80 MB at 10⁷ spans)."""
+    texts = [str(v).rstrip("\x00") for v in values]
+    uniques = sorted(set(texts))
+    position = {text: i for i, text in enumerate(uniques)}
+    remap = np.array([position[t] for t in texts], dtype=_code_type(len(uniques)))
+    return from_codes(remap[codes], _objects(uniques))
+
+
+def _code_type(n_categories: int) -> type[np.signedinteger]:
+    """The type pandas stores a Categorical's codes in (coerce_indexer_dtype): no copy."""
+    for kind in (np.int8, np.int16, np.int32):
+        if n_categories < np.iinfo(kind).max:
+            return kind
+    return np.int64
 
 
 def lane_codes(

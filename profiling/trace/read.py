@@ -122,6 +122,7 @@ class _Decoders:
         self.helpers: list[Helper] = []
         self.lock = threading.Lock()
         self.threads = ThreadPoolExecutor(THREADS) if trace_scan.scanner() else None
+        self.texts: dict[bytes, str] = {}  # cats and names decoded so far, by their bytes
 
     def in_flight(self) -> int:
         return THREADS + 1 if self.threads else IN_FLIGHT * max(len(self.helpers), 1)
@@ -134,7 +135,7 @@ class _Decoders:
         return _decoded(piece, self.exact)
 
     def _scanned(self, number: int, piece: bytes) -> ChunkColumns:
-        chunk = scanned_columns(piece)
+        chunk = scanned_columns(piece, self.texts)
         if chunk is not None:
             return chunk
         if self.helper:

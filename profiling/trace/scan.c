@@ -276,3 +276,29 @@ int64_t gather(const uint8_t *data, int64_t rows, const int64_t *starts, const i
     out[at++] = ']';
     return at;
 }
+
+/* One lane's spans (sorted by start, longest first) nested as torch nests them: a span's
+ * parent is the innermost open span that holds it whole; a span it crosses is closed, and
+ * both are flagged. profiling/trace/nesting.py's renest_crossings says why, and holds the same
+ * loop in Python for a machine without a compiler (the tests hold the two equal). Rows
+ * lo..lo+n-1 of depth, parent and overlap are written; `stack` has room for n rows. */
+void renest(int64_t n, int64_t lo, const double *start, const double *end, double eps,
+            int64_t *depth, int64_t *parent, uint8_t *overlap, int64_t *stack) {
+    int64_t top = 0; /* rows on the stack */
+    for (int64_t i = 0; i < n; i++) {
+        while (top) {
+            int64_t open = stack[top - 1];
+            if (start[i] >= end[open] - eps) { /* ended before i starts */
+                top--;
+            } else if (end[i] > end[open] + eps) { /* i crosses its end: it cannot hold i */
+                overlap[lo + i] = overlap[lo + open] = 1;
+                top--;
+            } else {
+                break;
+            }
+        }
+        parent[lo + i] = top ? lo + stack[top - 1] : -1;
+        depth[lo + i] = top;
+        stack[top++] = i;
+    }
+}

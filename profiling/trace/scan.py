@@ -301,4 +301,8 @@ def _typed(library: ctypes.CDLL) -> ctypes.CDLL:
         _POINTER(np.uint8, flags="C_CONTIGUOUS"),
     ]
     library.gather.restype = _I64
+    floats = _POINTER(np.float64, flags="C_CONTIGUOUS")
+    library.renest.argtypes = [_I64, _I64, floats, floats, ctypes.c_double, ints, ints,
+                               _POINTER(np.bool_, flags="C_CONTIGUOUS"), ints]  # fmt: skip
+    library.renest.restype = None
     return library

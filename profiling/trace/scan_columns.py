@@ -27,15 +27,18 @@ _NULL = b"null"
 _BOTH_IDS = scan.PID_SEEN | scan.TID_SEEN
 
 
-def scanned_columns(piece: bytes) -> ChunkColumns | None:
-    """The piece's columns, or None where msgspec must read it (trace_chunks.decode_piece)."""
+def scanned_columns(piece: bytes, texts: dict[bytes, str] | None = None) -> ChunkColumns | None:
+    """The piece's columns, or None where msgspec must read it (trace_chunks.decode_piece).
+    `texts`: the cats and names decoded so far, by their bytes as written, shared by the
+    pieces of one read (a kernel name is decoded once per trace, not once per piece)."""
+    texts = {} if texts is None else texts
     found = scan.scan(piece)
     if found is None:
         return None
     ints, floats = found.ints, found.floats
     ph = ints[scan.PH]
     complete = np.flatnonzero(ph == scan.PH_X)
-    cats = _interned(found, complete, scan.CAT_START, scan.CAT_HASH)
+    cats = _interned(found, complete, scan.CAT_START, scan.CAT_HASH, texts)
     if cats is None:
         return None
     cat_codes, cat_values = cats
@@ -44,7 +47,7 @@ def scanned_columns(piece: bytes) -> ChunkColumns | None:
     rows = complete[usable]
     if (ints[scan.HAS_ID][rows] != _BOTH_IDS).any():
         return None  # a kept row's pid or tid is text or missing: msgspec's object columns
-    names = _interned(found, rows, scan.NAME_START, scan.NAME_HASH)
+    names = _interned(found, rows, scan.NAME_START, scan.NAME_HASH, texts)
     if names is None:
         return None
     gpu, launch = work_kinds(cat_codes[usable], cat_values)
@@ -78,7 +81,7 @@ def scanned_columns(piece: bytes) -> ChunkColumns | None:
 
 
 def _interned(
-    found: scan.Scanned, rows: np.ndarray, start: int, hashed: int
+    found: scan.Scanned, rows: np.ndarray, start: int, hashed: int, texts: dict[bytes, str]
 ) -> tuple[np.ndarray, list[str]] | None:
     """Codes in order of first appearance into the distinct texts (a missing one is "", the
     typed decode's default); None when two different texts share a hash."""
@@ -88,15 +91,23 @@ def _interned(
     if not scan.same_spans(found.piece, starts, ends, first[codes]):
         return None
     piece = found.piece
-    # interned: a name every piece repeats is one object until the pieces are merged, not one
-    # per piece (issue 42: kilobyte kernel names in ~400 pieces of a 10⁷-event trace)
     values = [
-        sys.intern(_TEXT.decode(piece[s:e])) if s >= 0 else ""
+        _text(piece[s:e], texts) if s >= 0 else ""
         for s, e in zip(starts[first].tolist(), ends[first].tolist(), strict=True)
     ]
     merged: dict[str, int] = {}  # spellings of one text (escapes, or missing and ""): one code
     remap = np.array([merged.setdefault(v, len(merged)) for v in values], dtype=np.int32)
     return remap[codes] if len(codes) else codes.astype(np.int32), list(merged)
+
+
+def _text(raw: bytes, texts: dict[bytes, str]) -> str:
+    """A JSON string's text, decoded once per read: ~300 distinct kilobyte kernel names a
+    piece, decoded anew in each of ~400 pieces, were a fifth of a 10⁷-event read's column
+    making (issue 42). Interned: one object for all pieces until they are merged."""
+    text = texts.get(raw)
+    if text is None:
+        text = texts[raw] = sys.intern(_TEXT.decode(raw))
+    return text
 
 
 def _shapes(

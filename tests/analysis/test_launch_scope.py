@@ -150,3 +150,26 @@ def test_launch_rows_labels():
     assert rows[-1][1].startswith("2 GPU work items, 367.5 µs (10.3% of all GPU work)")
     assert rows[-2][1].endswith(" µs (GPU start − launch start)")
     assert rows[-3][1].endswith(" µs (GPU start − launch end)")
+
+
+def test_launch_texts_are_read_once_per_value_the_launches_hold():
+    """launch_tables._text: each row's text as `fn` of its value (a categorical's values the
+    same as an object column's), `fn` called only for the values at the rows asked for (a
+    10⁷-event trace's 4·10⁴ ProfilerStep names are no launch's), values several names share
+    one category, and a missing value stays missing."""
+    from profiling.analysis.launch_tables import _text
+
+    names = ["k1", "ProfilerStep#1", "k2", "k1 (dup)", None, "k3"]
+    column = pd.Series(pd.Categorical(names * 3))
+    rows = np.array([0, 2, 3, 4, 6, 9, 14, 16])  # k1, k2, k1 (dup), None, k1, k1 (dup), ...
+    called = []
+
+    def short(name):
+        called.append(name)
+        return name.split(" ")[0]
+
+    got = _text(column, rows, short)
+    assert called == ["k1", "k1 (dup)", "k2"]  # once each, never ProfilerStep#1 nor k3
+    assert list(got.categories) == ["k1", "k2"]
+    assert [None if pd.isna(v) else v for v in got] == ["k1", "k2", "k1", None, "k1", "k1",
+                                                        "k2", None]  # fmt: skip

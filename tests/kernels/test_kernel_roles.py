@@ -314,3 +314,71 @@ def test_signatures_of_a_generated_trace_are_few_and_roofline_keys_finer(tmp_pat
     assert len(set(found.signature.tolist())) < len(rows) / 50
     pairs = set(zip(found.key.tolist(), found.signature.tolist(), strict=True))
     assert len({key for key, _ in pairs}) == len(pairs)  # a key never spans two signatures
+
+
+def factorised_before(columns, count):
+    """chains._factorised before issue 42 (one hash pass per column), verbatim: the oracle."""
+    import pandas as pd
+
+    code = np.zeros(count, dtype=np.int64)
+    for column in columns:
+        column = np.asarray(column, dtype=np.int64)
+        span = int(column.max()) + 2 if count else 1
+        code, _ = pd.factorize(code * span + column + 1)
+        code = code.astype(np.int64)
+    _, first = np.unique(code, return_index=True)
+    return code, first
+
+
+@pytest.mark.parametrize("packed", [kernel_chains._PACKED, 50])  # 50: renumbered often
+@pytest.mark.parametrize("seed", range(20))
+def test_signature_codes_are_those_of_one_hash_pass_per_column(seed, packed, monkeypatch):
+    """chains._factorised packs the columns into one key: the codes (first appearance of
+    each combination) and first rows are those of a hash pass per column, with -1s, wide
+    ranges (past a packed key's room) and no rows."""
+    monkeypatch.setattr(kernel_chains, "_PACKED", packed)
+    rng = np.random.default_rng(seed)
+    count = int(rng.integers(0, 300))
+    columns = [
+        rng.integers(-1, int(rng.choice([2, 5, 10**6, 2**40])), count)
+        for _ in range(int(rng.integers(1, 14)))
+    ]
+    code, first = kernel_chains._factorised(columns, count)
+    want_code, want_first = factorised_before(columns, count)
+    assert code.dtype == want_code.dtype and np.array_equal(code, want_code)
+    assert np.array_equal(first, want_first)
+
+
+def test_signature_codes_stay_apart_where_packed_keys_would_wrap():
+    """Three columns of range 2³²: packed without renumbering, the first column would be
+    shifted past 64 bits and two signatures that differ only there would be one."""
+    wide = 2**32 - 2
+    columns = [np.array([0, 1]), np.array([wide, wide]), np.array([wide, wide])]
+    code, first = kernel_chains._factorised(columns, 2)
+    assert code.tolist() == [0, 1] and first.tolist() == [0, 1]
+
+
+def bytes_codes_before(values):
+    """chains._bytes_codes' codes for ints and None before issue 42, verbatim: the oracle."""
+    import pandas as pd
+
+    codes, _ = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
+    return np.where(codes >= 0, codes + 1, 0).astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_kernels_bytes_are_coded_as_pandas_coded_them(seed):
+    """chains._bytes_codes numbers each distinct `bytes` 1, 2, ... in order of first
+    appearance and None 0, by a dict now: the same codes, for 0, negatives and ints past
+    int64, in EventArgs and in dicts."""
+    from profiling.trace.events import EventArgs
+
+    rng = np.random.default_rng(seed)
+    pool = [None, 0, 1, -4, 4096, 2**70, 7]
+    values = [pool[i] for i in rng.integers(0, len(pool), int(rng.integers(0, 200)))]
+    args = np.empty(len(values), dtype=object)
+    args[:] = [EventArgs(bytes=v) for v in values]
+    rows = np.arange(len(values))
+    want = bytes_codes_before(values)
+    got = kernel_chains._bytes_codes(args, rows)
+    assert got.dtype == want.dtype and np.array_equal(got, want)

@@ -38,7 +38,7 @@ from profiling.trace.read import ReadEvents
 
 def load(source: str | Path | bytes, max_bytes: int = 2 * 1024**3) -> trace_model.Trace:
     data = read_bytes(source, max_bytes)
-    with trace_model._collector_paused():
+    with trace_model.collector_paused():
         try:
             events, meta = decode_events(data)
             ph = np.array(list(map(attrgetter("ph"), events)), dtype=object)

@@ -291,6 +291,49 @@ def test_each_byte_check_that_fails_sends_the_piece_to_msgspec(monkeypatch):
         assert scanned_columns(text) is None, f"byte check {failing} ignored"
 
 
+def test_a_read_decodes_each_name_once_whatever_the_pieces(monkeypatch):
+    """Pieces of one read share their decoded names (`texts`, by the bytes as written): a
+    name in every piece is decoded once and is one object; a name spelled with an escape is
+    its text, and another spelling of the same text still decodes to it."""
+    from profiling.trace import scan_columns
+
+    decoded = []
+    decoder = scan_columns._TEXT
+
+    class Counting:
+        def decode(self, raw):
+            decoded.append(bytes(raw))
+            return decoder.decode(raw)
+
+    monkeypatch.setattr(scan_columns, "_TEXT", Counting())
+    texts: dict[bytes, str] = {}
+    first = scanned_columns(piece(event(name='"k\\u0041"'), event(name='"k2"')), texts)
+    second = scanned_columns(piece(event(name='"kA"'), event(name='"k\\u0041"')), texts)
+    assert first.name_values == ["kA", "k2"] and second.name_values == ["kA"]
+    assert second.name_codes.tolist() == [0, 0]  # two spellings, one text, one code
+    assert second.name_values[0] is first.name_values[0]
+    assert decoded.count(b'"k\\u0041"') == 1 and decoded.count(b'"kA"') == 1
+    assert decoded.count(b'"kernel"') == 1  # the cat, once for both pieces
+    assert first.name_values == scanned_columns(piece(event(name='"k\\u0041"'),
+                                                      event(name='"k2"'))).name_values  # fmt: skip
+
+
+def test_the_pieces_of_one_read_share_their_decoded_names(small_pieces, monkeypatch):
+    from profiling.trace import read as trace_read
+
+    given = []
+
+    def recording(piece, texts=None):
+        given.append(texts)
+        return scanned_columns(piece, texts)
+
+    monkeypatch.setattr(trace_read, "scanned_columns", recording)
+    for _ in range(2):
+        trace_read.read_events(FIXTURES[0], 2**30)
+    assert len(given) > 20 and all(isinstance(t, dict) for t in given)
+    assert len({id(t) for t in given}) == 2  # one per read, not one per piece
+
+
 # -- random pieces ---------------------------------------------------------------------------
 
 
