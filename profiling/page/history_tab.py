@@ -34,7 +34,11 @@ from profiling.views import shared as views_shared
 from profiling.views import upload_worker
 from profiling.views.diff import escape_markdown
 from profiling.vocabulary import MODES
+from profiling.workload.model.spec import IMPLEMENTATIONS as MODEL_IMPLEMENTATIONS
+from profiling.workload.model.spec import MODES as MODEL_MODES
 
+# a model run's implementation is its variant (issue 43): "eager", "flex_attention" listed too
+FILTERED_VARIANTS = ["", *dict.fromkeys([*VARIANTS, *MODEL_IMPLEMENTATIONS])]
 TRACE, OPENED = 9, 14  # history_run's outputs: the trace's place, and how many in all
 COPIES = views_shared.RunDirs()  # served copies of reopened traces (Gradio serves temp files)
 OFF = "The run store is off (ATTNPROF_STORE=off): nothing is kept."
@@ -66,9 +70,11 @@ def history(
     """The stored runs, newest first, narrowed by any of the filters.
 
     Args:
-        variant: a variant id, e.g. "sdpa-flash" (empty: any).
+        variant: a variant id, e.g. "sdpa-flash", or a model run's implementation, e.g.
+            "flex_attention" (empty: any).
         shape: part of the shape text, e.g. "S1024" or "bfloat16" (empty: any).
-        mode: "forward", "backward" or "train" (empty: any).
+        mode: "forward", "backward" or "train"; a model run's "prefill" or "decode" (empty:
+            any).
         device: part of the device's name, e.g. "H200", or "cpu" / "cuda" (empty: any).
         since: first day, YYYY-MM-DD (UTC; empty: no bound).
         until: last day, YYYY-MM-DD (UTC; empty: no bound).
@@ -197,11 +203,12 @@ def from_permalink(request: gr.Request) -> str:
 def _filters() -> list[Any]:
     """The filters, in history()'s order."""
     with gr.Row():
-        variant = gr.Dropdown(choices=["", *VARIANTS], value="", label="Variant",
+        variant = gr.Dropdown(choices=FILTERED_VARIANTS, value="", label="Variant",
                               elem_id="history-variant", filterable=True)  # fmt: skip
         shape = gr.Textbox("", label="Shape contains", placeholder="S1024",
                            elem_id="history-shape")  # fmt: skip
-        mode = gr.Dropdown(choices=["", *MODES], value="", label="Mode", elem_id="history-mode")
+        mode = gr.Dropdown(choices=["", *dict.fromkeys([*MODES, *MODEL_MODES])], value="",
+                           label="Mode", elem_id="history-mode")  # fmt: skip
         device = gr.Textbox("", label="Device contains", placeholder="H200, cpu",
                             elem_id="history-device")  # fmt: skip
         # a value ("") for each: the API's bare /history call takes every default

@@ -61,3 +61,36 @@ def test_the_ragged_batch_s_attention_kernel_and_its_time_against_the_full_batch
     for item in (full, ragged):
         assert sum(item.split.categories.values()) == pytest.approx(item.split.step_us, rel=1e-6)
         assert item.split.step_us / 1e3 == pytest.approx(item.timed_ms, rel=0.05)
+
+
+def test_a_gpu_model_run_is_kept_with_its_gpu_figures_and_diffs_by_kernel(tmp_path):
+    """Issue 43's run store on a GPU: each implementation's row holds the step's GPU µs from
+    the trace, the median of its CUDA-event timings, the GPU's name and compute capability;
+    it reads back, and two model runs diff by their kernels."""
+    import json
+
+    import torch
+
+    from profiling.store import open_store, query
+    from profiling.store.hooks import keep, model_runs
+    from profiling.store.model_summary import model_run
+    from profiling.views.history import diff_runs
+
+    workload = ModelWorkload.from_user(preset="tiny", batch=2, seq_len=64, lengths="64,40",
+                                       dtype="bfloat16", implementations="eager,sdpa", steps=3,
+                                       device="cuda")  # fmt: skip
+    result = run(workload, tmp_path / "traces")
+    store = open_store(tmp_path / "runs.sqlite")
+    ids = keep(model_runs(result, "test"), store).ids
+    for item, run_id in zip(result.runs, ids, strict=True):
+        row = query.get_run(store, run_id)
+        assert row["status"] == "ok" and row["device_kind"] == "cuda"
+        assert row["gpu_us"] == pytest.approx(item.split.step_us) and row["cpu_us"] is None
+        assert row["gpu_us_median"] == pytest.approx(item.timed_ms * 1e3)
+        assert row["device_name"] == torch.cuda.get_device_name()
+        assert row["compute_capability"] and row["torch_version"] == torch.__version__
+        stored = model_run(json.loads(row["summary_json"])).runs[0]
+        assert stored.split.on_gpu and stored.attention_kernels == item.attention_kernels
+    shown = diff_runs(store, ids)
+    print(shown.headline)
+    assert not shown.kernels.empty and "model sdpa" in shown.headline

@@ -87,6 +87,10 @@ def test_a_model_click_keeps_each_implementation_and_offers_its_trace(here):
     assert "3 stored runs match" in note
     assert set(listed["Kind"]) == {"model"} and set(listed["Shape"]) == {LABEL}
     assert listed.set_index("Variant").loc["kernels", "Status"] == "unavailable"
+    # the filters pick a model run by its implementation and mode, as the page offers them
+    listed, _ = history_tab.history(variant="sdpa", mode="prefill")
+    assert listed["Run"].tolist() == [ids["sdpa"]]
+    assert {"eager", "flex_attention"} < set(history_tab.FILTERED_VARIANTS)
 
 
 def test_history_opens_a_model_run_with_the_model_views(here):
