@@ -197,8 +197,13 @@ def _all_threads(spans: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     than the test on a run's few windows)."""
     names = spans["name"].array
     if isinstance(names, pd.Categorical):
-        values, codes = names.categories, names.codes[rows]
-        return np.array([c >= 0 and _holds_all(values[c]) for c in codes], dtype=bool)
+        # once per distinct name at the rows (a 10⁷-event trace's 4·10⁴ steps: a pandas
+        # lookup per window was 0.3 s), code -1 (missing) reading the last entry: False
+        values, codes = np.asarray(names.categories, dtype=object), names.codes[rows]
+        holds = np.zeros(len(values) + 1, dtype=bool)
+        used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(values)))
+        holds[used] = [_holds_all(values[c]) for c in used.tolist()]
+        return holds[codes]
     return np.array([_holds_all(n) for n in np.asarray(names)[rows]], dtype=bool)
 
 

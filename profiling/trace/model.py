@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import gc
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
@@ -251,36 +252,71 @@ def _spans_frame(
 
     Every derived column is computed on plain arrays and the frame is built once at the end:
     a run's trace holds a few hundred spans, where each pandas operation costs more than the
-    numpy work itself (this build was ~20 ms of a 70 ms app run).
+    numpy work itself (this build was ~20 ms of a 70 ms app run). A large table's links,
+    steps and text columns are made on a second thread while this one nests (numpy releases
+    the GIL in its loops; the 2-core target's second core idled through the build).
     """
     lane, start, dur = spans.lane, spans.start, spans.dur
     end = start + dur
-    depth, overlap = depth_and_overlap(lane, start, end)
-    parent = parents(depth, lane)
-    renest_crossings(lane, start, end, depth, parent, overlap)
-    link = launch_links(spans.correlation, spans.gpu & ~spans.annotation, spans.launch)
-    category_of = np.array([CATEGORY.get(c, c or "other") for c in columns.cats], dtype=object)
+    with ThreadPoolExecutor(1) if len(lane) >= BESIDE_FROM else _Here() as beside:
+        beside_columns = beside.submit(_linked_columns, spans, end, columns, lanes)
+        depth, overlap = depth_and_overlap(lane, start, end)
+        parent = parents(depth, lane)
+        renest_crossings(lane, start, end, depth, parent, overlap)
+        self_us = self_time(dur, parent)
+        linked = beside_columns.result()
     return pd.DataFrame(
         {
-            "lane": from_codes(lane, lanes, ordered=True),
-            "kind": from_codes(spans.gpu.astype(np.int8), ["cpu", "gpu"]),
-            "pid": categorical(spans.pid, columns.pids),
-            "tid": categorical(spans.tid, columns.tids),
-            "name": categorical(spans.name, columns.names),
-            "cat": categorical(spans.cat, columns.cats),
-            "category": categorical(spans.cat, category_of),
+            **linked["texts"],
             "start_us": start,
             "dur_us": dur,
             "end_us": end,
             "depth": depth,
             "parent": parent,
-            "self_us": self_time(dur, parent),
+            "self_us": self_us,
             "overlap": overlap,
             "correlation": spans.correlation,
             "external_id": spans.external,
-            "link": link,
-            "step": step_of_spans(start, end, spans.is_step, spans.step_number, spans.gpu, link),
+            "link": linked["link"],
+            "step": linked["step"],
             "args": args,
         },
         copy=False,
     )
+
+
+BESIDE_FROM = 100_000  # spans: below this a second thread costs more than it saves
+
+
+def _linked_columns(
+    spans: _SpanArrays, end: np.ndarray, columns: EventColumns, lanes: list[str]
+) -> dict[str, Any]:
+    """The columns that need no nesting: launch links, each span's step, the text columns."""
+    link = launch_links(spans.correlation, spans.gpu & ~spans.annotation, spans.launch)
+    category_of = np.array([CATEGORY.get(c, c or "other") for c in columns.cats], dtype=object)
+    texts = {
+        "lane": from_codes(spans.lane, lanes, ordered=True),
+        "kind": from_codes(spans.gpu.astype(np.int8), ["cpu", "gpu"]),
+        "pid": categorical(spans.pid, columns.pids),
+        "tid": categorical(spans.tid, columns.tids),
+        "name": categorical(spans.name, columns.names),
+        "cat": categorical(spans.cat, columns.cats),
+        "category": categorical(spans.cat, category_of),
+    }
+    step = step_of_spans(spans.start, end, spans.is_step, spans.step_number, spans.gpu, link)
+    return {"link": link, "step": step, "texts": texts}
+
+
+class _Here:
+    """An executor that runs what it is given at once, on this thread (a small table)."""
+
+    def __enter__(self) -> _Here:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        done: Future[Any] = Future()
+        done.set_result(fn(*args))
+        return done

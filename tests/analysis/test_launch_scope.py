@@ -173,3 +173,20 @@ def test_launch_texts_are_read_once_per_value_the_launches_hold():
     assert list(got.categories) == ["k1", "k2"]
     assert [None if pd.isna(v) else v for v in got] == ["k1", "k2", "k1", None, "k1", "k1",
                                                         "k2", None]  # fmt: skip
+
+
+def test_which_windows_hold_every_thread_is_read_once_per_name():
+    """summary._all_threads: a ProfilerStep#N or an ALL_THREADS name holds every thread's
+    work, any other name (and a missing one) its own thread's; decided per distinct name at
+    the rows, the answer per row as a name-by-name test gives it."""
+    from profiling.analysis.summary import _all_threads, _holds_all
+    from profiling.vocabulary import ALL_THREADS, FORWARD
+
+    pool = ["ProfilerStep#3", "ProfilerStep#12", *ALL_THREADS, FORWARD, "aten::mm", None, ""]
+    rng = np.random.default_rng(0)
+    names = [pool[i] for i in rng.integers(0, len(pool), 300)]
+    spans = pd.DataFrame({"name": pd.Categorical([*names, "never asked"])})
+    rows = rng.integers(0, 300, 120)
+    want = [n is not None and _holds_all(n) for n in np.array(names, dtype=object)[rows]]
+    assert _all_threads(spans, rows).tolist() == want
+    assert _all_threads(spans, rows[:0]).tolist() == []

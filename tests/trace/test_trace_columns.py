@@ -123,3 +123,25 @@ def test_objects_are_coded_by_identity_as_id_reads_them():
         want_codes, _ = pd.factorize(np.array(ids, dtype=np.int64))
         assert np.array_equal(codes, want_codes)
         assert [id(x) for x in distinct] == list(dict.fromkeys(ids))
+
+
+def test_a_large_tables_links_and_texts_are_made_beside_its_nesting(monkeypatch):
+    """From BESIDE_FROM spans on, links, steps and text columns are made on a second thread
+    while the nesting runs here: the same table as made on one thread."""
+    import threading
+
+    from tests.conftest import H200
+
+    made_on = []
+    linked = trace_model._linked_columns
+
+    def recording(*args):
+        made_on.append(threading.current_thread() is threading.main_thread())
+        return linked(*args)
+
+    monkeypatch.setattr(trace_model, "_linked_columns", recording)
+    alone = trace_model.load(H200["naive"]).spans
+    monkeypatch.setattr(trace_model, "BESIDE_FROM", 10)
+    beside = trace_model.load(H200["naive"]).spans
+    assert made_on == [True, False] and len(beside) > 10
+    pd.testing.assert_frame_equal(beside, alone)
