@@ -33,6 +33,9 @@ def store(tmp_path):
     return open_store(tmp_path / "runs.sqlite")
 
 
+TRAIN = "h200_train-naive_8_16_1024_64_bf16.json.gz"
+
+
 def _no_nan(value):
     """The spec with NaN as None, so that two specs compare with ==."""
     if isinstance(value, dict):
@@ -88,6 +91,18 @@ def test_a_cpu_trend_says_cpu_and_an_empty_one_gpu():
     empty = history.trend_figure(trend(runs.iloc[:0]), "none")
     assert empty.layout["yaxis"]["title"]["text"] == "GPU µs per step (median)"
     assert [trace["x"] for trace in empty.data] == [[], [], []]
+
+
+def test_a_runs_time_is_said_in_utc_whatever_the_servers_zone(monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        assert history.when(0.0) == "1970-01-01 00:00:00"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
 
 
 def test_the_trend_note_lists_every_flagged_run():
@@ -181,10 +196,12 @@ def test_a_stored_summary_is_the_summary_shown_less_what_a_newer_version_added(s
         history.stored_summary(not_run)
 
 
-def test_a_stored_trace_is_read_in_the_worker_as_its_run_read_it(store):
-    path = str(TRACE)
-    figures = history.stored_trace_figures(path, "forward", "a title")
-    read = run_trace.read(path, measured_span("forward"), MODE_PHASES["forward"])
+@pytest.mark.parametrize(("mode", "path"), [("forward", TRACE), ("train", TRACE.with_name(TRAIN))])
+def test_a_stored_trace_is_read_in_the_worker_as_its_run_read_it(mode, path):
+    """By its run's mode: a training step's span and both its phases."""
+    path = str(path)
+    figures = history.stored_trace_figures(path, mode, "a title")
+    read = run_trace.read(path, measured_span(mode), MODE_PHASES[mode])
     pd.testing.assert_frame_equal(figures.kernels, read.kernels)
     mine, theirs = figures.launch_stats(), read.launch_stats()
     assert (mine.scope, mine.busy_us, mine.launches) == (theirs.scope, theirs.busy_us,
@@ -192,9 +209,10 @@ def test_a_stored_trace_is_read_in_the_worker_as_its_run_read_it(store):
     pd.testing.assert_frame_equal(mine.devices, theirs.devices)
     pd.testing.assert_frame_equal(figures.roles(), read.roles())
     assert figures.gantt().layout == read.gantt("a title").layout
-    assert set(figures.phases) == set(read.phases) == {"attn_fwd"}
-    pd.testing.assert_frame_equal(figures.phases["attn_fwd"].kernels,
-                                  read.phases["attn_fwd"].kernels)  # fmt: skip
+    assert set(figures.phases) == set(read.phases) == set(MODE_PHASES[mode])
+    for name in MODE_PHASES[mode]:
+        pd.testing.assert_frame_equal(figures.phases[name].kernels, read.phases[name].kernels)
+    assert figures.launch_stats().forwards == read.launch_stats().forwards
 
 
 def test_a_stored_trace_is_refused_by_mode_presence_and_the_upload_limits(tmp_path,

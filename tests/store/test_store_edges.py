@@ -312,3 +312,13 @@ def test_a_sweeps_points_are_kept_each_at_its_length(store, tmp_path):
     assert [(r["kind"], r["origin"], r["variant"], r["seq_len"], r["status"]) for r in runs] == [
         ("sweep", "cli", "naive", 512, "ok"), ("sweep", "cli", "naive", 4096, "oom")]  # fmt: skip
     assert runs[0]["trace_hash"] and runs[1]["reason"] == "out of memory"
+
+
+def test_a_count_column_is_whole_again_only_where_every_value_is_whole():
+    """A roofline's calls per forward may be fractional (a kernel in one of two forwards)."""
+    whole = query._whole_numbers(pd.DataFrame({"calls": [1.0, 2.0]}), "roofline")
+    assert whole["calls"].dtype == "int64"
+    half = query._whole_numbers(pd.DataFrame({"calls": [1.0, 2.5]}), "roofline")
+    assert half["calls"].tolist() == [1.0, 2.5]
+    missing = query._whole_numbers(pd.DataFrame({"calls": [1.0, None]}), "roofline")
+    assert missing["calls"].dtype == "float64"
