@@ -10,6 +10,7 @@ import sqlite3
 import pytest
 
 from profiling.store import open_store, query
+from profiling.store.model_summary import MODEL_KINDS
 from profiling.store.write import record
 from tests.store.store_helpers import run_data
 
@@ -60,9 +61,14 @@ def test_an_imported_runs_rules_at_their_edges_and_in_words(store):
     )
     _checked(store, created=time.time() + imported.AHEAD_S - 60)
     assert _refusal(store, created=time.time() + imported.AHEAD_S + 60).startswith("created ")
-    assert [_checked(store, kind=kind)["kind"] for kind in imported.KINDS] == list(imported.KINDS)
+    model = {"preset": "tiny", "layers": 1}  # a model run names its preset and layers
+    kinds = [
+        _checked(store, kind=kind, **(model if kind in MODEL_KINDS else {}))["kind"]
+        for kind in imported.KINDS
+    ]
+    assert kinds == list(imported.KINDS)
     assert _refusal(store, kind="exploit") == (
-        "kind must be one of profile, compare, sweep, not 'exploit'"
+        "kind must be one of profile, compare, sweep, model, model-sweep, not 'exploit'"
     )
     assert _refusal(store, status="great") == (
         "status must be one of ok, unavailable, refused, failed, oom, skipped, not 'great'"
