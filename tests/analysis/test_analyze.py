@@ -215,16 +215,17 @@ def test_numpys_huge_pages_are_off_while_a_trace_is_read_and_analysed(monkeypatc
     """Zeroing fresh 2 MB pages was ~17% of a 10⁷-event read's CPU (issue 42): off while the
     spans table is built and while the views run, restored after; numpy's switch is found."""
     from profiling.analysis import analyze as analyze_module
+    from profiling.trace import memory as trace_memory
     from profiling.trace import model as trace_model
 
-    assert trace_model._hugepage_switch() is not None
+    assert trace_memory._hugepage_switch() is not None
     state = {"huge": True}
 
     def switch(on):
         was, state["huge"] = state["huge"], on
         return was
 
-    monkeypatch.setattr(trace_model, "_hugepage_switch", lambda: switch)
+    monkeypatch.setattr(trace_memory, "_hugepage_switch", lambda: switch)
     seen = []
     build, roles = trace_model._build, analyze_module.role_table
     monkeypatch.setattr(trace_model, "_build", lambda r: seen.append(state["huge"]) or build(r))

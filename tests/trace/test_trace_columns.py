@@ -1,11 +1,9 @@
 """The spans table's columns (profiling.trace.columns) and the questions asked of them
 (profiling.trace.query), rewritten for speed and memory at 10⁷ events (issue 42), give what
-the plain numpy and pandas calls they replaced gave; a large read hands its freed heap back."""
+the plain numpy and pandas calls they replaced gave."""
 
 from __future__ import annotations
 
-import json
-import platform
 import random
 
 import numpy as np
@@ -84,30 +82,6 @@ def test_factorize_texts_gives_pandas_codes_and_uniques(seed):
             assert codes.dtype == want_codes.dtype and np.array_equal(codes, want_codes)
             assert uniques.dtype == want_uniques.dtype
             assert [(type(u), u) for u in uniques] == [(type(u), u) for u in want_uniques]
-
-
-def test_a_large_read_hands_its_freed_heap_back(monkeypatch):
-    """glibc keeps the read's freed pages resident under the analyses' new arrays (0.17 GB of
-    a 10⁷-event trace's peak): malloc_trim after a read of TRIM_AFTER_EVENTS events or more
-    and after its build, none after a small one (a run's own trace)."""
-    events = [{"ph": "X", "name": f"op{i}", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": i,
-               "dur": 1} for i in range(10)]  # fmt: skip
-    document = json.dumps({"traceEvents": events}).encode()
-    trimmed: list[int] = []
-    monkeypatch.setattr(trace_model, "_malloc_trim", lambda: trimmed.append)
-    monkeypatch.setattr(trace_model, "TRIM_AFTER_EVENTS", 10)
-    trace_model.load(document)
-    assert trimmed == [0, 0]  # after the read (its pieces freed), and after the build
-    monkeypatch.setattr(trace_model, "TRIM_AFTER_EVENTS", 11)
-    trace_model.load(document)
-    assert trimmed == [0, 0]
-
-
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
-def test_the_heap_is_trimmed_by_glibcs_malloc_trim():
-    trace_model._malloc_trim.cache_clear()
-    assert trace_model._malloc_trim() is not None
-    assert trace_model._malloc_trim()(0) in (0, 1)
 
 
 def test_objects_are_coded_by_identity_as_id_reads_them():
