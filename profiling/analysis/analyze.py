@@ -205,9 +205,11 @@ def operator_sums(spans: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     codes = codes[named]
     dur = spans["dur_us"].to_numpy(dtype=float)[rows][named]
     self_us = spans["self_us"].to_numpy(dtype=float)[rows][named]
-    present, first = np.unique(codes, return_index=True)
-    order = present[np.argsort(first, kind="stable")]  # names in order of first appearance
     size = len(distinct)
+    first = np.full(size, -1, dtype=np.int64)  # each code's first row, without a sort of them
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    present = np.flatnonzero(first >= 0)
+    order = present[np.argsort(first[present], kind="stable")]  # in order of first appearance
     return pd.DataFrame(
         {
             "calls": np.bincount(codes[calls], minlength=size)[order],
