@@ -36,7 +36,8 @@ from profiling.kernels.roles import KernelSpans, role_table
 from profiling.text_tables import count_text, counted
 from profiling.trace.device import UNKNOWN, describe
 from profiling.trace.events import EventArgs, TraceError, span_args, step_number
-from profiling.trace.model import Trace, collector_paused, load, small_pages
+from profiling.trace.memory import collector_paused, small_pages
+from profiling.trace.model import Trace, load
 from profiling.trace.query import by_identity, is_in, operator_rows, own_calls
 
 MAX_UPLOAD_BYTES = 100 * 1024**2  # the file as uploaded (gzip or not)
@@ -101,7 +102,7 @@ def from_trace(trace: Trace, name: str = "trace") -> AnalyzeResult:
     run on a second thread beside the kernel views (numpy and pandas release the GIL in their
     loops: 1–2 s less at 10⁷ events, docs/performance.md §7.3); each only reads the trace.
     The cyclic collector and numpy's huge pages are off meanwhile, as for the parse
-    (trace.model.collector_paused, small_pages)."""
+    (profiling.trace.memory)."""
     with collector_paused(), small_pages(), ThreadPoolExecutor(1) as beside:
         stats = beside.submit(per_forward, trace, own_run=False)
         launch = beside.submit(launch_stats, trace)
@@ -204,9 +205,11 @@ def operator_sums(spans: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     codes = codes[named]
     dur = spans["dur_us"].to_numpy(dtype=float)[rows][named]
     self_us = spans["self_us"].to_numpy(dtype=float)[rows][named]
-    present, first = np.unique(codes, return_index=True)
-    order = present[np.argsort(first, kind="stable")]  # names in order of first appearance
     size = len(distinct)
+    first = np.full(size, -1, dtype=np.int64)  # each code's first row, without a sort of them
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    present = np.flatnonzero(first >= 0)
+    order = present[np.argsort(first[present], kind="stable")]  # in order of first appearance
     return pd.DataFrame(
         {
             "calls": np.bincount(codes[calls], minlength=size)[order],

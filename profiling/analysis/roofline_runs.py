@@ -18,6 +18,7 @@ from profiling.kernels.roles import KernelSpans
 from profiling.kernels.roofline import kernel_work, roofline_rows
 from profiling.kernels.work import AttentionShape, Work
 from profiling.trace.events import span_args
+from profiling.trace.query import first_rows
 
 OpArgs = Callable[[int], Mapping[str, Any] | None]  # a launching op's args by its span index
 
@@ -49,11 +50,10 @@ def phases_roofline(
                                span_args(spans.args[index]), chain.names, launcher)  # fmt: skip
 
         if len(spans.keys):
-            keys = np.asarray(spans.keys)
-            _, first, which = np.unique(keys, return_index=True, return_inverse=True)
-            shared = np.empty(len(first), dtype=object)
-            shared[:] = [work_of(int(i)) for i in first]
-            works += shared[which.reshape(-1)].tolist()
+            which, distinct = pd.factorize(np.asarray(spans.keys))  # hashed, not sorted
+            shared = np.empty(len(distinct), dtype=object)
+            shared[:] = [work_of(i) for i in first_rows(which, len(distinct)).tolist()]
+            works += shared[which].tolist()
         else:
             works += [work_of(i) for i in range(len(spans.names))]
     return roofline_rows(names, durations, roles, phase_of, works, device_name, dtype)

@@ -16,7 +16,7 @@ import pandas as pd
 from profiling.kernels.names import decode, sdpa_backend_of_kernels, short_name
 from profiling.trace.events import step_number
 from profiling.trace.model import Trace
-from profiling.trace.query import is_in, step_rows
+from profiling.trace.query import is_in, step_rows, values_at
 from profiling.vocabulary import ALL_THREADS, BACKEND_OPS, FORWARD, GPU_WORK
 
 CAUSAL_CONVENTION = "causal attention counted as half of the 4·B·H·S²·D FLOPs of full attention"
@@ -239,7 +239,7 @@ def sdpa_backend(trace: Trace, windows: pd.DataFrame | None = None) -> str | Non
         first, last = windows["start_us"].min(), windows["end_us"].max()
         start = spans["start_us"].to_numpy()[rows]
         rows = rows[(start >= first) & (start <= last)]
-    names = spans["name"].to_numpy()[rows]
+    names = values_at(spans["name"], rows)  # not the whole column as objects (10⁷ of them)
     found = list(dict.fromkeys(BACKEND_OPS[name] for name in names))
     return " + ".join(found) if found else None
 

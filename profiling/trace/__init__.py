@@ -6,8 +6,9 @@ Behind it: `read` (who decodes each piece), `stream` (inflate on a thread, the e
 size limits, cuts between events), `scan` (the C scanner `scan.c` with `scan_json.h`, built
 with the machine's cc on first use), `scan_columns` (its tables → a piece's columns),
 `chunks` (msgspec for what the scanner declines), `helper` (the msgspec helper processes),
-`columns` (merging the pieces), `nesting` (parents and display order), `events` (the event
-and args types), `query` (questions asked of a spans table).
+`columns` (merging the pieces), `nesting` (parents and display order; a lane whose spans
+cross is nested again by scan.c's `renest`), `events` (the event and args types), `query`
+(questions asked of a spans table), `memory` (how a large read uses the process's memory).
 
 Decides: which args a span keeps, the spans' order, what the scanner reads and what it leaves
 to msgspec. May import: the base modules only; never torch, attention or plotly.
@@ -42,6 +43,10 @@ Each rule decided here, and where (docs/architecture.md keeps only an index):
 - what device a trace ran on (its own `deviceProperties`; `sm_XY` only for NVIDIA, "unknown" where
   none), and Diff's line when two differ: `profiling/trace/device.py`; which of a host's devices
   its GPU work ran on (their ids among the GPU lanes' pids, else all): `Trace.devices_ran_on`
+- how a large read uses the process's memory (the cyclic collector paused, numpy's huge pages
+  off, the freed heap handed back after the read and the build): `profiling/trace/memory.py`,
+  used by `trace/model.py` (`load`) and `analysis/analyze.py` (`from_trace`); pinned by
+  `tests/trace/test_trace_memory.py`
 - the scanner's state logged once per server, not per upload worker (`scan.SAID`, set for the
   workers by `views/upload_worker._start`)
 """

@@ -15,13 +15,9 @@ questions the views ask of the finished table. This module puts them together.
 
 from __future__ import annotations
 
-import ctypes
-import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +35,7 @@ from profiling.trace.events import (
     device_labels,
     step_number,
 )
+from profiling.trace.memory import collector_paused, small_pages, trim_heap
 from profiling.trace.nesting import (
     depth_and_overlap,
     display_order,
@@ -98,72 +95,18 @@ def load(
     with collector_paused(), small_pages():
         try:
             read = read_events(source, max_bytes, progress)
-            large = read.n_events >= TRIM_AFTER_EVENTS
+            large = read.n_events >= LARGE_READ
             if large:  # the pieces' columns, merged, are freed heap now
-                _trim_heap()
+                trim_heap()
             trace = _build(read)
         except RecursionError:  # msgspec's answer to JSON nested thousands of levels deep
             raise TraceError("not valid JSON (nested too deeply)") from None
-    if large:
-        _trim_heap()
+    if large:  # and so are the build's
+        trim_heap()
     return trace
 
 
-TRIM_AFTER_EVENTS = 100_000  # a read this large leaves tens of MB freed in the heap
-
-
-def _trim_heap() -> None:
-    """Hand back to the system the heap pages the read freed: glibc keeps them resident, and
-    the analyses' large arrays are mapped anew beside them (issue 42: after a 10⁷-event read
-    0.55 GB of 2.2 GB was freed heap; the peak went from 2.80 to 2.63 GB). glibc only."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@lru_cache(maxsize=1)
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to hand back
-        return None
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Parsing allocates ~10⁶ tuples and ids, none in cycles; the cyclic collector's passes
-    over them cost ~1 s per 10⁶ events, so it is paused (and restored) for the parse, and
-    for the analyses of a large table (profiling.analysis.analyze: its full passes over 10⁶
-    kernels' tuples were ~3% of a 10⁷-event read, issue 42)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-@contextmanager
-def small_pages() -> Iterator[None]:
-    """numpy asks the kernel for 2 MB pages for its large arrays (madvise), and a 10⁷-event
-    read makes hundreds of fresh 50–80 MB ones: zeroing (and compacting memory for) huge pages
-    at first touch was ~17% of its CPU on the 2-core target (perf: clear_page_erms; system
-    time 6.7–7.5 s with them, 5.2–5.5 s without, wall 1.1–1.6 s less; issue 42). Off for the
-    read and the analyses, restored after (a setting of the whole process)."""
-    switch = _hugepage_switch()
-    was = switch(False) if switch is not None else None
-    try:
-        yield
-    finally:
-        if switch is not None:
-            switch(was)
-
-
-def _hugepage_switch() -> Callable[[bool], bool] | None:
-    """numpy's own switch (what NUMPY_MADVISE_HUGEPAGE sets at import): returns the old value."""
-    core = getattr(np, "_core", None) or getattr(np, "core", None)  # numpy 2; 1.26
-    return getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
+LARGE_READ = 100_000  # events: a read this large hands its freed heap back (trace.memory)
 
 
 def _build(read: ReadEvents) -> Trace:

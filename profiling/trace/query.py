@@ -21,7 +21,13 @@ from profiling.trace.events import step_number
 def step_rows(spans: pd.DataFrame) -> np.ndarray:
     """Positions of the ProfilerStep spans: CPU spans with a step's name, whatever their `cat`
     (torch writes `user_annotation` today; older versions wrote `cpu_op`)."""
-    named = per_value(spans["name"], step_number, -1).astype(np.int64) >= 0
+    name = spans["name"]
+    if isinstance(name.dtype, pd.CategoricalDtype):  # a bool per name, gathered by code (an
+        # object per row, as per_value gives, was 0.2 s at 10⁷ spans): code -1 reads False
+        step = [step_number(c) >= 0 for c in name.cat.categories]
+        named = np.array([*step, False], dtype=bool)[name.array.codes]
+    else:
+        named = per_value(name, step_number, -1).astype(np.int64) >= 0
     return np.flatnonzero(is_in(spans["kind"], "cpu") & named)
 
 

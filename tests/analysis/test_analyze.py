@@ -215,16 +215,17 @@ def test_numpys_huge_pages_are_off_while_a_trace_is_read_and_analysed(monkeypatc
     """Zeroing fresh 2 MB pages was ~17% of a 10⁷-event read's CPU (issue 42): off while the
     spans table is built and while the views run, restored after; numpy's switch is found."""
     from profiling.analysis import analyze as analyze_module
+    from profiling.trace import memory as trace_memory
     from profiling.trace import model as trace_model
 
-    assert trace_model._hugepage_switch() is not None
+    assert trace_memory._hugepage_switch() is not None
     state = {"huge": True}
 
     def switch(on):
         was, state["huge"] = state["huge"], on
         return was
 
-    monkeypatch.setattr(trace_model, "_hugepage_switch", lambda: switch)
+    monkeypatch.setattr(trace_memory, "_hugepage_switch", lambda: switch)
     seen = []
     build, roles = trace_model._build, analyze_module.role_table
     monkeypatch.setattr(trace_model, "_build", lambda r: seen.append(state["huge"]) or build(r))
@@ -232,3 +233,63 @@ def test_numpys_huge_pages_are_off_while_a_trace_is_read_and_analysed(monkeypatc
                         lambda *a: seen.append(state["huge"]) or roles(*a))  # fmt: skip
     analyze(NAIVE)
     assert seen == [False, False] and state["huge"] is True
+
+
+def test_operator_rows_come_in_order_of_first_appearance_with_groupbys_sums():
+    """operator_sums finds each name's first row by a scatter (np.unique's sort of 10⁷ codes
+    took 0.3 s): the names in order of first appearance and self time summed per name, as
+    pandas' groupby(sort=False) gives them; a missing name is "", every step one row."""
+    import numpy as np
+    import pandas as pd
+
+    from profiling.analysis.analyze import operator_sums
+
+    rng = np.random.default_rng(4)
+    pool = ["aten::mm", "aten::add", "ProfilerStep#1", "ProfilerStep#2", None, "z", "a"]
+    names = [pool[i] for i in rng.integers(0, len(pool), 400)]
+    spans = pd.DataFrame({
+        "name": pd.Categorical(names),
+        "parent": np.full(400, -1),
+        "dur_us": rng.random(400),
+        "self_us": rng.random(400),
+    })  # fmt: skip
+    rows = rng.permutation(400)[:300]
+    table = operator_sums(spans, rows)
+    merged = pd.Series(["" if n is None else "ProfilerStep*" if n.startswith("Prof") else n
+                        for n in np.array(names, dtype=object)[rows]], dtype=object)  # fmt: skip
+    want = spans["self_us"].to_numpy()[rows]
+    want = pd.Series(want).groupby(merged, sort=False).sum()
+    assert list(table.index) == list(want.index)
+    assert np.allclose(table["self_us"].to_numpy(), want.to_numpy())
+
+
+def test_kernels_that_share_a_key_share_the_work_computed_for_it(tmp_path, monkeypatch):
+    """phases_roofline computes one Work per distinct key (KernelSpans.keys, hashed in order of
+    first appearance, not sorted) and hands it to every kernel with that key: the same table
+    as one Work per kernel, on a generated trace whose keys repeat."""
+    import dataclasses
+
+    import numpy as np
+    import pandas as pd
+
+    from benchmarks.gen_trace_independent import SHAPES, write
+    from profiling.analysis import roofline_runs
+    from profiling.analysis.analyze import _kernel_views
+    from profiling.analysis.roofline_runs import phases_roofline, table_op_args
+    from profiling.trace.model import load
+
+    path = tmp_path / "t.json.gz"
+    write(20_000, path, shape=SHAPES["six-streams"])
+    trace = load(path)
+    _, _, spans, _ = _kernel_views(trace)
+    keys = np.asarray(spans.keys)
+    assert len(np.unique(keys)) < len(keys) / 2  # keys repeat
+    args = table_op_args(trace.spans)
+    calls = []
+    work = roofline_runs.kernel_work
+    monkeypatch.setattr(roofline_runs, "kernel_work", lambda *a: calls.append(a) or work(*a))
+    shared = phases_roofline({"trace": spans}, None, "NVIDIA H100", "bfloat16", args)
+    assert len(calls) == len(np.unique(keys))
+    alone = phases_roofline({"trace": dataclasses.replace(spans, keys=())}, None,
+                            "NVIDIA H100", "bfloat16", args)  # fmt: skip
+    pd.testing.assert_frame_equal(shared, alone)

@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from profiling.trace import memory as trace_memory
 from profiling.trace import model as trace_model
 from profiling.trace.columns import EventColumns, _factorize
 from profiling.trace.events import (
@@ -38,7 +39,7 @@ from profiling.trace.read import ReadEvents
 
 def load(source: str | Path | bytes, max_bytes: int = 2 * 1024**3) -> trace_model.Trace:
     data = read_bytes(source, max_bytes)
-    with trace_model.collector_paused():
+    with trace_memory.collector_paused():
         try:
             events, meta = decode_events(data)
             ph = np.array(list(map(attrgetter("ph"), events)), dtype=object)

@@ -1,11 +1,9 @@
 """The spans table's columns (profiling.trace.columns) and the questions asked of them
 (profiling.trace.query), rewritten for speed and memory at 10⁷ events (issue 42), give what
-the plain numpy and pandas calls they replaced gave; a large read hands its freed heap back."""
+the plain numpy and pandas calls they replaced gave."""
 
 from __future__ import annotations
 
-import json
-import platform
 import random
 
 import numpy as np
@@ -86,30 +84,6 @@ def test_factorize_texts_gives_pandas_codes_and_uniques(seed):
             assert [(type(u), u) for u in uniques] == [(type(u), u) for u in want_uniques]
 
 
-def test_a_large_read_hands_its_freed_heap_back(monkeypatch):
-    """glibc keeps the read's freed pages resident under the analyses' new arrays (0.17 GB of
-    a 10⁷-event trace's peak): malloc_trim after a read of TRIM_AFTER_EVENTS events or more
-    and after its build, none after a small one (a run's own trace)."""
-    events = [{"ph": "X", "name": f"op{i}", "cat": "cpu_op", "pid": 1, "tid": 1, "ts": i,
-               "dur": 1} for i in range(10)]  # fmt: skip
-    document = json.dumps({"traceEvents": events}).encode()
-    trimmed: list[int] = []
-    monkeypatch.setattr(trace_model, "_malloc_trim", lambda: trimmed.append)
-    monkeypatch.setattr(trace_model, "TRIM_AFTER_EVENTS", 10)
-    trace_model.load(document)
-    assert trimmed == [0, 0]  # after the read (its pieces freed), and after the build
-    monkeypatch.setattr(trace_model, "TRIM_AFTER_EVENTS", 11)
-    trace_model.load(document)
-    assert trimmed == [0, 0]
-
-
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
-def test_the_heap_is_trimmed_by_glibcs_malloc_trim():
-    trace_model._malloc_trim.cache_clear()
-    assert trace_model._malloc_trim() is not None
-    assert trace_model._malloc_trim()(0) in (0, 1)
-
-
 def test_objects_are_coded_by_identity_as_id_reads_them():
     """query.by_identity reads an object array's pointers instead of calling id(): the same
     codes and objects as id() gives, for shared and equal-but-distinct objects, views with a
@@ -145,3 +119,22 @@ def test_a_large_tables_links_and_texts_are_made_beside_its_nesting(monkeypatch)
     beside = trace_model.load(H200["naive"]).spans
     assert made_on == [True, False] and len(beside) > 10
     pd.testing.assert_frame_equal(beside, alone)
+
+
+def test_step_rows_are_the_cpu_spans_named_as_a_step():
+    """query.step_rows tests each distinct name once and gathers a bool by code (an object
+    per row was 0.2 s at 10⁷ spans): the rows per_value's object column gave, with a missing
+    name, GPU spans of a step's name, and names that only look like one."""
+    from profiling.trace.events import step_number
+    from profiling.trace.query import per_value, step_rows
+
+    rng = np.random.default_rng(2)
+    pool = ["ProfilerStep#1", "ProfilerStep#22", "ProfilerStep#x", "aten::mm", None, "Step#3"]
+    names = [pool[i] for i in rng.integers(0, len(pool), 500)]
+    spans = pd.DataFrame({"name": pd.Categorical(names),
+                          "kind": pd.Categorical(rng.choice(["cpu", "gpu"], 500))})  # fmt: skip
+    named = per_value(spans["name"], step_number, -1).astype(np.int64) >= 0
+    want = np.flatnonzero((spans["kind"] == "cpu").to_numpy() & named)
+    assert np.array_equal(step_rows(spans), want) and len(want) > 50
+    plain = spans.assign(name=spans["name"].astype(object))
+    assert np.array_equal(step_rows(plain), want)
