@@ -14,10 +14,10 @@ from profiling.trace import model as trace
 GPU = {"pid": 0, "tid": 7}
 
 
-def _trace(kernels: list[tuple[str, float, float, str | None]], steps: int = 1,
-           launch_tid: int = 1) -> bytes:  # fmt: skip
+def _trace(kernels: list[tuple], steps: int = 1, launch_tid: int = 1) -> bytes:
     """`steps` model_step spans, each with layer 0 holding an attention and a norm span; each
-    kernel (name, start, dur, the span it is launched in) is launched from that span."""
+    kernel (name, start, dur, the span it is launched in[, its stream]) is launched from that
+    span, on stream 7 unless it names another."""
     events, correlation = [], 0
 
     def span(name, cat, start, dur, pid=1, tid=1, **args):
@@ -33,11 +33,12 @@ def _trace(kernels: list[tuple[str, float, float, str | None]], steps: int = 1,
         span("model_norm", "user_annotation", t0 + 100, 50.0)
         span("model_layer_1", "user_annotation", t0 + 400, 300.0)
         places = {"model_attention": 20.0, "model_norm": 110.0, None: 200.0, "layer1": 500.0}
-        for name, start, dur, where in kernels:
+        for name, start, dur, where, *stream in kernels:
             correlation += 1
             span("cudaLaunchKernel", "cuda_runtime", t0 + places[where], 1.0,
                  tid=launch_tid if where is None else 1, correlation=correlation)  # fmt: skip
-            span(name, "kernel", t0 + start, dur, correlation=correlation, **GPU)
+            span(name, "kernel", t0 + start, dur, correlation=correlation,
+                 **{**GPU, "tid": stream[0] if stream else GPU["tid"]})  # fmt: skip
     return json.dumps({"traceEvents": events}).encode()
 
 
@@ -98,6 +99,50 @@ def test_a_trace_without_model_steps_is_refused():
                                         "pid": 1, "tid": 1, "ts": 0, "dur": 5}]})  # fmt: skip
     with pytest.raises(ValueError, match="no model_step span"):
         step.split_step(trace.load(data.encode()))
+
+
+def _times(kernels, steps=1):
+    return step.step_times(trace.load(_trace(kernels, steps)))
+
+
+def test_busy_merges_two_streams_overlap_once_and_leaves_gaps_out():
+    """Two streams' kernels overlapping by 20 µs, then a 40 µs gap, then one more kernel."""
+    times = _times([("a", 300.0, 40.0, None, 7), ("b", 320.0, 40.0, None, 8),
+                    ("c", 400.0, 10.0, "layer1", 7)])  # fmt: skip
+    row = times.iloc[0]
+    assert row["span_us"] == pytest.approx(110.0)  # 300 → 410
+    assert row["busy_us"] == pytest.approx(70.0)  # [300, 360) ∪ [400, 410)
+    assert row["work_sum_us"] == pytest.approx(90.0)
+    assert row["work_items"] == 3 and row["step_us"] == pytest.approx(800.0)
+
+
+def test_busy_counts_nested_kernels_once():
+    times = _times([("outer", 300.0, 100.0, None, 7), ("inner", 310.0, 10.0, None, 8),
+                    ("inner", 350.0, 10.0, "model_norm", 9)])  # fmt: skip
+    assert times["busy_us"].tolist() == [pytest.approx(100.0)]
+    assert times["work_sum_us"].tolist() == [pytest.approx(120.0)]
+
+
+def test_each_step_has_its_own_busy_time_and_the_split_agrees():
+    times = _times(KERNELS, steps=3)
+    assert times.columns.tolist() == list(step.STEP_TIME_COLUMNS)
+    assert len(times) == 3 and (times["work_items"] == len(KERNELS)).all()
+    assert times["span_us"].tolist() == [pytest.approx(350.0)] * 3
+    assert times["busy_us"].tolist() == [pytest.approx(165.0)] * 3
+    split = _split(steps=3)
+    assert split.step_us - split.categories[step.IDLE] == pytest.approx(times["busy_us"].mean())
+
+
+def test_a_cpu_step_has_its_span_and_no_gpu_time():
+    data = json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "model_step", "pid": 1, "tid": 1, "ts": 0,
+         "dur": 50},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 5, "dur": 5},
+    ]})  # fmt: skip
+    times = step.step_times(trace.load(data.encode()))
+    assert times.to_dict("records") == [
+        {"step_us": 50.0, "span_us": 0.0, "busy_us": 0.0, "work_sum_us": 0.0, "work_items": 0}
+    ]
 
 
 SHAPE = padding.Shape(hidden=64, intermediate=128, heads=4, kv_heads=2, head_dim=16, vocab=512,

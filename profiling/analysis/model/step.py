@@ -10,6 +10,11 @@ op's own work; the markers' and Python's own time is "framework"): again they ad
 A kernel is attention when its launch is inside a `model_attention` span (the attention
 function transformers calls, whatever it runs: eager's matmuls and softmax, SDPA, flex, a
 FlashAttention), a norm inside a `model_norm` span; otherwise its name decides.
+
+`step_times` gives each step's figures apart: its span, and the GPU's busy time (the union of
+its work). A host-bound step (a decode's tiny kernels waiting for their launches) is mostly
+idle gaps, and the profiler's cost per operator on the CPU widens those gaps, not the kernels:
+the busy time is the step's GPU work, the span is not (docs/results-model.md).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from profiling.analysis.launch import merge_intervals
 from profiling.analysis.summary import forward_work, starts_inside
 from profiling.trace.model import Trace
 from profiling.trace.query import is_in
@@ -122,14 +128,44 @@ def _largest(times: dict[str, float]) -> list[tuple[str, float]]:
 
 def _busy_span(work: pd.DataFrame, spans: pd.DataFrame, windows: pd.DataFrame) -> float:
     """Each step's first kernel start to last kernel end, summed over the steps."""
-    launches = work["link"].to_numpy()
-    total = 0.0
-    for _, window in windows.iterrows():
-        launch_start = spans["start_us"].to_numpy()[launches]
-        mine = (launch_start >= window["start_us"]) & (launch_start <= window["end_us"])
-        if mine.any():
-            total += work["end_us"].to_numpy()[mine].max() - work["start_us"].to_numpy()[mine].min()
-    return total
+    return float(_window_times(work, spans, windows)["span_us"].sum())
+
+
+STEP_TIME_COLUMNS = ("step_us", "span_us", "busy_us", "work_sum_us", "work_items")
+
+
+def step_times(trace: Trace) -> pd.DataFrame:
+    """One row per `model_step` span, in trace order: the span's own (CPU) µs; of the GPU work
+    it launched, the span (first start to last end), the busy µs (the union of the work's
+    intervals, every stream of the one device merged: overlap counted once, gaps left out),
+    the sum of the items' durations, and their count. A CPU run's GPU columns are 0."""
+    windows, work = forward_work(trace, MODEL_STEP)
+    if not len(windows):
+        raise ValueError(f"the trace has no {MODEL_STEP} span: not a model run's trace")
+    return _window_times(work, trace.spans, windows)
+
+
+def _window_times(work: pd.DataFrame, spans: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """step_times' rows: each work item belongs to the window its launch started in (ends
+    included), the latest-starting one where windows overlap."""
+    order = np.argsort(windows["start_us"].to_numpy(float), kind="stable")
+    w_start = windows["start_us"].to_numpy(float)[order]
+    w_end = windows["end_us"].to_numpy(float)[order]
+    links = work["link"].to_numpy(dtype=np.int64)
+    launched = spans["start_us"].to_numpy(float)[links]
+    slot = np.searchsorted(w_start, launched, side="right") - 1
+    ok = slot >= 0
+    ok[ok] = launched[ok] <= w_end[slot[ok]]
+    start, end = work["start_us"].to_numpy(float), work["end_us"].to_numpy(float)
+    rows = []
+    for index in range(len(order)):
+        mine = np.flatnonzero(ok & (slot == index))
+        s, e = start[mine], end[mine]
+        ms, me, _ = merge_intervals(s, e)
+        span = float(e.max() - s.min()) if len(mine) else 0.0
+        busy = float((me - ms).sum())
+        rows.append((w_end[index] - w_start[index], span, busy, float((e - s).sum()), len(mine)))
+    return pd.DataFrame(rows, columns=list(STEP_TIME_COLUMNS))
 
 
 def _layers(spans, launches, own, in_attention, steps: int) -> list[tuple[int, float, float]]:
