@@ -184,7 +184,7 @@ def _ms(value) -> str:
 
 
 def _ratio(top, bottom) -> str:
-    return f"{top / bottom:.3f}" if top is not None and bottom else ""
+    return f"{top / bottom:.3f}" if top and bottom else ""  # a CPU run: no GPU span
 
 
 def table(profiled: dict, graphs: dict[str, dict]) -> str:
