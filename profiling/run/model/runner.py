@@ -51,14 +51,20 @@ from profiling.workload.model.spec import CPU_MAX_FLOPS, ModelWorkload
 from profiling.workload.spec import WAIT, WARMUP, resolve_device
 
 Progress = Callable[[float, str], None]
+Lap = Callable[[str], None]  # told each part of the run as it ends (benchmarks/model_overhead.py)
 WARMUP_CALLS = 2
 log = logging.getLogger(__name__)
 
 
 def run(
-    workload: ModelWorkload, out_dir: str | Path | None = None, progress: Progress | None = None
+    workload: ModelWorkload,
+    out_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    lap: Lap | None = None,
 ) -> ModelRun:
-    """Validate, build the model once, run each implementation; raises ConfigError."""
+    """Validate, build the model once, run each implementation; raises ConfigError. `lap` is
+    told the name of each part as it ends (a benchmark's clock; the run itself never waits)."""
+    lap = lap or _no_lap
     workload = workload.validated()
     device = resolve_device(workload.device)
     if device == "cpu" and workload.step_flops > CPU_MAX_FLOPS:
@@ -67,6 +73,7 @@ def run(
             f"this app runs at most {CPU_MAX_FLOPS / 1e9:,.0f}: lower seq_len, batch or layers"
         )
     check_memory(workload, device)
+    lap("validate + memory check")
     report = progress or (lambda fraction, text: None)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-model-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -75,16 +82,20 @@ def run(
         report(0.02, f"building {workload.layers} decoder layers of {workload.preset}")
         model, build_s = building.build(workload, device)
         inputs = building.batch(workload, device)
+        lap("build + batch")
         reference = _reference(workload, model, inputs) if workload.check else None
+        lap("float32 reference")
         runs = []
         for index, name in enumerate(workload.implementations):
             report(0.05 + 0.9 * index / len(workload.implementations), f"running {name}")
             runs.append(
-                _one(workload, model, inputs, reference, IMPLEMENTATIONS[name], device, out)
+                _one(workload, model, inputs, reference, IMPLEMENTATIONS[name], device, out, lap)
             )
             _release(device)
+            lap("release")
         del model, reference
         _release(device)
+        lap("release")
     report(1.0, "done")
     return ModelRun(
         workload.__dict__.copy(), workload.text(), device, build_s, runs,
@@ -101,8 +112,12 @@ def _reference(workload: ModelWorkload, model, inputs: building.Batch) -> torch.
     return logits
 
 
+def _no_lap(part: str) -> None:
+    return None
+
+
 def _one(
-    workload, model, inputs, reference, implementation: Implementation, device, out
+    workload, model, inputs, reference, implementation: Implementation, device, out, lap: Lap
 ) -> ImplementationRun:
     preset = workload.spec
     reason = unavailable(implementation.id, preset, workload.preset, device, workload.torch_dtype)
@@ -110,12 +125,14 @@ def _one(
         return ImplementationRun(implementation.id, refused=f"{implementation.id}: {reason}")
     try:
         ran, note = _set(model, implementation, preset.softcap)
-        result = _measure(workload, model, inputs, implementation, device, out)
+        lap("set implementation")
+        result = _measure(workload, model, inputs, implementation, device, out, lap)
         result.ran, result.note = ran, note
         if reference is not None:
             with implementation.context():
                 logits = prefill_logits(model, inputs)[inputs.real].float()
             result.logits_error = float((logits - reference).abs().max() / reference.abs().max())
+            lap("logits check")
         return result
     except VariantUnavailable as exc:
         return ImplementationRun(implementation.id, refused=f"{implementation.id}: {exc}")
@@ -154,18 +171,21 @@ def _set(model, implementation: Implementation, softcap: float | None) -> tuple[
 
 
 def _measure(
-    workload, model, inputs, implementation: Implementation, device, out: Path
+    workload, model, inputs, implementation: Implementation, device, out: Path, lap: Lap
 ) -> ImplementationRun:
     step = make_step(workload, model, inputs, device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with implementation.context():
         calls = _first_call(step, implementation)  # SDPA's real call is caught here
+        lap("first call (SDPA's caught)")
         for _ in range(WARMUP_CALLS - 1):
             step()
         sync()
+        lap("warm-up")
         account = _account(calls[0], implementation) if calls else None
         del calls
+        lap("SDPA account")
         with (
             marked(model),
             profile(
@@ -177,10 +197,13 @@ def _measure(
                 step()
                 profiler.step()
             sync()
+        lap("profiled steps")
         timed_ms = _timed(step, device, workload.steps)
+        lap("timed steps")
     path = out / f"model-{implementation.id}.json"
     profiler.export_chrome_trace(str(path))
-    return _read(workload, implementation, path, account, timed_ms)
+    lap("export trace")
+    return _read(workload, implementation, path, account, timed_ms, lap)
 
 
 def _first_call(step: Step, implementation: Implementation) -> list:
@@ -206,16 +229,22 @@ def _first_call(step: Step, implementation: Implementation) -> list:
     return calls
 
 
-def _read(workload, implementation, path: Path, account, timed_ms: float) -> ImplementationRun:
+def _read(
+    workload, implementation, path: Path, account, timed_ms: float, lap: Lap
+) -> ImplementationRun:
     """The trace, read once: the split, the backend SDPA ran, the Gantt; then kept gzipped."""
     trace = trace_model.load(path)
+    lap("read trace")
     split = split_step(trace)
     backend = sdpa_backend(trace) if implementation.attn_implementation == "sdpa" else None
+    lap("split + backend")
     gantt = gantt_spec(trace.spans, trace.lanes, title=f"{implementation.id}: {workload.text()}")
+    lap("gantt")
     packed = path.with_suffix(".json.gz")
     with open(path, "rb") as plain, gzip.open(packed, "wb", compresslevel=6) as out:
         shutil.copyfileobj(plain, out)
     path.unlink()
+    lap("gzip")
     result = ImplementationRun(
         implementation.id, split=split, backend=backend, sdpa=account, timed_ms=timed_ms,
         attention_kernels=split.attention_kernels[:5], trace=str(packed), gantt=gantt,
