@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch.autograd.profiler import record_function
@@ -30,6 +31,25 @@ def prefill_logits(model, inputs: Batch) -> torch.Tensor:
         ).logits  # fmt: skip
 
 
+def real_logits(model, inputs: Batch) -> torch.Tensor:
+    """`prefill_logits(model, inputs)[inputs.real]` without the LM head over the pads: the
+    final hidden states of the real tokens are gathered first (the LM head is most of a short
+    model's FLOPs, and a ragged batch's pads are many), then the head and Gemma-2's final
+    soft-capping, in the order transformers' ForCausalLM.forward applies them."""
+    with torch.no_grad():
+        hidden = model.model(
+            input_ids=inputs.input_ids, attention_mask=inputs.attention_mask,
+            position_ids=inputs.position_ids, use_cache=False,
+        ).last_hidden_state  # fmt: skip
+        logits = model.lm_head(hidden[inputs.real])
+        cap = getattr(model.config, "final_logit_softcapping", None)
+        if cap is not None:
+            logits = logits / cap
+            logits = torch.tanh(logits)
+            logits = logits * cap
+        return logits
+
+
 def nothing() -> None:
     return None
 
@@ -37,9 +57,11 @@ def nothing() -> None:
 @dataclass
 class Step:
     """The measured step (`run`, inside its span) and what each needs first, outside the span
-    and outside any timing (`prepare`: a decode's fresh copy of the prompt's cache)."""
+    and outside any timing (`prepare`: a decode's fresh copy of the prompt's cache). A prefill's
+    `run` returns its logits (the runner checks the last timed step's against the reference
+    instead of running the forward once more); decode's and train's return None."""
 
-    run: Callable[[], None]
+    run: Callable[[], Any]
     prepare: Callable[[], None] = field(default=nothing)
 
     def __call__(self) -> None:
@@ -51,9 +73,9 @@ def make_step(workload: ModelWorkload, model, inputs: Batch, device: str) -> Ste
     """The measured step of the workload's mode."""
     if workload.mode == "prefill":
 
-        def prefill() -> None:
+        def prefill() -> torch.Tensor:
             with record_function(MODEL_STEP):
-                prefill_logits(model, inputs)
+                return prefill_logits(model, inputs)
 
         return Step(prefill)
     if workload.mode == "decode":
