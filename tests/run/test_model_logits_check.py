@@ -57,18 +57,33 @@ def test_the_logits_error_is_the_old_computation_s(tmp_path, preset, names, mode
             assert item.logits_error == pytest.approx(old, abs=1e-6)
 
 
-@pytest.mark.parametrize("preset", ["tiny", "tiny-gemma-2"])
-def test_real_logits_are_the_model_s_logits_of_the_real_tokens(preset):
-    """The LM head after the gather, and the final soft-capping after the head: a cap low
-    enough to bend every logit (the tiny model's logits are small) shows it applied once."""
-    workload = ModelWorkload.from_user(preset=preset, dtype="float32", **RAGGED)
+@pytest.mark.parametrize(
+    ("preset", "mode", "lengths", "decoded"),
+    [
+        ("tiny", "prefill", "32,20", [32, 20]),
+        ("tiny", "decode", "32,20", [32, 20]),  # left-padded
+        ("tiny", "prefill", "", [64]),  # no pads: one forward of the batch
+        ("tiny-gemma-2", "prefill", "32,20", [32, 20]),
+    ],
+)
+def test_real_logits_are_the_model_s_logits_of_the_real_tokens(preset, mode, lengths, decoded):
+    """Each sequence decoded on its real tokens alone, the LM head after, and the final
+    soft-capping after the head: a cap low enough to bend every logit (the tiny model's
+    logits are small) shows it applied once."""
+    shape = {**RAGGED, "lengths": lengths}
+    workload = ModelWorkload.from_user(preset=preset, dtype="float32", mode=mode, **shape)
     model, _ = building.build(workload, "cpu")
     inputs = building.batch(workload, "cpu")
     if preset == "tiny-gemma-2":
         model.config.final_logit_softcapping = 0.05
     expected = prefill_logits(model, inputs)[inputs.real]
+    seen = []
+    model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(kwargs["input_ids"].numel()), with_kwargs=True
+    )
     got = real_logits(model, inputs)
-    assert got.shape == (32 + 20, 512)
+    assert seen == decoded
+    assert got.shape == (sum(decoded), 512)
     assert torch.allclose(got, expected, rtol=1e-5, atol=1e-7)
     if preset == "tiny-gemma-2":
         assert float(expected.abs().max()) <= 0.05 + 1e-6  # the cap did bend them
