@@ -80,3 +80,14 @@ def test_the_benchmark_s_split_names_the_parts_of_both_and_they_add_up(tmp_path)
     assert table[2] == f"| build + batch | {bare.parts['build + batch'] * 1e3:.1f} |  |"
     assert table[-1].startswith(f"| **total** | **{bare.total * 1e3:.1f}** |")
     assert len(table) == 2 + len(bare.parts) + len(app.parts) + 1
+
+
+def test_a_freeze_the_process_made_itself_is_left_as_it_was():
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        with runner._older_objects_set_aside():
+            pass
+        assert gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()

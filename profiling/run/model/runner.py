@@ -145,7 +145,11 @@ def _logits_error(model, inputs, reference: Reference | None, kept) -> float | N
 def _older_objects_set_aside() -> Iterator[None]:
     """`_release`'s gc.collect scans only what this run made: the objects the process held
     before it (hundreds of thousands once torch and transformers are imported, a few tenths of
-    a second a scan) are frozen while it runs; what the run leaves in cycles is still freed."""
+    a second a scan) are frozen while it runs; what the run leaves in cycles is still freed.
+    A process that froze objects itself (a pre-fork server) keeps its own freeze as it was."""
+    if gc.get_freeze_count():
+        yield
+        return
     gc.freeze()
     try:
         yield
