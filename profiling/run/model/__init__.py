@@ -20,5 +20,6 @@ Each rule decided here:
   call caught for its reasons: `markers.py` (`marked`, `sdpa_calls`)
 - what one measured step is per mode, and what is prepared outside it: `steps.py` (`Step`)
 - the logits error (max |Δ| over max |eager float32|, real tokens only), the bare timing
-  (CUDA events, or perf_counter on a CPU), tokens/s in decode: `runner.py`
+  (CUDA events, or perf_counter on a CPU), tokens/s in decode: `runner.py`; the float32
+  reference computed on each sequence's real tokens alone: `steps.py` (`real_logits`)
 """

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM
@@ -56,8 +57,18 @@ def build(workload: ModelWorkload, device: str, attn_implementation: str = "eage
 
 
 def float32_copy(model):
-    """The same weights in float32, eager attention: the logits check's reference."""
-    reference = copy.deepcopy(model).float()
+    """The same weights in float32, eager attention: the logits check's reference. Each weight
+    is upcast straight into the copy (deepcopy is handed the float32 tensors), not copied in
+    the model's dtype first; a tied weight stays one tensor."""
+    memo: dict[int, Any] = {}
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if id(tensor) in memo or not tensor.is_floating_point():
+            continue
+        upcast = tensor.detach().to(torch.float32, copy=True)
+        if isinstance(tensor, torch.nn.Parameter):
+            upcast = torch.nn.Parameter(upcast, requires_grad=tensor.requires_grad)
+        memo[id(tensor)] = upcast
+    reference = copy.deepcopy(model, memo).float()
     reference.set_attn_implementation("eager")
     return reference
 

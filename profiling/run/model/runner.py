@@ -9,14 +9,15 @@ as a failure, its memory released, and the others still run.
 
 from __future__ import annotations
 
+import contextlib
 import gc
-import gzip
 import logging
-import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -30,6 +31,7 @@ from profiling.analysis.model.padding import pad_figures
 from profiling.analysis.model.step import split_step
 from profiling.analysis.summary import sdpa_backend
 from profiling.gantt.spec import gantt_spec
+from profiling.run.export import GZIP_POOL, gzip_file
 from profiling.run.model import build as building
 from profiling.run.model import kernels
 from profiling.run.model.implementations import (
@@ -40,7 +42,7 @@ from profiling.run.model.implementations import (
 )
 from profiling.run.model.markers import marked, sdpa_calls
 from profiling.run.model.result import ImplementationRun, ModelRun, SdpaAccount
-from profiling.run.model.steps import Step, make_step, prefill_logits
+from profiling.run.model.steps import Step, make_step, prefill_logits, real_logits
 from profiling.run.result import device_name, machine
 from profiling.run.runner import RUN_LOCK, quiet_profiler_logs, torch_reasons
 from profiling.trace import model as trace_model
@@ -51,14 +53,20 @@ from profiling.workload.model.spec import CPU_MAX_FLOPS, ModelWorkload
 from profiling.workload.spec import WAIT, WARMUP, resolve_device
 
 Progress = Callable[[float, str], None]
+Lap = Callable[[str], None]  # told each part of the run as it ends (benchmarks/model_overhead.py)
 WARMUP_CALLS = 2
 log = logging.getLogger(__name__)
 
 
 def run(
-    workload: ModelWorkload, out_dir: str | Path | None = None, progress: Progress | None = None
+    workload: ModelWorkload,
+    out_dir: str | Path | None = None,
+    progress: Progress | None = None,
+    lap: Lap | None = None,
 ) -> ModelRun:
-    """Validate, build the model once, run each implementation; raises ConfigError."""
+    """Validate, build the model once, run each implementation; raises ConfigError. `lap` is
+    told the name of each part as it ends (a benchmark's clock; the run itself never waits)."""
+    lap = lap or _no_lap
     workload = workload.validated()
     device = resolve_device(workload.device)
     if device == "cpu" and workload.step_flops > CPU_MAX_FLOPS:
@@ -67,24 +75,29 @@ def run(
             f"this app runs at most {CPU_MAX_FLOPS / 1e9:,.0f}: lower seq_len, batch or layers"
         )
     check_memory(workload, device)
+    lap("validate + memory check")
     report = progress or (lambda fraction, text: None)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="attnprof-model-"))
     out.mkdir(parents=True, exist_ok=True)
     quiet_profiler_logs()
-    with RUN_LOCK:
+    with RUN_LOCK, _older_objects_set_aside():
         report(0.02, f"building {workload.layers} decoder layers of {workload.preset}")
         model, build_s = building.build(workload, device)
         inputs = building.batch(workload, device)
-        reference = _reference(workload, model, inputs) if workload.check else None
+        lap("build + batch")
+        reference = _reference(model, inputs) if workload.check else None
+        lap("float32 reference")
         runs = []
         for index, name in enumerate(workload.implementations):
             report(0.05 + 0.9 * index / len(workload.implementations), f"running {name}")
             runs.append(
-                _one(workload, model, inputs, reference, IMPLEMENTATIONS[name], device, out)
+                _one(workload, model, inputs, reference, IMPLEMENTATIONS[name], device, out, lap)
             )
             _release(device)
+            lap("release")
         del model, reference
         _release(device)
+        lap("release")
     report(1.0, "done")
     return ModelRun(
         workload.__dict__.copy(), workload.text(), device, build_s, runs,
@@ -93,16 +106,63 @@ def run(
     )  # fmt: skip
 
 
-def _reference(workload: ModelWorkload, model, inputs: building.Batch) -> torch.Tensor:
-    """Eager's logits in float32 on the real tokens (the same weights, upcast)."""
-    reference = building.float32_copy(model)
-    logits = prefill_logits(reference, inputs)[inputs.real].float()
-    del reference
-    return logits
+@dataclass
+class Reference:
+    """Eager's logits in float32 on the real tokens, and their largest magnitude."""
+
+    logits: torch.Tensor
+    largest: torch.Tensor
+
+
+def _reference(model, inputs: building.Batch) -> Reference:
+    """Eager's logits in float32 on the real tokens (the same weights, upcast; a float32
+    model, built eager, is its own reference: nothing is copied)."""
+    own = model.config._attn_implementation == "eager" and all(
+        parameter.dtype == torch.float32 for parameter in model.parameters()
+    )
+    if own:
+        logits = real_logits(model, inputs)
+    else:
+        reference = building.float32_copy(model)
+        logits = real_logits(reference, inputs).float()
+        del reference
+    return Reference(logits, logits.abs().max())
+
+
+def _logits_error(model, inputs, reference: Reference | None, kept) -> float | None:
+    """max |Δ| / max |eager float32| on the real tokens, from the last timed step's logits (a
+    prefill's), else from one forward more (decode's and train's steps give no prompt logits).
+    The difference is taken in float32 (type promotion) without a float32 copy first."""
+    if reference is None:
+        return None
+    if kept is None:
+        kept = prefill_logits(model, inputs)
+    difference = kept[inputs.real] - reference.logits
+    return float(difference.abs_().max() / reference.largest)
+
+
+@contextlib.contextmanager
+def _older_objects_set_aside() -> Iterator[None]:
+    """`_release`'s gc.collect scans only what this run made: the objects the process held
+    before it (hundreds of thousands once torch and transformers are imported, a few tenths of
+    a second a scan) are frozen while it runs; what the run leaves in cycles is still freed.
+    A process that froze objects itself (a pre-fork server) keeps its own freeze as it was."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _no_lap(part: str) -> None:
+    return None
 
 
 def _one(
-    workload, model, inputs, reference, implementation: Implementation, device, out
+    workload, model, inputs, reference, implementation: Implementation, device, out, lap: Lap
 ) -> ImplementationRun:
     preset = workload.spec
     reason = unavailable(implementation.id, preset, workload.preset, device, workload.torch_dtype)
@@ -110,12 +170,9 @@ def _one(
         return ImplementationRun(implementation.id, refused=f"{implementation.id}: {reason}")
     try:
         ran, note = _set(model, implementation, preset.softcap)
-        result = _measure(workload, model, inputs, implementation, device, out)
+        lap("set implementation")
+        result = _measure(workload, model, inputs, reference, implementation, device, out, lap)
         result.ran, result.note = ran, note
-        if reference is not None:
-            with implementation.context():
-                logits = prefill_logits(model, inputs)[inputs.real].float()
-            result.logits_error = float((logits - reference).abs().max() / reference.abs().max())
         return result
     except VariantUnavailable as exc:
         return ImplementationRun(implementation.id, refused=f"{implementation.id}: {exc}")
@@ -154,18 +211,21 @@ def _set(model, implementation: Implementation, softcap: float | None) -> tuple[
 
 
 def _measure(
-    workload, model, inputs, implementation: Implementation, device, out: Path
+    workload, model, inputs, reference, implementation: Implementation, device, out: Path, lap
 ) -> ImplementationRun:
     step = make_step(workload, model, inputs, device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with implementation.context():
         calls = _first_call(step, implementation)  # SDPA's real call is caught here
+        lap("first call (SDPA's caught)")
         for _ in range(WARMUP_CALLS - 1):
             step()
         sync()
+        lap("warm-up")
         account = _account(calls[0], implementation) if calls else None
         del calls
+        lap("SDPA account")
         with (
             marked(model),
             profile(
@@ -177,10 +237,18 @@ def _measure(
                 step()
                 profiler.step()
             sync()
-        timed_ms = _timed(step, device, workload.steps)
+        lap("profiled steps")
+        timed_ms, kept = _timed(step, device, workload.steps)
+        lap("timed steps")
+        error = _logits_error(model, inputs, reference, kept)
+        del kept
+        lap("logits check")
     path = out / f"model-{implementation.id}.json"
     profiler.export_chrome_trace(str(path))
-    return _read(workload, implementation, path, account, timed_ms)
+    lap("export trace")
+    result = _read(workload, implementation, path, account, timed_ms, lap)
+    result.logits_error = error
+    return result
 
 
 def _first_call(step: Step, implementation: Implementation) -> list:
@@ -206,16 +274,27 @@ def _first_call(step: Step, implementation: Implementation) -> list:
     return calls
 
 
-def _read(workload, implementation, path: Path, account, timed_ms: float) -> ImplementationRun:
-    """The trace, read once: the split, the backend SDPA ran, the Gantt; then kept gzipped."""
-    trace = trace_model.load(path)
-    split = split_step(trace)
-    backend = sdpa_backend(trace) if implementation.attn_implementation == "sdpa" else None
-    gantt = gantt_spec(trace.spans, trace.lanes, title=f"{implementation.id}: {workload.text()}")
+def _read(
+    workload, implementation, path: Path, account, timed_ms: float, lap: Lap
+) -> ImplementationRun:
+    """The trace, read once: the split, the backend SDPA ran, the Gantt; kept gzipped, the
+    .json.gz written on the gzip thread while the trace is read (zlib releases the GIL)."""
     packed = path.with_suffix(".json.gz")
-    with open(path, "rb") as plain, gzip.open(packed, "wb", compresslevel=6) as out:
-        shutil.copyfileobj(plain, out)
+    written = GZIP_POOL.submit(gzip_file, path, packed)
+    try:
+        trace = trace_model.load(path)
+        lap("read trace")
+        split = split_step(trace)
+        backend = sdpa_backend(trace) if implementation.attn_implementation == "sdpa" else None
+        lap("split + backend")
+        title = f"{implementation.id}: {workload.text()}"
+        gantt = gantt_spec(trace.spans, trace.lanes, title=title)
+        lap("gantt")
+    finally:
+        futures.wait([written])
+    written.result()
     path.unlink()
+    lap("gzip (what was left of it)")
     result = ImplementationRun(
         implementation.id, split=split, backend=backend, sdpa=account, timed_ms=timed_ms,
         attention_kernels=split.attention_kernels[:5], trace=str(packed), gantt=gantt,
@@ -229,23 +308,25 @@ def _read(workload, implementation, path: Path, account, timed_ms: float) -> Imp
     return result
 
 
-def _timed(step: Step, device: str, steps: int) -> float:
-    """The median of `steps` bare steps (no profiler, no spans): CUDA events on a GPU."""
-    times = []
+def _timed(step: Step, device: str, steps: int) -> tuple[float, torch.Tensor | None]:
+    """The median of `steps` bare steps (no profiler, no spans): CUDA events on a GPU; and the
+    last step's output (a prefill's logits; none is held while the next step runs)."""
+    times, kept = [], None
     for _ in range(steps):
+        kept = None
         step.prepare()
         if device == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            step.run()
+            kept = step.run()
             end.record()
             end.synchronize()
             times.append(start.elapsed_time(end))
         else:
             began = time.perf_counter()
-            step.run()
+            kept = step.run()
             times.append((time.perf_counter() - began) * 1e3)
-    return statistics.median(times)
+    return statistics.median(times), kept
 
 
 def _account(call, implementation: Implementation) -> SdpaAccount:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch.autograd.profiler import record_function
@@ -30,6 +31,35 @@ def prefill_logits(model, inputs: Batch) -> torch.Tensor:
         ).logits  # fmt: skip
 
 
+def real_logits(model, inputs: Batch) -> torch.Tensor:
+    """`prefill_logits(model, inputs)[inputs.real]` without computing the pads: each sequence
+    runs the decoder on its real tokens alone (the same function: the pads are masked out of
+    every real token's attention, and their positions are not counted), then the LM head and
+    Gemma-2's final soft-capping on the real tokens' final hidden states, in the order
+    transformers' ForCausalLM.forward applies them. A ragged batch's pads are many (41 % of
+    issue 43's), and the LM head is most of a short model's FLOPs."""
+    with torch.no_grad():
+        if bool(inputs.real.all()):  # no pads: the batch in one forward
+            return prefill_logits(model, inputs).flatten(0, 1)
+        rows = []
+        for row in range(inputs.input_ids.shape[0]):
+            real = inputs.real[row]
+            rows.append(
+                model.model(
+                    input_ids=inputs.input_ids[row, real][None],
+                    attention_mask=inputs.attention_mask[row, real][None],
+                    position_ids=inputs.position_ids[row, real][None], use_cache=False,
+                ).last_hidden_state[0]
+            )  # fmt: skip
+        logits = model.lm_head(torch.cat(rows))
+        cap = getattr(model.config, "final_logit_softcapping", None)
+        if cap is not None:
+            logits = logits / cap
+            logits = torch.tanh(logits)
+            logits = logits * cap
+        return logits
+
+
 def nothing() -> None:
     return None
 
@@ -37,9 +67,11 @@ def nothing() -> None:
 @dataclass
 class Step:
     """The measured step (`run`, inside its span) and what each needs first, outside the span
-    and outside any timing (`prepare`: a decode's fresh copy of the prompt's cache)."""
+    and outside any timing (`prepare`: a decode's fresh copy of the prompt's cache). A prefill's
+    `run` returns its logits (the runner checks the last timed step's against the reference
+    instead of running the forward once more); decode's and train's return None."""
 
-    run: Callable[[], None]
+    run: Callable[[], Any]
     prepare: Callable[[], None] = field(default=nothing)
 
     def __call__(self) -> None:
@@ -51,9 +83,9 @@ def make_step(workload: ModelWorkload, model, inputs: Batch, device: str) -> Ste
     """The measured step of the workload's mode."""
     if workload.mode == "prefill":
 
-        def prefill() -> None:
+        def prefill() -> torch.Tensor:
             with record_function(MODEL_STEP):
-                prefill_logits(model, inputs)
+                return prefill_logits(model, inputs)
 
         return Step(prefill)
     if workload.mode == "decode":
