@@ -93,7 +93,7 @@ def run(
             runs.append(
                 _one(workload, model, inputs, reference, IMPLEMENTATIONS[name], device, out, lap)
             )
-            _release(device)
+            _release(device, hand_back=not runs[-1].ok)
             lap("release")
         del model, reference
         _release(device)
@@ -342,7 +342,11 @@ def _account(call, implementation: Implementation) -> SdpaAccount:
     return SdpaAccount(text, chosen, checks)
 
 
-def _release(device: str) -> None:
+def _release(device: str, hand_back: bool = False) -> None:
+    """Free what the run left in cycles. Its cached blocks stay with PyTorch's allocator, as
+    after a variant's run: the memory check counts them as free and an allocation that needs
+    them gets them back (handing them back cost 0.56-0.63 s a click on an H100,
+    docs/results-model.md). After a failure they are handed back, as the variants' runner does."""
     gc.collect()
-    if device == "cuda":
+    if hand_back and device == "cuda":
         torch.cuda.empty_cache()
