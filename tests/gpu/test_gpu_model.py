@@ -36,7 +36,7 @@ CACHED_AFTER_A_RUN: list[int] = []
 
 
 def test_a_run_leaves_its_cached_blocks_to_the_allocator_and_the_next_run_gets_them(runs):
-    """Handing the cache back cost ~0.6 s a click; the memory check counts cached blocks as
+    """Handing the cache back cost ~0.1 s a click; the memory check counts cached blocks as
     free, so the ragged run that follows is admitted and runs on them."""
     full, ragged = runs
     print(f"cached after the full batch's run: {CACHED_AFTER_A_RUN[0] / 2**30:.1f} GiB")

@@ -144,12 +144,10 @@ def _logits_error(model, inputs, reference: Reference | None, kept) -> float | N
 @contextlib.contextmanager
 def _older_objects_set_aside() -> Iterator[None]:
     """`_release`'s gc.collect scans only what this run made: the objects the process held
-    before it (hundreds of thousands once torch and transformers are imported, a few tenths of
-    a second a scan) are frozen while it runs; what the run leaves in cycles is still freed.
-    A process that froze objects itself (a pre-fork server) keeps its own freeze as it was."""
-    if gc.get_freeze_count():
-        yield
-        return
+    before it (~447k once torch and transformers are imported, 0.22-0.27 s a scan on the H100
+    machine) are frozen while it runs; what the run leaves in cycles is still freed. There is
+    one permanent generation: an earlier freeze (an imported library froze 375 objects on the
+    GPU machine) is handed back with the run's, as gc.unfreeze cannot hand back a part."""
     gc.freeze()
     try:
         yield
@@ -345,7 +343,7 @@ def _account(call, implementation: Implementation) -> SdpaAccount:
 def _release(device: str, hand_back: bool = False) -> None:
     """Free what the run left in cycles. Its cached blocks stay with PyTorch's allocator, as
     after a variant's run: the memory check counts them as free and an allocation that needs
-    them gets them back (handing them back cost 0.56-0.63 s a click on an H100,
+    them gets them back (handing them back cost ~0.1 s a click on an H100,
     docs/results-model.md). After a failure they are handed back, as the variants' runner does."""
     gc.collect()
     if hand_back and device == "cuda":
