@@ -108,3 +108,20 @@ def test_a_gpu_model_run_is_kept_with_its_gpu_figures_and_diffs_by_kernel(tmp_pa
     shown = diff_runs(store, ids)
     print(shown.headline)
     assert not shown.kernels.empty and "model sdpa" in shown.headline
+
+
+def test_the_reference_s_linear_layers_on_tensor_cores_give_the_float32_gemms_logits():
+    """profiling/run/model/exact.py on the GPU: torch.mm's float32 accumulation of bfloat16
+    parts (the path the CPU cannot take) against float32 GEMMs, on Llama-3.1-8B's shape."""
+    from profiling.run.model import build as building
+    from profiling.run.model.steps import real_logits
+
+    workload = ModelWorkload.from_user(**{**SHAPE, "lengths": RAGGED}, layers=1)
+    model, _ = building.build(workload, "cuda")
+    inputs = building.batch(workload, "cuda")
+    plain = real_logits(building.float32_copy(model, exact=False), inputs)
+    routed = real_logits(building.float32_copy(model), inputs)
+    difference = float((routed - plain).abs().max() / plain.abs().max())
+    print(f"tensor-core float32 products vs float32 GEMMs, logits: {difference:.1e}")
+    assert routed.dtype == torch.float32
+    assert difference < 1e-5

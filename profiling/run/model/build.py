@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM
 
+from profiling.run.model.exact import exact_linears
 from profiling.workload.model.presets import build_config
 from profiling.workload.model.spec import ModelWorkload
 
@@ -56,10 +57,11 @@ def build(workload: ModelWorkload, device: str, attn_implementation: str = "eage
     return model, time.perf_counter() - began
 
 
-def float32_copy(model):
+def float32_copy(model, exact: bool | None = None):
     """The same weights in float32, eager attention: the logits check's reference. Each weight
     is upcast straight into the copy (deepcopy is handed the float32 tensors), not copied in
-    the model's dtype first; a tied weight stays one tensor."""
+    the model's dtype first; a tied weight stays one tensor. `exact` (default: on a GPU) runs
+    the linear layers of a bfloat16 model as float32 products on tensor cores (exact.py)."""
     memo: dict[int, Any] = {}
     for tensor in [*model.parameters(), *model.buffers()]:
         if id(tensor) in memo or not tensor.is_floating_point():
@@ -70,6 +72,8 @@ def float32_copy(model):
         memo[id(tensor)] = upcast
     reference = copy.deepcopy(model, memo).float()
     reference.set_attn_implementation("eager")
+    if exact if exact is not None else next(model.parameters()).is_cuda:
+        exact_linears(reference, model)
     return reference
 
 
