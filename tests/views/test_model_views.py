@@ -3,6 +3,8 @@ categories, attention per layer and SDPA's reasons, from a ModelRun made here (p
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from profiling.analysis.model.padding import PadFigures
@@ -109,7 +111,8 @@ def _host_bound(step_us: float, idle_us: float, attention: float) -> StepSplit:
     """A GPU decode step as the H100 traced it: mostly idle gaps waiting for launches."""
     categories = dict.fromkeys(CATEGORIES, 0.0)
     categories.update({ATTENTION: attention, GEMM: step_us - idle_us - attention, IDLE: idle_us})
-    return StepSplit(step_us, categories, [(0, step_us / 2, attention / 2)] * 2)
+    busy = step_us - idle_us
+    return StepSplit(step_us, categories, [(i, busy / 2, attention / 2) for i in (0, 1)])
 
 
 # docs/results-model.md: Llama-3.1-8B 2 layers, B4 S4096 ragged, 64-token decode on an H100
@@ -121,7 +124,8 @@ BUSY_DECODE = ModelRun(
         ImplementationRun("sdpa", ran="sdpa", split=_host_bound(520_510.0, 406_980.0, 8_000.0),
                           timed_ms=222.71, tokens_per_s=1149.0),
         ImplementationRun("kernels", ran="kernels",
-                          split=_host_bound(996_710.0, 917_710.0, 4_000.0), timed_ms=504.48),
+                          split=_host_bound(996_710.0, 917_710.0, 4_000.0), timed_ms=504.48,
+                          tokens_per_s=507.0),
     ],
 )  # fmt: skip
 
@@ -165,9 +169,14 @@ def test_a_gpu_bound_step_shows_no_busy_time_and_a_mostly_idle_one_does():
 
 
 def test_a_stored_host_bound_run_shows_its_busy_time_as_a_card():
+    from profiling.store.model_summary import model_run, summary_of
     from profiling.views.model.stored import strip_html
 
     one = ModelRun(BUSY_DECODE.workload, BUSY_DECODE.text, "cuda", 0.5, [BUSY_DECODE.runs[1]])
+    stored = model_run(json.loads(json.dumps(summary_of(one, one.runs[0]))))  # as kept
+    assert table.comparison(stored).equals(table.comparison(one))
+    assert table.comparison(stored).loc[0, table.BUSY] == pytest.approx(113.53)
+    assert table.verdict(stored) == table.verdict(one)
     assert "GPU busy (trace)" in strip_html(one) and "113.530 ms" in strip_html(one)
     assert "78.2 % of the traced step" in strip_html(one)
     assert "GPU busy" not in strip_html(ModelRun({}, RUN.text, "cuda", 0.5, [RUN.runs[1]]))
