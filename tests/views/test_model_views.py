@@ -180,3 +180,14 @@ def test_a_stored_host_bound_run_shows_its_busy_time_as_a_card():
     assert "GPU busy (trace)" in strip_html(one) and "113.530 ms" in strip_html(one)
     assert "78.2 % of the traced step" in strip_html(one)
     assert "GPU busy" not in strip_html(ModelRun({}, RUN.text, "cuda", 0.5, [RUN.runs[1]]))
+
+
+def test_a_sweep_of_host_bound_points_shows_their_busy_time():
+    from types import SimpleNamespace
+
+    decode = SimpleNamespace(seq_len=4096, result=BUSY_DECODE, refused=None)
+    shown = table.sweep([decode, SimpleNamespace(seq_len=8192, result=None, refused="too long")])
+    assert list(shown[table.BUSY][:3]) == pytest.approx([122.83, 113.53, 79.0])
+    assert shown.loc[3, "ran"] == "too long"
+    prefill = table.sweep([SimpleNamespace(seq_len=4096, result=RUN, refused=None)])
+    assert table.BUSY not in prefill.columns  # GPU-bound: the span is the GPU's time

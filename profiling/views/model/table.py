@@ -163,13 +163,14 @@ def busy_line(result: ModelRun) -> str:
 
 
 def sweep(points) -> pd.DataFrame:
-    """A model Sweep's table: one row per (S, implementation), the step's time and attention's
-    share; a refused length or implementation says why."""
+    """A model Sweep's table: one row per (S, implementation), the step's time (and a host-bound
+    point's GPU busy time) and attention's share; a refused length or implementation says why."""
     rows = []
     for point in points:
         if point.result is None:
             rows.append({"S": point.seq_len, "ran": point.refused})
             continue
+        shown = host_bound(point.result)
         for item in point.result.runs:
             if not item.ok:
                 rows.append({"S": point.seq_len, "implementation": item.id,
@@ -178,8 +179,10 @@ def sweep(points) -> pd.DataFrame:
             rows.append({
                 "S": point.seq_len, "implementation": item.id,
                 "step ms (trace)": round(step_ms(item), 3),
+                BUSY: round(busy_ms(item), 3) if shown and busy_ms(item) is not None else None,
                 "attention %": round(100 * item.split.attention_share, 1),
                 "SDPA backend": item.backend or "", "ran": item.ran,
             })  # fmt: skip
-    columns = ["S", "implementation", "step ms (trace)", "attention %", "SDPA backend", "ran"]
-    return pd.DataFrame(rows, columns=columns)
+    columns = ["S", "implementation", "step ms (trace)", BUSY, "attention %", "SDPA backend", "ran"]
+    frame = pd.DataFrame(rows, columns=columns)
+    return frame if frame[BUSY].notna().any() else frame.drop(columns=BUSY)
