@@ -49,3 +49,23 @@ def test_model_sweep_refuses_ragged_lengths(tmp_path, capsys):
                "--out", str(tmp_path)])  # fmt: skip
     assert rc == 2
     assert "a model sweep runs full batches" in capsys.readouterr().err
+
+
+def test_a_host_bound_gpu_decode_prints_the_gpu_busy_time_and_why(tmp_path, capsys, monkeypatch):
+    """The CLI prints what the views say: a GPU decode's busy time per step beside its wall
+    (the run itself replaced by the H100's figures: this machine has no GPU)."""
+    import profiling.run.model.runner as runner
+    from tests.views.test_model_views import BUSY_DECODE
+
+    monkeypatch.setattr(runner, "run", lambda workload, out, progress: BUSY_DECODE)
+    rc = main(["model", "--mode", "decode", "--no-store", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("which attn_implementation? sdpa: 222.71 ms")
+    assert "GPU busy ms/step (the GPU's work, from the trace): eager 122.83 ms" in out
+    assert "the profiler widens a host-bound step's launch gaps" in out.lower()
+    header = next(line for line in lines if line.lstrip().startswith("implementation"))
+    assert "GPU busy ms/step" in header and "idle % of step" in header
+    sdpa = next(line.split() for line in lines if line.split()[:1] == ["sdpa"])
+    assert sdpa[1:5] == ["521", "114", "78.2", "223"]  # span, busy, idle %, wall (3 figures)

@@ -3,6 +3,8 @@ categories, attention per layer and SDPA's reasons, from a ModelRun made here (p
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from profiling.analysis.model.padding import PadFigures
@@ -103,3 +105,89 @@ def test_a_step_the_profiler_left_alone_says_nothing_of_it():
     assert why.timing_lines(stretched)  # 1.0505: just past the 5%
     assert not why.timing_lines(ImplementationRun("eager", split=_split(95_500.0, 1.0),
                                                   timed_ms=91.0))  # fmt: skip
+
+
+def _host_bound(step_us: float, idle_us: float, attention: float) -> StepSplit:
+    """A GPU decode step as the H100 traced it: mostly idle gaps waiting for launches."""
+    categories = dict.fromkeys(CATEGORIES, 0.0)
+    categories.update({ATTENTION: attention, GEMM: step_us - idle_us - attention, IDLE: idle_us})
+    busy = step_us - idle_us
+    return StepSplit(step_us, categories, [(i, busy / 2, attention / 2) for i in (0, 1)])
+
+
+# docs/results-model.md: Llama-3.1-8B 2 layers, B4 S4096 ragged, 64-token decode on an H100
+BUSY_DECODE = ModelRun(
+    {"mode": "decode"}, "llama-3.1-8b ×2 layers B4 S4096 decode 64", "cuda", 0.5,
+    [
+        ImplementationRun("eager", ran="eager", split=_host_bound(346_100.0, 223_270.0, 9_000.0),
+                          timed_ms=316.66, tokens_per_s=808.0),
+        ImplementationRun("sdpa", ran="sdpa", split=_host_bound(520_510.0, 406_980.0, 8_000.0),
+                          timed_ms=222.71, tokens_per_s=1149.0),
+        ImplementationRun("kernels", ran="kernels",
+                          split=_host_bound(996_710.0, 917_710.0, 4_000.0), timed_ms=504.48,
+                          tokens_per_s=507.0),
+    ],
+)  # fmt: skip
+
+
+def test_a_host_bound_decode_shows_the_gpu_busy_time_beside_its_wall():
+    shown = table.comparison(BUSY_DECODE).set_index("implementation")
+    for item in BUSY_DECODE.runs:  # busy = the traced step less its idle gaps
+        split = item.split
+        row = shown.loc[item.id]
+        assert row[table.BUSY] == pytest.approx((split.step_us - split.categories[IDLE]) / 1e3)
+        assert row[table.IDLE_SHARE] == pytest.approx(100 * split.categories[IDLE] / split.step_us,
+                                                      abs=0.05)  # fmt: skip
+    assert shown.loc["sdpa", table.BUSY] == pytest.approx(113.53)
+    assert shown.loc["sdpa", "step ms (trace)"] == pytest.approx(520.51)  # still there, by name
+    assert shown.loc["sdpa", "timed ms"] == pytest.approx(222.71)
+    assert shown.loc["sdpa", "× eager"] == pytest.approx(316.66 / 222.71, abs=0.01)  # by wall
+    said = table.verdict(BUSY_DECODE)
+    assert said.startswith("which attn_implementation? sdpa: 222.71 ms")  # ranked by its wall
+    assert "slowest kernels: 504.48 ms" in said
+    assert "sdpa 113.53 ms (78% of the traced step idle, 51% of its 222.71 ms wall)" in said
+    assert "the traced step is not the GPU's time" in said and "CUDA-graph replay" in said
+    lines = "\n".join(why.lines(BUSY_DECODE))
+    assert "sdpa: the profiled step took 520.51 ms" in lines
+    assert "the GPU was busy 113.53 ms of the profiled step" in lines
+
+
+def test_a_gpu_bound_step_shows_no_busy_time_and_a_mostly_idle_one_does():
+    assert table.BUSY not in table.comparison(RUN).columns  # prefill, 10 µs idle of 90 ms
+    assert "\n" not in table.verdict(RUN)
+    idle = ModelRun({}, "a prefill waiting on launches", "cuda", 0.1, [
+        ImplementationRun("sdpa", ran="sdpa", split=_host_bound(10_000.0, 2_500.0, 1_000.0)),
+    ])  # fmt: skip
+    assert table.comparison(idle).loc[0, table.BUSY] == pytest.approx(7.5)
+    assert "sdpa 7.50 ms (25% of the traced step idle)" in table.verdict(idle)
+    cpu = ModelRun({"mode": "decode"}, "a CPU decode", "cpu", 0.1, [
+        ImplementationRun("sdpa", ran="sdpa", timed_ms=5.0, split=StepSplit(
+            6_000.0, dict.fromkeys(CATEGORIES, 1_000.0), [], on_gpu=False)),
+    ])  # fmt: skip
+    assert table.BUSY not in table.comparison(cpu).columns  # no GPU: nothing to say of one
+    assert "GPU busy" not in table.verdict(cpu) and "GPU was busy" not in why.text(cpu)
+
+
+def test_a_stored_host_bound_run_shows_its_busy_time_as_a_card():
+    from profiling.store.model_summary import model_run, summary_of
+    from profiling.views.model.stored import strip_html
+
+    one = ModelRun(BUSY_DECODE.workload, BUSY_DECODE.text, "cuda", 0.5, [BUSY_DECODE.runs[1]])
+    stored = model_run(json.loads(json.dumps(summary_of(one, one.runs[0]))))  # as kept
+    assert table.comparison(stored).equals(table.comparison(one))
+    assert table.comparison(stored).loc[0, table.BUSY] == pytest.approx(113.53)
+    assert table.verdict(stored) == table.verdict(one)
+    assert "GPU busy (trace)" in strip_html(one) and "113.530 ms" in strip_html(one)
+    assert "78.2 % of the traced step" in strip_html(one)
+    assert "GPU busy" not in strip_html(ModelRun({}, RUN.text, "cuda", 0.5, [RUN.runs[1]]))
+
+
+def test_a_sweep_of_host_bound_points_shows_their_busy_time():
+    from types import SimpleNamespace
+
+    decode = SimpleNamespace(seq_len=4096, result=BUSY_DECODE, refused=None)
+    shown = table.sweep([decode, SimpleNamespace(seq_len=8192, result=None, refused="too long")])
+    assert list(shown[table.BUSY][:3]) == pytest.approx([122.83, 113.53, 79.0])
+    assert shown.loc[3, "ran"] == "too long"
+    prefill = table.sweep([SimpleNamespace(seq_len=4096, result=RUN, refused=None)])
+    assert table.BUSY not in prefill.columns  # GPU-bound: the span is the GPU's time

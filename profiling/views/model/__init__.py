@@ -8,8 +8,9 @@ model run in History: `stored.stored_model`, `stored.model_page`; the files a ru
 `files.trace_files`, `files.sweep_zip`; a model Sweep's chart and table: `sweep.sweep_page`.
 
 Each rule decided here:
-- which implementation the table calls fastest (the step's time from the trace, else the bare
-  timing), and the columns' names: `table.py`
+- which implementation the table calls fastest (a decode by its bare wall, else the step's
+  time from the trace), when a run is host-bound and shows the GPU's busy time (the trace's
+  step less its idle gaps) and idle share beside the wall, and the columns' names: `table.py`
 - how SDPA's choice inside the model is said (the backend the trace shows, the call as torch saw
   it, each backend's verdict with torch's words): `why.py`
 - a stored model run's views (its summary read back checked, its Gantt from its kept trace in

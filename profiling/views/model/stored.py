@@ -73,6 +73,10 @@ def _cards(result: ModelRun) -> list[tuple[str, str]]:
         per = "GPU" if split.on_gpu else "CPU"
         cards += [(f"step ({per}, trace)", f"{split.step_us / 1e3:,.3f} ms"),
                   ("attention", f"{100 * split.attention_share:.1f} % of the step")]  # fmt: skip
+    busy, idle = table.busy_ms(item), table.idle_share(item)
+    if table.host_bound(result) and busy is not None and idle is not None:
+        cards += [("GPU busy (trace)", f"{busy:,.3f} ms"),
+                  ("GPU idle", f"{100 * idle:.1f} % of the traced step")]  # fmt: skip
     if item.timed_ms is not None:
         cards.append(("timed step (median)", f"{item.timed_ms:,.3f} ms"))
     if item.backend:
