@@ -125,5 +125,5 @@ def test_the_reference_s_linear_layers_on_tensor_cores_give_the_float32_gemms_lo
     print(f"tensor-core float32 products vs float32 GEMMs, logits: {difference:.1e}")
     assert routed.dtype == torch.float32
     # 2.3e-5 on an H100 (the tensor cores accumulate with fewer bits than IEEE float32); a
-    # part dropped gives ~1e-3, bfloat16 implementations' errors are ~1e-2
+X
     assert difference < 1e-4
