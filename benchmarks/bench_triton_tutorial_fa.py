@@ -366,7 +366,10 @@ def main() -> None:
     if args.smoke_child:
         sys.exit(smoke_child(pathlib.Path(args.tutorial)))
     if args.smoke:
-        sys.exit(smoke(pathlib.Path(args.tutorial)))
+        try:
+            sys.exit(smoke(pathlib.Path(args.tutorial)))
+        except ValueError as e:  # not the tutorial, or not there: said, no traceback
+            sys.exit(f"--smoke: {e}")
     if not torch.cuda.is_available():
         sys.exit("no CUDA device: run --smoke on CPU, the timings on the GPU machine")
     run_gpu(args)
