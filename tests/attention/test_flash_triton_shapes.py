@@ -286,6 +286,9 @@ CASES = {
     "tma-full-ragged-kv-bf16": case(  # no causal bound: only the key-range mask hides
         90, 30, 2, 2, "bfloat16", path="fixed", tiles=16, seed=26, config={"tma": True}
     ),  # the zero-filled rows past kv_len (30 = 16 + 14)
+    "tma-by-default-at-head-dim-128": case(  # flash_attn_func's own route (TMA_HEAD_DIMS)
+        40, 40, 2, 1, "bfloat16", causal=True, D=128, seed=27
+    ),
     "tma-asked-packed-gqa-stays-plain": case(
         70,
         70,
@@ -353,7 +356,7 @@ def test_cases_reach_what_they_name(results: dict[str, dict[str, Any]]) -> None:
         want = 0 if name == "tma-asked-packed-gqa-stays-plain" else 1
         assert results[name]["tma calls"] == want, name
     assert results["tma-warp-spec-q>kv-causal"]["empty rows"] == 60
-    assert results["gqa-plain-causal-tiles16-grad"]["tma calls"] == 0  # off by default
+    assert results["gqa-plain-causal-tiles16-grad"]["tma calls"] == 0  # off below head_dim 128
 
 
 def test_tma_eligible_only_where_tma_can_address(mod: types.ModuleType) -> None:
@@ -479,3 +482,20 @@ def test_gpu_gqa_window_backward_matches_float64() -> None:
     spec = case(1000, 1200, 8, 2, "bfloat16", causal=True, window=(300, -1), B=2, D=128, grad=True)
     res = run_case(mod, spec, device="cuda")
     check("gpu gqa window backward", spec, res)
+
+
+def test_the_tutorial_tile_is_tried_by_the_tma_autotuner_only(mod: types.ModuleType) -> None:
+    """(128, 64, 4 warps, 2 stages): the TMA kernel's best at head_dim 128 on an H100, a 4x
+    spill for the pointer kernel; kept in flash_tma's list at head_dim <= 128 only."""
+    config = mod.flash_fwd_config
+    tma_configs = mod.flash_tma._make_tma_configs()
+
+    def tiles(kept: list) -> set:
+        return {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) for c in kept}
+
+    args = {"HEAD_DIM": 128, "seqlen_q": 4096}
+    assert config.TMA_ONLY_TILE in tiles(config._prune_tma_configs(tma_configs, args))
+    assert config.TMA_ONLY_TILE not in tiles(config._prune_configs(tma_configs, args))
+    assert config.TMA_ONLY_TILE not in tiles(config._prune_configs(config._make_configs(), args))
+    wide = {"HEAD_DIM": 256, "seqlen_q": 4096}
+    assert config.TMA_ONLY_TILE not in tiles(config._prune_tma_configs(tma_configs, wide))

@@ -121,7 +121,8 @@ def flash_attn_func_with_config(
     overlap / pack_gqa force the forward's software-pipelined unmasked loop and GQA row packing
     on or off (None: the defaults, flash_fwd.OVERLAP_UNMASKED and flash_fwd.pack_gqa); tma and
     warp_specialize the TMA forward (flash_tma.py) and its warp-specialised loop (None:
-    flash_fwd.TMA_FORWARD, TMA_WARP_SPEC; launches it cannot take stay on the plain kernel).
+    flash_fwd.TMA_FORWARD or TMA_HEAD_DIMS, TMA_WARP_SPEC; launches it cannot take stay on the
+    plain kernel).
     """
     config = fixed_config(
         block_m, block_n, num_warps, num_stages, split_diagonal, heavy_first, overlap, pack_gqa,

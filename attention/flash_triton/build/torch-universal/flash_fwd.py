@@ -252,10 +252,12 @@ def last_autotune_choice() -> str | None:
 OVERLAP_UNMASKED = False  # the unmasked tiles through _attn_tiles_overlap
 PACK_GQA_DEFAULT = False  # GQA/MQA: the group's query heads packed into one tile's rows
 # Issue 44's third candidate (flash_tma.py): Q/K/V/O through TMA tensor descriptors, and
-# optionally Triton's warp specialisation of its unmasked loop. Off until the A/B's --tma
-# mode measures it (it writes both lines with --patch).
+# optionally Triton's warp specialisation of its unmasked loop. TMA_FORWARD sends every head
+# dim there (the A/B's --tma mode writes both lines with --patch); TMA_HEAD_DIMS the ones it
+# won at with the tutorial's tile (head_dim 128 on an H100: docs/flash-triton-notes.md).
 TMA_FORWARD = False
 TMA_WARP_SPEC = False
+TMA_HEAD_DIMS = (128,)
 
 
 def pack_gqa(n_heads: int, kv_heads: int) -> bool:
@@ -340,11 +342,13 @@ def _launch(
 
 
 def _takes_tma(meta: dict[str, Any], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether a launch goes to flash_tma's kernel (meta's TMA, default TMA_FORWARD), and
-    meta made right for the kernel it goes to. Shapes and launches that kernel does not
-    handle stay on this one: packed GQA, the overlap and unsplit-diagonal variants, tensors
-    TMA cannot address (flash_tma.eligible)."""
-    tma, warp_spec = meta.pop("TMA", TMA_FORWARD), meta.pop("WARP_SPEC", TMA_WARP_SPEC)
+    """Whether a launch goes to flash_tma's kernel (meta's TMA; by default TMA_FORWARD or a
+    head dim in TMA_HEAD_DIMS), and meta made right for the kernel it goes to. Shapes and
+    launches that kernel does not handle stay on this one: packed GQA, the overlap and
+    unsplit-diagonal variants, tensors TMA cannot address (flash_tma.eligible)."""
+    tma, warp_spec = meta.pop("TMA", None), meta.pop("WARP_SPEC", TMA_WARP_SPEC)
+    if tma is None:
+        tma = TMA_FORWARD or q.shape[-1] in TMA_HEAD_DIMS
     variants = meta["PACK_GQA"] or meta["OVERLAP"] or not meta.get("SPLIT_DIAGONAL", True)
     if not tma or variants or not tma_eligible(q, k, v):
         return False

@@ -27,8 +27,16 @@ def _make_configs() -> list[triton.Config]:
     ]
 
 
-def _fits(config: triton.Config, head_dim: int) -> bool:
+# Triton's tutorial 06 tile: the TMA kernel (flash_tma.py, no pointer arithmetic) fits it at
+# head_dim 128 and ran 6-7% faster than any other config on an H100; the pointer kernel spills
+# there (4.3x slower). docs/flash-triton-notes.md, "Our kernels at the tutorial's tile".
+TMA_ONLY_TILE = (128, 64, 4, 2)
+
+
+def _fits(config: triton.Config, head_dim: int, tma: bool = False) -> bool:
     bm, bn = config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"]
+    if (bm, bn, config.num_warps, config.num_stages) == TMA_ONLY_TILE:
+        return tma and head_dim <= 128
     if head_dim >= 256:  # q tile + 2 stages of k/v tiles: 192 KB of shared memory
         return config.num_stages == 2 and config.num_warps == 8
     if config.num_stages == 2:
@@ -39,8 +47,17 @@ def _fits(config: triton.Config, head_dim: int) -> bool:
 def _prune_configs(
     configs: list[triton.Config], named_args: dict[str, Any], **kwargs: Any
 ) -> list[triton.Config]:
-    args = {**named_args, **kwargs}
-    kept = [c for c in configs if _fits(c, args["HEAD_DIM"])]
+    return _pruned(configs, {**named_args, **kwargs}, tma=False)
+
+
+def _prune_tma_configs(
+    configs: list[triton.Config], named_args: dict[str, Any], **kwargs: Any
+) -> list[triton.Config]:
+    return _pruned(configs, {**named_args, **kwargs}, tma=True)
+
+
+def _pruned(configs: list[triton.Config], args: dict[str, Any], tma: bool) -> list[triton.Config]:
+    kept = [c for c in configs if _fits(c, args["HEAD_DIM"], tma)]
     if args["seqlen_q"] <= 64:  # one 64-row tile covers the sequence; bigger ones only pad
         small = [c for c in kept if c.kwargs["BLOCK_M"] <= 64 and c.kwargs["BLOCK_N"] <= 64]
         kept = small or kept

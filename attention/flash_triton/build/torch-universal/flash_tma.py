@@ -15,8 +15,9 @@ warpgroups doing the math), where this Triton supports it on the target.
 
 Everything else is flash_fwd's: GQA (query head h reads K/V head h // group), bottom-right
 causal for q_len != kv_len, windows, rows that see no key, the LSE for training, the causal
-diagonal split and heaviest tiles first. Off by default (flash_fwd.TMA_FORWARD) until a GPU
-A/B shows a win (benchmarks/bench_flash_triton_ab.py --tma).
+diagonal split and heaviest tiles first. The default route at head_dim 128
+(flash_fwd.TMA_HEAD_DIMS), where the tutorial's 4-warp 2-stage tile beat every pointer-kernel
+config on an H100; elsewhere only when asked (flash_fwd.TMA_FORWARD, a fixed launch's tma).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import triton
 import triton.language as tl
 
 from .flash_bounds import _visit_bounds
-from .flash_fwd_config import _prune_configs
+from .flash_fwd_config import TMA_ONLY_TILE, _prune_tma_configs
 
 # Device-side descriptors (tl.make_tensor_descriptor) are written by each program into a
 # small global scratch buffer (128 B each) that Triton asks an allocator for at launch.
@@ -166,9 +167,10 @@ def _flash_fwd_tma_kernel(
 
 
 def _make_tma_configs() -> list[triton.Config]:
-    # Tutorial 06's Hopper shapes that fit 8 warps at head_dim 128 without spilling, and a
-    # 64x64 tile for short sequences (_prune_configs keeps only it at q_len <= 64).
-    shapes = [(128, 128, 8, 3), (128, 64, 8, 3), (128, 64, 8, 4), (64, 64, 4, 3)]
+    # Tutorial 06's Hopper shapes that fit 8 warps at head_dim 128 without spilling, its own
+    # pick at head_dim 128 (TMA_ONLY_TILE: 4 warps, 2 stages), and a 64x64 tile for short
+    # sequences (_prune_tma_configs keeps only it at q_len <= 64).
+    shapes = [(128, 128, 8, 3), (128, 64, 8, 3), (128, 64, 8, 4), TMA_ONLY_TILE, (64, 64, 4, 3)]
     return [
         triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s)
         for bm, bn, w, s in shapes
@@ -180,7 +182,7 @@ _flash_fwd_tma_autotuned = triton.autotune(
     # + tensors' dtypes; not STORE_LSE: training and inference share one tuned config, so
     # both give bit-identical outputs (as flash_fwd's autotuner)
     key=["seq_bucket", "kv_bucket", "HEAD_DIM", "CAUSAL", "WINDOW", "WARP_SPEC"],
-    prune_configs_by={"early_config_prune": _prune_configs},
+    prune_configs_by={"early_config_prune": _prune_tma_configs},
 )(_flash_fwd_tma_kernel)
 
 
