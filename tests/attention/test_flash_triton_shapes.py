@@ -286,7 +286,7 @@ CASES = {
     "tma-full-ragged-kv-bf16": case(  # no causal bound: only the key-range mask hides
         90, 30, 2, 2, "bfloat16", path="fixed", tiles=16, seed=26, config={"tma": True}
     ),  # the zero-filled rows past kv_len (30 = 16 + 14)
-    "tma-by-default-at-head-dim-128": case(  # flash_attn_func's own route (TMA_HEAD_DIMS)
+    "short-d128-stays-plain": case(  # flash_attn_func's own route below TMA_MIN_SEQLEN
         40, 40, 2, 1, "bfloat16", causal=True, D=128, seed=27
     ),
     "tma-asked-packed-gqa-stays-plain": case(
@@ -357,6 +357,7 @@ def test_cases_reach_what_they_name(results: dict[str, dict[str, Any]]) -> None:
         assert results[name]["tma calls"] == want, name
     assert results["tma-warp-spec-q>kv-causal"]["empty rows"] == 60
     assert results["gqa-plain-causal-tiles16-grad"]["tma calls"] == 0  # off below head_dim 128
+    assert results["short-d128-stays-plain"]["tma calls"] == 0
 
 
 def test_tma_eligible_only_where_tma_can_address(mod: types.ModuleType) -> None:
@@ -499,3 +500,22 @@ def test_the_tutorial_tile_is_tried_by_the_tma_autotuner_only(mod: types.ModuleT
     assert config.TMA_ONLY_TILE not in tiles(config._prune_configs(config._make_configs(), args))
     wide = {"HEAD_DIM": 256, "seqlen_q": 4096}
     assert config.TMA_ONLY_TILE not in tiles(config._prune_tma_configs(tma_configs, wide))
+
+
+def test_the_default_route_takes_tma_where_it_won_on_the_gpu(mod: types.ModuleType) -> None:
+    """head_dim 128, no window, q_len >= 4096 (H100: -7% MHA, -6% GQA); a 512 window (+12%),
+    q_len 1024 and head_dim 64 stay on the pointer kernel; TMA_FORWARD or a fixed launch's
+    tma still decide alone."""
+    fwd = mod.flash_fwd
+
+    def takes(S: int, D: int, windowed: bool = False, **meta: object) -> bool:
+        x = torch.zeros(1, S, 1, D, dtype=torch.bfloat16)
+        return fwd._takes_tma({"OVERLAP": False, "PACK_GQA": False, **meta}, x, x, x, windowed)
+
+    assert takes(4096, 128)
+    assert takes(8192, 128)
+    assert not takes(4096, 128, windowed=True)
+    assert not takes(2048, 128)
+    assert not takes(4096, 64)
+    assert not takes(4096, 128, TMA=False)
+    assert takes(1024, 64, TMA=True)

@@ -253,11 +253,13 @@ OVERLAP_UNMASKED = False  # the unmasked tiles through _attn_tiles_overlap
 PACK_GQA_DEFAULT = False  # GQA/MQA: the group's query heads packed into one tile's rows
 # Issue 44's third candidate (flash_tma.py): Q/K/V/O through TMA tensor descriptors, and
 # optionally Triton's warp specialisation of its unmasked loop. TMA_FORWARD sends every head
-# dim there (the A/B's --tma mode writes both lines with --patch); TMA_HEAD_DIMS the ones it
-# won at with the tutorial's tile (head_dim 128 on an H100: docs/flash-triton-notes.md).
+# dim there (the A/B's --tma mode writes both lines with --patch). By default it takes what
+# it won on an H100 with the tutorial's tile (docs/flash-triton-notes.md): head_dim 128, no
+# window, q_len >= 4096 (-7% MHA, -6% GQA); it lost with a 512 window (+12%) and at q_len 1024.
 TMA_FORWARD = False
 TMA_WARP_SPEC = False
 TMA_HEAD_DIMS = (128,)
+TMA_MIN_SEQLEN = 4096
 
 
 def pack_gqa(n_heads: int, kv_heads: int) -> bool:
@@ -313,7 +315,7 @@ def _launch(
         config = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
     meta = {"OVERLAP": OVERLAP_UNMASKED, "PACK_GQA": pack_gqa(n_heads, kv_heads)}
     meta.update(config or {})
-    tma = _takes_tma(meta, q, k, v)
+    tma = _takes_tma(meta, q, k, v, window.windowed)
     if upcast_dot(q.dtype):  # the CPU interpreter's bf16 tl.dot bug (flash_common.upcast_dot)
         meta["UPCAST_DOT"] = True
     strides = [x.stride()[: 3 if tma else 4] for x in (q, k, v, out)]  # TMA: last one is 1
@@ -341,14 +343,18 @@ def _launch(
     return out, lse
 
 
-def _takes_tma(meta: dict[str, Any], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether a launch goes to flash_tma's kernel (meta's TMA; by default TMA_FORWARD or a
-    head dim in TMA_HEAD_DIMS), and meta made right for the kernel it goes to. Shapes and
-    launches that kernel does not handle stay on this one: packed GQA, the overlap and
-    unsplit-diagonal variants, tensors TMA cannot address (flash_tma.eligible)."""
+def _takes_tma(
+    meta: dict[str, Any], q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, windowed: bool
+) -> bool:
+    """Whether a launch goes to flash_tma's kernel (meta's TMA; by default TMA_FORWARD, or
+    where it won: a head dim in TMA_HEAD_DIMS, no window, q_len >= TMA_MIN_SEQLEN), and meta
+    made right for the kernel it goes to. Shapes and launches that kernel does not handle
+    stay on this one: packed GQA, the overlap and unsplit-diagonal variants, tensors TMA
+    cannot address (flash_tma.eligible)."""
     tma, warp_spec = meta.pop("TMA", None), meta.pop("WARP_SPEC", TMA_WARP_SPEC)
     if tma is None:
-        tma = TMA_FORWARD or q.shape[-1] in TMA_HEAD_DIMS
+        won = q.shape[-1] in TMA_HEAD_DIMS and not windowed and q.shape[1] >= TMA_MIN_SEQLEN
+        tma = TMA_FORWARD or won
     variants = meta["PACK_GQA"] or meta["OVERLAP"] or not meta.get("SPLIT_DIAGONAL", True)
     if not tma or variants or not tma_eligible(q, k, v):
         return False
