@@ -138,18 +138,22 @@ def split_table(bare_runs: list[Laps], app_runs: list[Laps]) -> str:
     return "\n".join(lines)
 
 
+def _workloads(args, names: list[str]) -> tuple[dict[str, ModelWorkload], ModelWorkload]:
+    """Each implementation's bare-script workload, and the one click of all of them."""
+    shape = RAGGED if args.device == "cuda" else TINY
+
+    def workload(implementations: str) -> ModelWorkload:
+        return ModelWorkload.from_user(
+            preset=args.preset, implementations=implementations, mode="prefill",
+            device=args.device, **shape,
+        ).validated()  # fmt: skip
+
+    return {name: workload(name) for name in names}, workload(",".join(names))
+
+
 def split(args, names: list[str]) -> dict:
     """--split: the parts of the bare scripts and of the click, medians of `repeats`."""
-    shape = RAGGED if args.device == "cuda" else TINY
-    workloads = {
-        name: ModelWorkload.from_user(preset=args.preset, implementations=name, mode="prefill",
-                                      device=args.device, **shape).validated()
-        for name in names
-    }  # fmt: skip
-    click = ModelWorkload.from_user(
-        preset=args.preset, implementations=",".join(names), mode="prefill",
-        device=args.device, **shape,
-    ).validated()  # fmt: skip
+    workloads, click = _workloads(args, names)
     bare_runs, app_runs = [], []
     with tempfile.TemporaryDirectory() as folder:
         for index in range(args.repeats + 2):  # the first two warm both
@@ -170,16 +174,7 @@ def split(args, names: list[str]) -> dict:
 def together(args) -> int:
     """One click of every implementation against each one's bare script in turn."""
     names = args.implementations.split(",")
-    shape = RAGGED if args.device == "cuda" else TINY
-    workloads = {
-        name: ModelWorkload.from_user(preset=args.preset, implementations=name, mode="prefill",
-                                      device=args.device, **shape).validated()
-        for name in names
-    }  # fmt: skip
-    click = ModelWorkload.from_user(
-        preset=args.preset, implementations=args.implementations, mode="prefill",
-        device=args.device, **shape,
-    ).validated()  # fmt: skip
+    workloads, click = _workloads(args, names)
     bare_s, app_s = [], []
     with tempfile.TemporaryDirectory() as folder:
         for index in range(args.repeats + 2):  # the first two warm both
