@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from profiling.analysis.model import padding, step
@@ -69,6 +70,25 @@ def test_categories_add_up_to_the_step_with_idle_gaps():
     assert split.categories[step.ELEMENTWISE] == pytest.approx(10.0)
     assert split.categories[step.IDLE] == pytest.approx(350.0 - 165.0)
     assert split.attention_share == pytest.approx(50.0 / 350.0)
+
+
+def test_figures_are_python_floats_that_round_as_they_will_when_read_back():
+    """The store keeps them as JSON floats: numpy's round(3894.05, 1) is 3894.0, Python's
+    3894.1, so numpy figures would show one number live and another from History."""
+    split = _split(steps=3)
+    figures = [
+        split.step_us,
+        *split.categories.values(),
+        *(us for _, us in split.attention_kernels),
+    ]
+    figures += [us for _, total, attention in split.layers for us in (total, attention)]
+    assert figures and {type(us) for us in figures} == {float}
+    kept = step.StepSplit(np.float64(3894.05), {step.GEMM: np.float64(3894.05)},
+                          [(np.int64(0), np.float64(3894.05), np.float64(0.15))], True, 1,
+                          [("k", np.float64(0.15))])  # fmt: skip
+    assert round(kept.step_us, 1) == round(kept.categories[step.GEMM], 1) == 3894.1
+    assert kept.layers == [(0, 3894.05, 0.15)] and round(kept.layers[0][2], 1) == 0.1
+    assert round(kept.attention_kernels[0][1], 1) == 0.1
 
 
 def test_overlapping_kernels_are_counted_once():

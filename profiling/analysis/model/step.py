@@ -56,6 +56,14 @@ class StepSplit:
     # the attention category's kernels (ops on a CPU): (name, µs per step), largest first
     attention_kernels: list[tuple[str, float]] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        # plain floats: numpy's round() of 3894.05 gives 3894.0, Python's 3894.1, so a view
+        # of numpy figures would change once read back from the store's JSON
+        self.step_us = float(self.step_us)
+        self.categories = {name: float(us) for name, us in self.categories.items()}
+        self.layers = [(int(i), float(total), float(att)) for i, total, att in self.layers]
+        self.attention_kernels = [(str(name), float(us)) for name, us in self.attention_kernels]
+
     @property
     def attention_share(self) -> float:
         return self.categories.get(ATTENTION, 0.0) / self.step_us if self.step_us else 0.0
