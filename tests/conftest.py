@@ -61,6 +61,26 @@ os.environ.setdefault("GRADIO_TEMP_DIR", tempfile.mkdtemp(prefix="attnprof-gradi
 os.environ["ATTNPROF_STORE"] = str(Path(tempfile.mkdtemp(prefix="attnprof-store-")) / "runs.sqlite")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """With pytest-xdist installed (requirements-dev.txt) and no `-n` given, two workers on a
+    CPU machine of two cores or more, each test file on one worker (its module fixtures built
+    once): a third of the suite waits on worker processes, Ray, a browser and the fuzzer (16
+    min against 22 in one process, docs/testing.md). One process where CUDA is present, so a
+    GPU test never times kernels on a card another test is using; `-n 0` asks for one."""
+    if not config.pluginmanager.has_plugin("xdist") or hasattr(config, "workerinput"):
+        return
+    if config.option.numprocesses is None and not config.option.collectonly:
+        config.option.numprocesses = workers_here()
+        if config.option.numprocesses and config.option.dist == "no":
+            config.option.dist = "loadfile"
+
+
+def workers_here() -> int:
+    """The suite's worker count on this machine (0: one process)."""
+    return 0 if torch.cuda.is_available() or (os.cpu_count() or 1) < 2 else 2
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return

@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from tests.conftest import collect_in_child
+from tests.conftest import collect_in_child, workers_here
 
 ROOT = Path(__file__).resolve().parents[1]
 CI_RUN = ROOT / ".ci" / "run"
@@ -111,3 +112,21 @@ def test_a_scanner_that_does_not_load_fails_only_where_it_is_required(required):
         )
     else:
         assert returncode == 5 and "SKIPPED" in output, output
+
+
+def test_two_workers_on_a_cpu_machine_and_one_process_beside_a_gpu(monkeypatch):
+    """The suite's time budget (20 min on two cores) holds with two workers; a GPU test must
+    never share its card with another test's kernels."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert workers_here() == 2
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert workers_here() == 0
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert workers_here() == 0
+
+
+@pytest.mark.skipif(not os.environ.get("CI"), reason="CI's machine: two cores, no GPU")
+def test_ci_runs_this_suite_on_workers():
+    assert workers_here() == 2 and os.environ.get("PYTEST_XDIST_WORKER"), "one process in CI"
