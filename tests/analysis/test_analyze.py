@@ -75,7 +75,7 @@ def test_cpu_only_trace_is_analysed_not_refused(tmp_path):
         (b"[1, 2, 3]", "no complete"),
         (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": "soon"}]}', "no complete event has"),
         (b"", "the file is empty"),
-        (gzip.compress(b"not json at all"), "not valid JSON"),
+        (gzip.compress(b"not json at all", mtime=0), "not valid JSON"),
         (b"\xff\xfe\x00garbage", "not valid JSON"),
     ],
 )
