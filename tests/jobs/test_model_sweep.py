@@ -10,6 +10,7 @@ import pytest
 from profiling.jobs.model_sweep import MAX_POINTS, sweep_points, sweep_request
 from profiling.store.hooks import model_sweep_runs
 from profiling.user_values import ConfigError
+from tests.conftest import ascii_id
 
 FIELDS = dict(preset="tiny", layers=1, dtype="float32", batch=64, mode="prefill",
               new_tokens=1, implementations="eager,sdpa", device="cpu")  # fmt: skip
@@ -37,6 +38,7 @@ def test_lengths_are_read_loosely_and_run_in_order(lengths):
         ([16, 16], "a model sweep takes each sequence length once"),
         ({"16": 1}, "seq_lens must be up to 8 whole numbers"),
     ],
+    ids=ascii_id,  # a test id must read the same in a second pytest run in one process (mutmut)
 )  # fmt: skip
 def test_a_bad_length_refuses_the_whole_sweep_in_one_line(lengths, said):
     with pytest.raises(ConfigError) as refused:

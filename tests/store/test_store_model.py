@@ -193,7 +193,7 @@ BAD = [
      "model.device must be cpu or cuda"),
     ("a workload of objects", _in_summary(_set("model.workload.preset", {"a": 1})),
      "summaries", "model.workload.preset must be text, a number"),
-    ("10⁵ notes", _in_summary(_set("model.notes", ["n"] * 100_000)), "summaries",
+    ("100000 notes", _in_summary(_set("model.notes", ["n"] * 100_000)), "summaries",
      "model.notes must be a list of at most 4096"),
 ]  # fmt: skip
 

@@ -22,6 +22,7 @@ from profiling.store.write import apply_cap, record
 from profiling.user_values import ConfigError
 from profiling.views import history
 from profiling.views.diff import diff_page
+from tests.conftest import ascii_id
 from tests.store.store_helpers import OTHER_TRACE, TRACE, run_data, summary
 
 
@@ -166,6 +167,7 @@ def test_a_stored_diff_is_the_diff_of_its_traces_in_the_order_picked(store):
         ("a b c", 2, 2, "pick two runs (got 3)"),
         ("a", 2, 2, "pick two runs (got 1)"),
     ],
+    ids=ascii_id,  # a test id must read the same in a second pytest run in one process (mutmut)
 )
 def test_a_pick_of_too_few_or_too_many_runs_is_refused(raw, at_least, at_most, said):
     with pytest.raises(ConfigError, match=f"^{re.escape(said)}$"):
