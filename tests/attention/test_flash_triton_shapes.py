@@ -95,8 +95,18 @@ def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> d
     v[:, : c["poison"]] = float("nan")
     leaves = [x.clone().requires_grad_(c["grad"]) for x in (q, k, v)]
     kw = {"causal": c["causal"], "window_size": tuple(c["window"])}
-    calls = {"decode": 0, "tma": 0}
+    calls = {"decode": 0, "tma": 0, "dkdv tma": 0}
     real_decode, real_tma = mod.flash_autograd.flash_decode, mod.flash_fwd.launch_tma
+    real_dkdv_tma = mod.flash_bwd.launch_dkdv_tma
+    config = dict(c["config"])
+    if "dkdv_tma" in config:  # issue 44's TMA dK/dV kernel at these tiles, dq's default ones
+        tile = mod.TileConfig(*config.pop("dkdv_tma"), 4, 1, tma=True)
+        default = mod.default_backward_config(c["D"])
+        config["backward_config"] = mod.BackwardConfig(tile, default.dq)
+
+    def counting_dkdv_tma(*args: Any, **kwargs: Any) -> None:
+        calls["dkdv tma"] += 1
+        return real_dkdv_tma(*args, **kwargs)
 
     def counting(*args: Any, **kwargs: Any) -> torch.Tensor:
         calls["decode"] += 1
@@ -108,32 +118,33 @@ def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> d
 
     mod.flash_autograd.flash_decode = counting
     mod.flash_fwd.launch_tma = counting_tma
+    mod.flash_bwd.launch_dkdv_tma = counting_dkdv_tma
     try:
         if c["path"] == "decode":
             out = mod.flash_attn_decode(*leaves, **kw, num_splits=c["splits"], block_n=32)
         elif c["path"] == "fixed":
             t = c["tiles"]
-            out = mod.flash_attn_func_with_config(
-                *leaves, **kw, block_m=t, block_n=t, **c["config"]
-            )
+            out = mod.flash_attn_func_with_config(*leaves, **kw, block_m=t, block_n=t, **config)
         else:
             out = mod.flash_attn_func(*leaves, **kw)
+        if c["grad"]:
+            dout = torch.randn_like(out)
+            out.backward(dout)
     finally:
         mod.flash_autograd.flash_decode = real_decode
         mod.flash_fwd.launch_tma = real_tma
+        mod.flash_bwd.launch_dkdv_tma = real_dkdv_tma
     ref_leaves = [x.detach().clone().requires_grad_(c["grad"]) for x in (q, k, v)]
     ref = reference_attention(*[x.nan_to_num(0.0) for x in ref_leaves], **kw)
     seen = visible_keys(c["Sq"], c["Sk"], c["causal"], tuple(c["window"]), device).any(-1)
     res: dict[str, Any] = {
         "out": rel_err(out.detach(), ref.detach()), "decode calls": calls["decode"],
-        "tma calls": calls["tma"],
+        "tma calls": calls["tma"], "dkdv tma calls": calls["dkdv tma"],
         "meta": out.shape == q.shape and out.dtype == dtype,
         "finite": bool(out.isfinite().all()), "empty rows": int((~seen).sum()),
         "empty rows zero": bool((out.detach()[:, ~seen] == 0).all()),
     }  # fmt: skip
     if c["grad"]:
-        dout = torch.randn_like(out)
-        out.backward(dout)
         ref.backward(dout.to(torch.float64))
         for name, x, r in zip("qkv", leaves, ref_leaves, strict=True):
             g, rg = x.grad, r.grad.nan_to_num(0.0)
@@ -286,6 +297,58 @@ CASES = {
     "tma-full-ragged-kv-bf16": case(  # no causal bound: only the key-range mask hides
         90, 30, 2, 2, "bfloat16", path="fixed", tiles=16, seed=26, config={"tma": True}
     ),  # the zero-filled rows past kv_len (30 = 16 + 14)
+    # issue 44's TMA dK/dV kernel (flash_bwd_tma.py), asked for by the backward's tiles: GQA
+    # summed over a group, q_len < kv_len with a window, rows that see no key, ragged keys
+    "dkdv-tma-gqa-causal-grad": case(
+        70,
+        70,
+        4,
+        2,
+        causal=True,
+        path="fixed",
+        tiles=16,
+        grad=True,
+        seed=30,
+        config={"dkdv_tma": [16, 32]},
+    ),
+    "dkdv-tma-mqa-q<kv-causal-window-bf16-grad": case(
+        40,
+        100,
+        4,
+        1,
+        "bfloat16",
+        causal=True,
+        window=(20, -1),
+        path="fixed",
+        tiles=16,
+        grad=True,
+        seed=31,
+        config={"dkdv_tma": [16, 32]},
+    ),
+    "dkdv-tma-no-key-rows-grad": case(
+        60,
+        20,
+        2,
+        2,
+        window=(3, 0),
+        path="fixed",
+        tiles=16,
+        grad=True,
+        seed=32,
+        config={"dkdv_tma": [16, 16]},
+    ),
+    "dkdv-tma-full-ragged-kv-bf16-grad": case(  # 30 keys in one 32-key tile: 2 rows past
+        90,
+        30,
+        2,
+        2,
+        "bfloat16",
+        path="fixed",
+        tiles=16,
+        grad=True,
+        seed=33,
+        config={"dkdv_tma": [16, 32]},
+    ),
     "short-d128-stays-plain": case(  # flash_attn_func's own route below TMA_MIN_SEQLEN
         40, 40, 2, 1, "bfloat16", causal=True, D=128, seed=27
     ),
@@ -358,6 +421,8 @@ def test_cases_reach_what_they_name(results: dict[str, dict[str, Any]]) -> None:
     assert results["tma-warp-spec-q>kv-causal"]["empty rows"] == 60
     assert results["gqa-plain-causal-tiles16-grad"]["tma calls"] == 0  # off below head_dim 128
     assert results["short-d128-stays-plain"]["tma calls"] == 0
+    for name in CASES:  # the TMA dK/dV kernel ran where its tiles asked for it, only there
+        assert results[name]["dkdv tma calls"] == name.startswith("dkdv-tma-"), name
 
 
 def test_tma_eligible_only_where_tma_can_address(mod: types.ModuleType) -> None:

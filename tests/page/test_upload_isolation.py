@@ -8,7 +8,9 @@ through the worker's environment) so a 10⁶-event trace crosses them in seconds
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -129,6 +131,7 @@ def tiny_events_bomb(path: Path, events: int) -> Path:
     return path
 
 
+@pytest.mark.niced  # the product's nice 19 for the hostile read, as a Space runs it
 def test_a_small_analysis_is_answered_while_a_hostile_upload_is_read(tmp_path):
     """Through the served app: uploads have their own lane (never the device worker, several at
     a time), so a small /analyze is not queued behind a long one (it was, on a CPU machine)."""
@@ -153,6 +156,34 @@ def test_a_small_analysis_is_answered_while_a_hostile_upload_is_read(tmp_path):
             hostile.result()
     finally:
         app.demo.close()
+
+
+def _priorities_while_read(pool: upload_worker._Pool, trace: Path) -> set[int]:
+    """The nice values the reading worker was seen at, polled while it read `trace`."""
+    seen: set[int] = set()
+    reading = threading.Thread(target=analyze_tab.analyze, args=(str(trace),))
+    reading.start()
+    while reading.is_alive():
+        for worker in list(pool.running):
+            with contextlib.suppress(OSError):
+                seen.add(os.getpriority(os.PRIO_PROCESS, worker.process.pid))
+        time.sleep(0.02)
+    reading.join()
+    return seen
+
+
+@pytest.mark.niced
+def test_a_long_read_yields_the_cpu_at_nice_19(pool, big_trace):
+    """After LONG_READ_SECONDS a read runs at nice 19, leaving the CPU to small reads."""
+    assert (
+        _priorities_while_read(pool, big_trace) == {0, upload_worker.LONG_READ_NICENESS} == {0, 19}
+    )
+
+
+def test_tests_read_at_full_priority_unless_marked_niced(pool, big_trace):
+    """tests/conftest.py: at nice 19 a 3 s read outlasted 300 s beside the other worker's tests."""
+    assert upload_worker.LONG_READ_NICENESS == 0
+    assert _priorities_while_read(pool, big_trace) == {0}
 
 
 def test_the_readme_quotes_the_limits():

@@ -14,19 +14,11 @@ import torch
 import triton
 import triton.language as tl
 
+from . import flash_tma
 from .flash_bounds import _visit_bounds
 from .flash_bwd_config import BackwardConfig, check_backward_config, default_backward_config
+from .flash_bwd_tma import _mma, launch_dkdv_tma
 from .flash_common import device_scope, resolve_window, upcast_dot
-
-
-@triton.jit
-def _mma(a, b, acc, UPCAST_DOT: tl.constexpr):
-    """acc + a @ b in fp32; fp32 operands where the interpreter's bf16 tl.dot is wrong."""
-    if UPCAST_DOT:  # noqa: SIM108 (constexpr branch)
-        acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
-    else:
-        acc = tl.dot(a, b, acc)
-    return acc
 
 
 @triton.jit
@@ -378,8 +370,11 @@ def flash_attn_backward(
             out, dout, delta, seqlen_q, n_heads, *out.stride(), *dout.stride(),
             HEAD_DIM=head_dim, BLOCK_M=PREPROCESS_ROWS,
         )  # fmt: skip
-        if dk is not None and dv is not None:
-            t = config.dkdv
+        t = config.dkdv
+        if dk is not None and t.tma and flash_tma.eligible(q, k, v, dout, dk):
+            scalars = (softmax_scale, seqlen_q, seqlen_k, kv_heads, *shapes[3:])
+            launch_dkdv_tma((q, k, v, dout, lse, delta, dk, dv), scalars, t, meta)
+        elif dk is not None and dv is not None:
             _flash_bwd_dkdv[(batch * kv_heads, triton.cdiv(seqlen_k, t.block_n))](
                 q, k, v, dout, lse, delta, dk, dv, softmax_scale, seqlen_q, seqlen_k, kv_heads,
                 *shapes[3:], *strides, *dk.stride(), BLOCK_M=t.block_m, BLOCK_N=t.block_n,

@@ -15,9 +15,11 @@ class TileConfig:
     block_n: int
     num_warps: int
     num_stages: int
+    tma: bool = False  # dkdv only: Q/dO/K/V moved by TMA (flash_bwd_tma.py), where eligible
 
     def short(self) -> str:
-        return f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}"
+        tma = " tma" if self.tma else ""
+        return f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}{tma}"
 
 
 @dataclass(frozen=True)
