@@ -11,8 +11,8 @@ Two questions, one call (rows interleaved, `bench_flash_triton_ab.time_rows`):
 - Backward: its tiles were fixed from an H200 survey of six per kernel, none with 4 warps on a
   64-row or 128-key tile. Each kernel's candidates on the H100, the other kernel at its
   default (the backward alone, forward outside the timing), every candidate's gradients
-  checked against the default's before it is timed; the dK/dV candidates include the TMA
-  kernel (flash_bwd_tma.py, `tma` in the tile) at the tiles that spilled without it.
+  checked against the default's before it is timed; both kernels' candidates include their
+  TMA versions (flash_bwd_tma.py, `tma` in the tile), at the tiles that spilled without it.
 The winners are written by hand into the configs, and the whole step re-measured.
 """
 
@@ -54,7 +54,9 @@ DKDV_TILES = [(32, 64, 4, 3), (32, 64, 4, 4), (32, 64, 4, 2), (64, 64, 4, 3), (3
               (64, 128, 4, 2, True), (64, 128, 4, 3, True), (64, 128, 8, 3, True),
               (128, 128, 8, 2, True)]  # fmt: skip
 DQ_TILES = [(128, 64, 8, 3), (128, 64, 8, 4), (128, 64, 4, 3), (64, 64, 4, 3), (64, 32, 4, 4),
-            (128, 32, 8, 3), (128, 128, 8, 2), (64, 64, 4, 4), (128, 64, 8, 2)]  # fmt: skip
+            (128, 32, 8, 3), (128, 128, 8, 2), (64, 64, 4, 4), (128, 64, 8, 2),
+            (128, 64, 8, 3, True), (128, 64, 4, 3, True), (128, 128, 8, 2, True),
+            (64, 64, 4, 3, True)]  # fmt: skip
 TOL = 1e-2  # a candidate's gradients against the default's (same math, other summation order)
 
 

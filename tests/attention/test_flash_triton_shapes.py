@@ -95,18 +95,20 @@ def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> d
     v[:, : c["poison"]] = float("nan")
     leaves = [x.clone().requires_grad_(c["grad"]) for x in (q, k, v)]
     kw = {"causal": c["causal"], "window_size": tuple(c["window"])}
-    calls = {"decode": 0, "tma": 0, "dkdv tma": 0}
+    calls = {"decode": 0, "tma": 0, "dkdv tma": 0, "dq tma": 0}
     real_decode, real_tma = mod.flash_autograd.flash_decode, mod.flash_fwd.launch_tma
-    real_dkdv_tma = mod.flash_bwd.launch_dkdv_tma
+    real_bwd_tma = {"dkdv": mod.flash_bwd.launch_dkdv_tma, "dq": mod.flash_bwd.launch_dq_tma}
     config = dict(c["config"])
-    if "dkdv_tma" in config:  # issue 44's TMA dK/dV kernel at these tiles, dq's default ones
-        tile = mod.TileConfig(*config.pop("dkdv_tma"), 4, 1, tma=True)
-        default = mod.default_backward_config(c["D"])
-        config["backward_config"] = mod.BackwardConfig(tile, default.dq)
+    if "bwd_tma" in config:  # issue 44's TMA backward kernels at these (dkdv, dq) tiles
+        dkdv, dq = (mod.TileConfig(*tiles, 4, 1, tma=True) for tiles in config.pop("bwd_tma"))
+        config["backward_config"] = mod.BackwardConfig(dkdv, dq)
 
-    def counting_dkdv_tma(*args: Any, **kwargs: Any) -> None:
-        calls["dkdv tma"] += 1
-        return real_dkdv_tma(*args, **kwargs)
+    def counting_bwd_tma(kernel: str) -> Any:
+        def launch(*args: Any, **kwargs: Any) -> None:
+            calls[f"{kernel} tma"] += 1
+            return real_bwd_tma[kernel](*args, **kwargs)
+
+        return launch
 
     def counting(*args: Any, **kwargs: Any) -> torch.Tensor:
         calls["decode"] += 1
@@ -118,7 +120,8 @@ def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> d
 
     mod.flash_autograd.flash_decode = counting
     mod.flash_fwd.launch_tma = counting_tma
-    mod.flash_bwd.launch_dkdv_tma = counting_dkdv_tma
+    mod.flash_bwd.launch_dkdv_tma = counting_bwd_tma("dkdv")
+    mod.flash_bwd.launch_dq_tma = counting_bwd_tma("dq")
     try:
         if c["path"] == "decode":
             out = mod.flash_attn_decode(*leaves, **kw, num_splits=c["splits"], block_n=32)
@@ -133,13 +136,15 @@ def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> d
     finally:
         mod.flash_autograd.flash_decode = real_decode
         mod.flash_fwd.launch_tma = real_tma
-        mod.flash_bwd.launch_dkdv_tma = real_dkdv_tma
+        mod.flash_bwd.launch_dkdv_tma = real_bwd_tma["dkdv"]
+        mod.flash_bwd.launch_dq_tma = real_bwd_tma["dq"]
     ref_leaves = [x.detach().clone().requires_grad_(c["grad"]) for x in (q, k, v)]
     ref = reference_attention(*[x.nan_to_num(0.0) for x in ref_leaves], **kw)
     seen = visible_keys(c["Sq"], c["Sk"], c["causal"], tuple(c["window"]), device).any(-1)
     res: dict[str, Any] = {
         "out": rel_err(out.detach(), ref.detach()), "decode calls": calls["decode"],
         "tma calls": calls["tma"], "dkdv tma calls": calls["dkdv tma"],
+        "dq tma calls": calls["dq tma"],
         "meta": out.shape == q.shape and out.dtype == dtype,
         "finite": bool(out.isfinite().all()), "empty rows": int((~seen).sum()),
         "empty rows zero": bool((out.detach()[:, ~seen] == 0).all()),
@@ -297,9 +302,9 @@ CASES = {
     "tma-full-ragged-kv-bf16": case(  # no causal bound: only the key-range mask hides
         90, 30, 2, 2, "bfloat16", path="fixed", tiles=16, seed=26, config={"tma": True}
     ),  # the zero-filled rows past kv_len (30 = 16 + 14)
-    # issue 44's TMA dK/dV kernel (flash_bwd_tma.py), asked for by the backward's tiles: GQA
+    # issue 44's TMA backward kernels (flash_bwd_tma.py), asked for by the backward's tiles: GQA
     # summed over a group, q_len < kv_len with a window, rows that see no key, ragged keys
-    "dkdv-tma-gqa-causal-grad": case(
+    "bwd-tma-gqa-causal-grad": case(
         70,
         70,
         4,
@@ -309,9 +314,9 @@ CASES = {
         tiles=16,
         grad=True,
         seed=30,
-        config={"dkdv_tma": [16, 32]},
+        config={"bwd_tma": [[16, 32], [32, 16]]},
     ),
-    "dkdv-tma-mqa-q<kv-causal-window-bf16-grad": case(
+    "bwd-tma-mqa-q<kv-causal-window-bf16-grad": case(
         40,
         100,
         4,
@@ -323,9 +328,9 @@ CASES = {
         tiles=16,
         grad=True,
         seed=31,
-        config={"dkdv_tma": [16, 32]},
+        config={"bwd_tma": [[16, 32], [32, 16]]},
     ),
-    "dkdv-tma-no-key-rows-grad": case(
+    "bwd-tma-no-key-rows-grad": case(
         60,
         20,
         2,
@@ -335,9 +340,9 @@ CASES = {
         tiles=16,
         grad=True,
         seed=32,
-        config={"dkdv_tma": [16, 16]},
+        config={"bwd_tma": [[16, 16], [16, 16]]},
     ),
-    "dkdv-tma-full-ragged-kv-bf16-grad": case(  # 30 keys in one 32-key tile: 2 rows past
+    "bwd-tma-full-ragged-kv-bf16-grad": case(  # 30 keys in one 32-key tile: 2 rows past
         90,
         30,
         2,
@@ -347,7 +352,7 @@ CASES = {
         tiles=16,
         grad=True,
         seed=33,
-        config={"dkdv_tma": [16, 32]},
+        config={"bwd_tma": [[16, 32], [32, 16]]},
     ),
     "short-d128-stays-plain": case(  # flash_attn_func's own route below TMA_MIN_SEQLEN
         40, 40, 2, 1, "bfloat16", causal=True, D=128, seed=27
@@ -421,8 +426,9 @@ def test_cases_reach_what_they_name(results: dict[str, dict[str, Any]]) -> None:
     assert results["tma-warp-spec-q>kv-causal"]["empty rows"] == 60
     assert results["gqa-plain-causal-tiles16-grad"]["tma calls"] == 0  # off below head_dim 128
     assert results["short-d128-stays-plain"]["tma calls"] == 0
-    for name in CASES:  # the TMA dK/dV kernel ran where its tiles asked for it, only there
-        assert results[name]["dkdv tma calls"] == name.startswith("dkdv-tma-"), name
+    for name in CASES:  # the TMA backward kernels ran where their tiles asked, only there
+        asked = name.startswith("bwd-tma-")
+        assert results[name]["dkdv tma calls"] == results[name]["dq tma calls"] == asked, name
 
 
 def test_tma_eligible_only_where_tma_can_address(mod: types.ModuleType) -> None:

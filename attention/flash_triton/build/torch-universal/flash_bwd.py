@@ -17,7 +17,7 @@ import triton.language as tl
 from . import flash_tma
 from .flash_bounds import _visit_bounds
 from .flash_bwd_config import BackwardConfig, check_backward_config, default_backward_config
-from .flash_bwd_tma import _mma, launch_dkdv_tma
+from .flash_bwd_tma import _mma, launch_dkdv_tma, launch_dq_tma
 from .flash_common import device_scope, resolve_window, upcast_dot
 
 
@@ -381,8 +381,11 @@ def flash_attn_backward(
                 num_warps=t.num_warps, num_stages=t.num_stages, GROUPED=kv_heads < n_heads,
                 **meta,
             )  # fmt: skip
-        if dq is not None:
-            t = config.dq
+        t = config.dq
+        if dq is not None and t.tma and flash_tma.eligible(q, k, v, dout, dq):
+            scalars = (softmax_scale, *shapes)
+            launch_dq_tma((q, k, v, dout, lse, delta, dq), scalars, t, meta)
+        elif dq is not None:
             _flash_bwd_dq[(batch * n_heads, triton.cdiv(seqlen_q, t.block_m))](
                 q, k, v, dout, lse, delta, dq, softmax_scale, *shapes, *strides, *dq.stride(),
                 BLOCK_M=t.block_m, BLOCK_N=t.block_n, num_warps=t.num_warps,

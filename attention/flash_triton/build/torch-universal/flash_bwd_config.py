@@ -15,7 +15,7 @@ class TileConfig:
     block_n: int
     num_warps: int
     num_stages: int
-    tma: bool = False  # dkdv only: Q/dO/K/V moved by TMA (flash_bwd_tma.py), where eligible
+    tma: bool = False  # Q/dO/K/V moved by TMA (flash_bwd_tma.py), where flash_tma.eligible
 
     def short(self) -> str:
         tma = " tma" if self.tma else ""

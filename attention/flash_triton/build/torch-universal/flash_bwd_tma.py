@@ -1,5 +1,6 @@
-"""Issue 44's TMA dK/dV kernel: flash_bwd's `_flash_bwd_dkdv` with Q, dO, K, V and the dK/dV
-stores moved by tensor descriptors. Off unless a launch asks (`TileConfig(..., tma=True)`).
+"""Issue 44's TMA backward kernels: flash_bwd's `_flash_bwd_dkdv` and `_flash_bwd_dq` with Q, dO,
+K, V and the gradients' stores moved by tensor descriptors. Off unless a tile asks
+(`TileConfig(..., tma=True)`).
 
 Meant to buy (Hopper): the dK/dV kernel is 60% of our backward, and its best tile on the H200
 was a small one (32 query rows, 4 warps) because every larger one spilled registers: each
@@ -7,7 +8,9 @@ thread held the pointers and masks of the streamed Q and dO tiles. Moved by TMA 
 instruction per tile, rows past the sequence zero-filled by the hardware) those registers go
 free, as they did in the forward (flash_tma.py), where the freed registers let a 4-warp tile
 run that had spilled and won 7%. Larger query tiles also halve how often K and V are re-read
-per query. Whether that wins here is the A/B's question (benchmarks/flash_triton_ab_tiles.py).
+per query. The dQ kernel (the other ~40%) gets the same: K and V streamed by TMA where it
+loaded them transposed through pointers. Whether either wins is the A/B's question
+(benchmarks/flash_triton_ab_tiles.py).
 
 Everything else is `_flash_bwd_dkdv`'s: P rebuilt from the forward's LSE, GQA summed over the
 group's query heads, the causal diagonal and window edges masked and the rest unmasked, dK
@@ -159,4 +162,116 @@ def launch_dkdv_tma(
         *tensors, *scalars, *(s for t in strides for s in t), BLOCK_M=tile.block_m,
         BLOCK_N=tile.block_n, num_warps=tile.num_warps, num_stages=tile.num_stages,
         GROUPED=scalars[4] > 1, **meta,
+    )  # fmt: skip
+
+
+@triton.jit
+def _dq_tma_tiles(
+    dq, q, do, lse, delta, k_desc, v_desc, offs_m, lo, hi, seqlen, lo_diag, hi_diag,
+    qk_scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOW: tl.constexpr, UPCAST_DOT: tl.constexpr,
+):  # fmt: skip
+    """Key tiles [lo, hi) into one query tile's dQ (unscaled), as flash_bwd's _dq_tiles; K and
+    V arrive by TMA (rows past seqlen as zeros)."""
+    offs_nt = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        cols = start_n + offs_nt
+        k = k_desc.load([start_n, 0])  # (BLOCK_N, D), one TMA copy
+        s = _mma(q, tl.trans(k), tl.zeros([BLOCK_M, BLOCK_N], tl.float32), UPCAST_DOT)
+        p = tl.math.exp2(s * qk_scale - lse[:, None])
+        if MASKED:
+            keep = (cols < seqlen)[None, :]
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
+            if WINDOW:
+                keep = keep & (cols[None, :] >= offs_m[:, None] + lo_diag)
+                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
+            p = tl.where(keep, p, 0.0)
+        v = v_desc.load([start_n, 0])  # (BLOCK_N, D)
+        dp = _mma(do, tl.trans(v), tl.zeros([BLOCK_M, BLOCK_N], tl.float32), UPCAST_DOT)
+        ds = p * (dp - delta[:, None])
+        dq = _mma(ds.to(k.dtype), k, dq, UPCAST_DOT)  # dQ += dS K
+    return dq
+
+
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "n_heads", "group", "lo_diag", "hi_diag"])
+def _flash_bwd_dq_tma(
+    Q, K, V, DOut, Lse, Delta, DQ, softmax_scale, seqlen_q, seqlen_k, n_heads, group,
+    lo_diag, hi_diag, stride_qb, stride_qs, stride_qh, stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh, stride_dob, stride_dos, stride_doh,
+    stride_gb, stride_gs, stride_gh,
+    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    UPCAST_DOT: tl.constexpr = False, WINDOW: tl.constexpr = False,
+):  # fmt: skip
+    """One program = one (batch, head) x BLOCK_M queries: their dQ, as _flash_bwd_dq (every
+    tensor's last dimension contiguous: flash_tma.eligible)."""
+    pid_bh = tl.program_id(0)
+    pid_m = tl.program_id(1)
+    if CAUSAL:  # the last query tiles (most keys) first
+        pid_m = tl.num_programs(1) - 1 - pid_m
+    m0 = pid_m * BLOCK_M
+    b = (pid_bh // n_heads).to(tl.int64)
+    h = (pid_bh % n_heads).to(tl.int64)
+    kv_h = h // group
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    row_ok = offs_m < seqlen_q
+    q_desc = tl.make_tensor_descriptor(
+        Q + b * stride_qb + h * stride_qh, shape=[seqlen_q, HEAD_DIM], strides=[stride_qs, 1],
+        block_shape=[BLOCK_M, HEAD_DIM],
+    )  # fmt: skip
+    q = q_desc.load([m0, 0])  # resident; rows past seqlen_q are zeros
+    do_desc = tl.make_tensor_descriptor(
+        DOut + b * stride_dob + h * stride_doh, shape=[seqlen_q, HEAD_DIM], strides=[stride_dos, 1],
+        block_shape=[BLOCK_M, HEAD_DIM],
+    )  # fmt: skip
+    do = do_desc.load([m0, 0])
+    row_base = pid_bh.to(tl.int64) * seqlen_q
+    lse = tl.load(Lse + row_base + offs_m, mask=row_ok, other=0.0) * 1.4426950408889634
+    delta = tl.load(Delta + row_base + offs_m, mask=row_ok, other=0.0)
+    k_desc = tl.make_tensor_descriptor(
+        K + b * stride_kb + kv_h * stride_kh, shape=[seqlen_k, HEAD_DIM], strides=[stride_ks, 1],
+        block_shape=[BLOCK_N, HEAD_DIM],
+    )  # fmt: skip
+    v_desc = tl.make_tensor_descriptor(
+        V + b * stride_vb + kv_h * stride_vh, shape=[seqlen_k, HEAD_DIM], strides=[stride_vs, 1],
+        block_shape=[BLOCK_N, HEAD_DIM],
+    )  # fmt: skip
+    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = softmax_scale * 1.4426950408889634
+    lo, full_lo, full_hi, hi = _visit_bounds(
+        m0, m0 + BLOCK_M - 1, seqlen_q, seqlen_k, lo_diag, hi_diag, BLOCK_N
+    )
+    if WINDOW:  # the window's left edge
+        dq = _dq_tma_tiles(
+            dq, q, do, lse, delta, k_desc, v_desc, offs_m, lo, full_lo, seqlen_k, lo_diag,
+            hi_diag, qk_scale, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT,
+        )  # fmt: skip
+    dq = _dq_tma_tiles(  # keys every row sees: no mask
+        dq, q, do, lse, delta, k_desc, v_desc, offs_m, full_lo, full_hi, seqlen_k, lo_diag,
+        hi_diag, qk_scale, BLOCK_M, BLOCK_N, False, CAUSAL, WINDOW, UPCAST_DOT,
+    )  # fmt: skip
+    dq = _dq_tma_tiles(  # the causal diagonal, the window's right edge, the ragged end
+        dq, q, do, lse, delta, k_desc, v_desc, offs_m, full_hi, hi, seqlen_k, lo_diag,
+        hi_diag, qk_scale, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT,
+    )  # fmt: skip
+    dq_desc = tl.make_tensor_descriptor(
+        DQ + b * stride_gb + h * stride_gh, shape=[seqlen_q, HEAD_DIM], strides=[stride_gs, 1],
+        block_shape=[BLOCK_M, HEAD_DIM],
+    )  # fmt: skip
+    dq_desc.store([m0, 0], (dq * softmax_scale).to(DQ.dtype.element_ty))  # rows past: clipped
+
+
+def launch_dq_tma(
+    tensors: tuple[torch.Tensor, ...], scalars: tuple, tile: TileConfig, meta: dict
+) -> None:
+    """dQ through TMA: tensors (q, k, v, dout, lse, delta, dq), scalars (softmax scale, q_len,
+    kv_len, heads, group, lo_diag, hi_diag), meta flash_bwd's constexprs."""
+    q, k, v, dout, _, _, dq = tensors
+    strides = [t.stride()[:-1] for t in (q, k, v, dout, dq)]
+    grid = (q.shape[0] * q.shape[2], triton.cdiv(q.shape[1], tile.block_m))
+    triton.set_allocator(_scratch)
+    _flash_bwd_dq_tma[grid](
+        *tensors, *scalars, *(s for t in strides for s in t), BLOCK_M=tile.block_m,
+        BLOCK_N=tile.block_n, num_warps=tile.num_warps, num_stages=tile.num_stages, **meta,
     )  # fmt: skip
