@@ -52,11 +52,12 @@ DKDV_TILES = [(32, 64, 4, 3), (32, 64, 4, 4), (32, 64, 4, 2), (64, 64, 4, 3), (3
               # the TMA dK/dV kernel (flash_bwd_tma.py): the same and larger tiles
               (32, 64, 4, 3, True), (64, 64, 4, 3, True), (32, 128, 4, 3, True),
               (64, 128, 4, 2, True), (64, 128, 4, 3, True), (64, 128, 8, 3, True),
-              (128, 128, 8, 2, True)]  # fmt: skip
+              (128, 128, 8, 2, True), (64, 64, 8, 3, True), (32, 128, 8, 3, True),
+              (32, 64, 4, 4, True)]  # fmt: skip
 DQ_TILES = [(128, 64, 8, 3), (128, 64, 8, 4), (128, 64, 4, 3), (64, 64, 4, 3), (64, 32, 4, 4),
             (128, 32, 8, 3), (128, 128, 8, 2), (64, 64, 4, 4), (128, 64, 8, 2),
             (128, 64, 8, 3, True), (128, 64, 4, 3, True), (128, 128, 8, 2, True),
-            (64, 64, 4, 3, True)]  # fmt: skip
+            (64, 64, 4, 3, True), (128, 128, 8, 3, True), (128, 64, 8, 4, True)]  # fmt: skip
 TOL = 1e-2  # a candidate's gradients against the default's (same math, other summation order)
 
 
