@@ -219,7 +219,7 @@ def _intern(values: list[Any]) -> tuple[np.ndarray, list[Any]]:
 def _floats(events: list[Any], field: attrgetter) -> np.ndarray:
     try:
         return np.fromiter(map(field, events), dtype=float, count=len(events))
-    except (TypeError, ValueError):  # None or text somewhere: numbers kept, the rest NaN
+    except (TypeError, ValueError, OverflowError):  # None, text or an int past float: NaN
         return np.array([_number(v) for v in map(field, events)], dtype=float)
 
 

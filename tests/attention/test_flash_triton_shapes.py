@@ -9,8 +9,10 @@ Reference: `reference_attention`, written from the API's definitions in float64.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -83,6 +85,35 @@ def case(
     }  # fmt: skip
 
 
+# The launches a case counts: name -> (module attribute holding the function, its name).
+COUNTED = {
+    "decode": ("flash_autograd", "flash_decode"), "tma": ("flash_fwd", "launch_tma"),
+    "dkdv tma": ("flash_bwd", "launch_dkdv_tma"), "dq tma": ("flash_bwd", "launch_dq_tma"),
+}  # fmt: skip
+
+
+@contextlib.contextmanager
+def counted(mod: types.ModuleType) -> Iterator[dict[str, int]]:
+    """Within: each COUNTED function counts its calls (and still runs); restored after."""
+    calls = dict.fromkeys(COUNTED, 0)
+    real = {name: getattr(getattr(mod, where), attr) for name, (where, attr) in COUNTED.items()}
+
+    def counting(name: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return real[name](*args, **kwargs)
+
+        return call
+
+    for name, (where, attr) in COUNTED.items():
+        setattr(getattr(mod, where), attr, counting(name))
+    try:
+        yield calls
+    finally:
+        for name, (where, attr) in COUNTED.items():
+            setattr(getattr(mod, where), attr, real[name])
+
+
 def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
     """One case: output (and gradients) against reference_attention, plus what tests read."""
     torch.manual_seed(c["seed"])
@@ -95,34 +126,11 @@ def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> d
     v[:, : c["poison"]] = float("nan")
     leaves = [x.clone().requires_grad_(c["grad"]) for x in (q, k, v)]
     kw = {"causal": c["causal"], "window_size": tuple(c["window"])}
-    calls = {"decode": 0, "tma": 0, "dkdv tma": 0, "dq tma": 0}
-    real_decode, real_tma = mod.flash_autograd.flash_decode, mod.flash_fwd.launch_tma
-    real_bwd_tma = {"dkdv": mod.flash_bwd.launch_dkdv_tma, "dq": mod.flash_bwd.launch_dq_tma}
     config = dict(c["config"])
     if "bwd_tma" in config:  # issue 44's TMA backward kernels at these (dkdv, dq) tiles
         dkdv, dq = (mod.TileConfig(*tiles, 4, 1, tma=True) for tiles in config.pop("bwd_tma"))
         config["backward_config"] = mod.BackwardConfig(dkdv, dq)
-
-    def counting_bwd_tma(kernel: str) -> Any:
-        def launch(*args: Any, **kwargs: Any) -> None:
-            calls[f"{kernel} tma"] += 1
-            return real_bwd_tma[kernel](*args, **kwargs)
-
-        return launch
-
-    def counting(*args: Any, **kwargs: Any) -> torch.Tensor:
-        calls["decode"] += 1
-        return real_decode(*args, **kwargs)
-
-    def counting_tma(*args: Any, **kwargs: Any) -> None:
-        calls["tma"] += 1
-        return real_tma(*args, **kwargs)
-
-    mod.flash_autograd.flash_decode = counting
-    mod.flash_fwd.launch_tma = counting_tma
-    mod.flash_bwd.launch_dkdv_tma = counting_bwd_tma("dkdv")
-    mod.flash_bwd.launch_dq_tma = counting_bwd_tma("dq")
-    try:
+    with counted(mod) as calls:
         if c["path"] == "decode":
             out = mod.flash_attn_decode(*leaves, **kw, num_splits=c["splits"], block_n=32)
         elif c["path"] == "fixed":
@@ -133,18 +141,11 @@ def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> d
         if c["grad"]:
             dout = torch.randn_like(out)
             out.backward(dout)
-    finally:
-        mod.flash_autograd.flash_decode = real_decode
-        mod.flash_fwd.launch_tma = real_tma
-        mod.flash_bwd.launch_dkdv_tma = real_bwd_tma["dkdv"]
-        mod.flash_bwd.launch_dq_tma = real_bwd_tma["dq"]
     ref_leaves = [x.detach().clone().requires_grad_(c["grad"]) for x in (q, k, v)]
     ref = reference_attention(*[x.nan_to_num(0.0) for x in ref_leaves], **kw)
     seen = visible_keys(c["Sq"], c["Sk"], c["causal"], tuple(c["window"]), device).any(-1)
     res: dict[str, Any] = {
-        "out": rel_err(out.detach(), ref.detach()), "decode calls": calls["decode"],
-        "tma calls": calls["tma"], "dkdv tma calls": calls["dkdv tma"],
-        "dq tma calls": calls["dq tma"],
+        "out": rel_err(out.detach(), ref.detach()), **{f"{k} calls": n for k, n in calls.items()},
         "meta": out.shape == q.shape and out.dtype == dtype,
         "finite": bool(out.isfinite().all()), "empty rows": int((~seen).sum()),
         "empty rows zero": bool((out.detach()[:, ~seen] == 0).all()),

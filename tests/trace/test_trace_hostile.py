@@ -340,3 +340,18 @@ def test_exact_cuts_keep_their_state_across_sub_blocks(sub, monkeypatch):
     got = [e for p in trace_stream.pieces(blocks, framing, exact=True) for e in json.loads(p)]
     assert got == events
     assert framing.meta == {"head": {"s": '"traceEvents":[', "l": [[], {}]}, "traceName": "t"}
+
+
+@pytest.mark.parametrize("field", ["ts", "dur"])
+def test_an_integer_past_float_range_skips_its_event(field):
+    """Found by the suite's differential fuzzer (CI, 2026-12-06): a 347-digit integer as ts or
+    dur raised OverflowError in the piece decoder, and the upload failed with a generic error.
+    It reads as no number, as text there does: the event is skipped, the others kept."""
+    huge = "5296" + "1" * 330 + "0000000000001"
+    event = {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 1,
+             "dur": 2}  # fmt: skip
+    doc = json.dumps({"traceEvents": [event, {**event, "name": "aten::mm", "ts": 5}]})
+    doc = doc.replace(f'"{field}": {event[field]}', f'"{field}": {huge}', 1)
+    assert huge in doc
+    trace = trace_model.load(doc.encode())
+    assert trace.spans["name"].astype(str).tolist() == ["aten::mm"]

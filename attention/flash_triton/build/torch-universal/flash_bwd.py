@@ -362,8 +362,8 @@ def flash_attn_backward(
     delta = torch.empty((batch, n_heads, seqlen_q), dtype=torch.float32, device=q.device)
     shapes = (seqlen_q, seqlen_k, n_heads, n_heads // kv_heads, window.lo_diag, window.hi_diag)
     strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride())
-    meta = {"HEAD_DIM": head_dim, "CAUSAL": bool(causal), "UPCAST_DOT": upcast_dot(q.dtype)}
-    meta["WINDOW"] = window.windowed
+    meta = {"HEAD_DIM": head_dim, "CAUSAL": bool(causal), "UPCAST_DOT": upcast_dot(q.dtype),
+            "WINDOW": window.windowed}  # fmt: skip
     with device_scope(q):
         grid = (batch * n_heads, triton.cdiv(seqlen_q, PREPROCESS_ROWS))
         _flash_bwd_preprocess[grid](
@@ -372,8 +372,7 @@ def flash_attn_backward(
         )  # fmt: skip
         t = config.dkdv
         if dk is not None and t.tma and flash_tma.eligible(q, k, v, dout, dk):
-            scalars = (softmax_scale, seqlen_q, seqlen_k, kv_heads, *shapes[3:])
-            launch_dkdv_tma((q, k, v, dout, lse, delta, dk, dv), scalars, t, meta)
+            launch_dkdv_tma((q, k, v, dout, lse, delta, dk, dv), softmax_scale, shapes, t, meta)
         elif dk is not None and dv is not None:
             _flash_bwd_dkdv[(batch * kv_heads, triton.cdiv(seqlen_k, t.block_n))](
                 q, k, v, dout, lse, delta, dk, dv, softmax_scale, seqlen_q, seqlen_k, kv_heads,
@@ -383,8 +382,7 @@ def flash_attn_backward(
             )  # fmt: skip
         t = config.dq
         if dq is not None and t.tma and flash_tma.eligible(q, k, v, dout, dq):
-            scalars = (softmax_scale, *shapes)
-            launch_dq_tma((q, k, v, dout, lse, delta, dq), scalars, t, meta)
+            launch_dq_tma((q, k, v, dout, lse, delta, dq), softmax_scale, shapes, t, meta)
         elif dq is not None:
             _flash_bwd_dq[(batch * n_heads, triton.cdiv(seqlen_q, t.block_m))](
                 q, k, v, dout, lse, delta, dq, softmax_scale, *shapes, *strides, *dq.stride(),

@@ -95,14 +95,11 @@ def _flash_bwd_dkdv_tma(
     b = (pid_bk // kv_heads).to(tl.int64)
     kv_h = (pid_bk % kv_heads).to(tl.int64)
     offs_n = n0 + tl.arange(0, BLOCK_N)
-    k = tl.make_tensor_descriptor(
-        K + b * stride_kb + kv_h * stride_kh, shape=[seqlen_k, HEAD_DIM],
-        strides=[stride_ks, 1], block_shape=[BLOCK_N, HEAD_DIM],
-    ).load([n0, 0])  # resident; rows past seqlen_k are zeros  # fmt: skip
-    v = tl.make_tensor_descriptor(
-        V + b * stride_vb + kv_h * stride_vh, shape=[seqlen_k, HEAD_DIM],
-        strides=[stride_vs, 1], block_shape=[BLOCK_N, HEAD_DIM],
-    ).load([n0, 0])  # fmt: skip
+    k = tl.make_tensor_descriptor(K + b * stride_kb + kv_h * stride_kh,  # resident; rows past
+        shape=[seqlen_k, HEAD_DIM], strides=[stride_ks, 1],  # seqlen_k are zeros
+        block_shape=[BLOCK_N, HEAD_DIM]).load([n0, 0])  # fmt: skip
+    v = tl.make_tensor_descriptor(V + b * stride_vb + kv_h * stride_vh, shape=[seqlen_k, HEAD_DIM],
+        strides=[stride_vs, 1], block_shape=[BLOCK_N, HEAD_DIM]).load([n0, 0])  # fmt: skip
     dk = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, HEAD_DIM], dtype=tl.float32)
     qk_scale = softmax_scale * 1.4426950408889634
@@ -111,57 +108,49 @@ def _flash_bwd_dkdv_tma(
     )
     for g in range(group if GROUPED else 1):  # the query heads that read this K/V head
         h = kv_h * group + g
-        q_desc = tl.make_tensor_descriptor(
-            Q + b * stride_qb + h * stride_qh, shape=[seqlen_q, HEAD_DIM],
-            strides=[stride_qs, 1], block_shape=[BLOCK_M, HEAD_DIM],
-        )  # fmt: skip
-        do_desc = tl.make_tensor_descriptor(
-            DOut + b * stride_dob + h * stride_doh, shape=[seqlen_q, HEAD_DIM],
-            strides=[stride_dos, 1], block_shape=[BLOCK_M, HEAD_DIM],
-        )  # fmt: skip
+        q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + h * stride_qh,
+            shape=[seqlen_q, HEAD_DIM], strides=[stride_qs, 1],
+            block_shape=[BLOCK_M, HEAD_DIM])  # fmt: skip
+        do_desc = tl.make_tensor_descriptor(DOut + b * stride_dob + h * stride_doh,
+            shape=[seqlen_q, HEAD_DIM], strides=[stride_dos, 1],
+            block_shape=[BLOCK_M, HEAD_DIM])  # fmt: skip
         row_base = ((b * kv_heads * group) + h) * seqlen_q  # LSE and delta: [B, H, q_len]
         lse_base, delta_base = Lse + row_base, Delta + row_base
         dk, dv = _dkdv_tma_tiles(  # rows that see the tile's first keys only (diagonal)
-            dk, dv, k, v, q_desc, do_desc, lse_base, delta_base, offs_n, lo, full_lo,
-            seqlen_q, lo_diag, hi_diag, qk_scale, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW,
-            UPCAST_DOT,
-        )  # fmt: skip
+            dk, dv, k, v, q_desc, do_desc, lse_base, delta_base, offs_n, lo, full_lo, seqlen_q,
+            lo_diag, hi_diag, qk_scale, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW,
+            UPCAST_DOT)  # fmt: skip
         dk, dv = _dkdv_tma_tiles(  # rows that see every key of the tile: no mask
-            dk, dv, k, v, q_desc, do_desc, lse_base, delta_base, offs_n, full_lo, full_hi,
-            seqlen_q, lo_diag, hi_diag, qk_scale, BLOCK_M, BLOCK_N, False, CAUSAL, WINDOW,
-            UPCAST_DOT,
-        )  # fmt: skip
+            dk, dv, k, v, q_desc, do_desc, lse_base, delta_base, offs_n, full_lo, full_hi, seqlen_q,
+            lo_diag, hi_diag, qk_scale, BLOCK_M, BLOCK_N, False, CAUSAL, WINDOW,
+            UPCAST_DOT)  # fmt: skip
         dk, dv = _dkdv_tma_tiles(  # the window's far edge and the ragged last query tile
-            dk, dv, k, v, q_desc, do_desc, lse_base, delta_base, offs_n, full_hi, hi,
-            seqlen_q, lo_diag, hi_diag, qk_scale, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW,
-            UPCAST_DOT,
-        )  # fmt: skip
+            dk, dv, k, v, q_desc, do_desc, lse_base, delta_base, offs_n, full_hi, hi, seqlen_q,
+            lo_diag, hi_diag, qk_scale, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW,
+            UPCAST_DOT)  # fmt: skip
     g_base = b * stride_gb + kv_h * stride_gh  # dK and dV share their strides
-    dk_desc = tl.make_tensor_descriptor(
-        DK + g_base, shape=[seqlen_k, HEAD_DIM], strides=[stride_gs, 1],
-        block_shape=[BLOCK_N, HEAD_DIM],
-    )  # fmt: skip
+    dk_desc = tl.make_tensor_descriptor(DK + g_base, shape=[seqlen_k, HEAD_DIM],
+        strides=[stride_gs, 1], block_shape=[BLOCK_N, HEAD_DIM])  # fmt: skip
     dk_desc.store([n0, 0], (dk * softmax_scale).to(DK.dtype.element_ty))  # rows past: clipped
-    dv_desc = tl.make_tensor_descriptor(
-        DV + g_base, shape=[seqlen_k, HEAD_DIM], strides=[stride_gs, 1],
-        block_shape=[BLOCK_N, HEAD_DIM],
-    )  # fmt: skip
+    dv_desc = tl.make_tensor_descriptor(DV + g_base, shape=[seqlen_k, HEAD_DIM],
+        strides=[stride_gs, 1], block_shape=[BLOCK_N, HEAD_DIM])  # fmt: skip
     dv_desc.store([n0, 0], dv.to(DV.dtype.element_ty))
 
 
 def launch_dkdv_tma(
-    tensors: tuple[torch.Tensor, ...], scalars: tuple, tile: TileConfig, meta: dict
+    tensors: tuple[torch.Tensor, ...], scale: float, shapes: tuple, tile: TileConfig, meta: dict
 ) -> None:
-    """dK and dV through TMA: tensors (q, k, v, dout, lse, delta, dk, dv), scalars (softmax
-    scale, q_len, kv_len, K/V heads, group, lo_diag, hi_diag), meta flash_bwd's constexprs."""
+    """dK and dV through TMA: tensors (q, k, v, dout, lse, delta, dk, dv), shapes flash_bwd's
+    (q_len, kv_len, heads, group, lo_diag, hi_diag), meta its constexprs."""
     q, k, v, dout, _, _, dk, _ = tensors
+    scalars = (scale, shapes[0], shapes[1], k.shape[2], *shapes[3:])  # K/V heads, not heads
     strides = [t.stride()[:-1] for t in (q, k, v, dout, dk)]  # dK and dV share theirs
     grid = (q.shape[0] * k.shape[2], triton.cdiv(k.shape[1], tile.block_n))
     triton.set_allocator(_scratch)  # device-side descriptors need global scratch
     _flash_bwd_dkdv_tma[grid](
         *tensors, *scalars, *(s for t in strides for s in t), BLOCK_M=tile.block_m,
         BLOCK_N=tile.block_n, num_warps=tile.num_warps, num_stages=tile.num_stages,
-        GROUPED=scalars[4] > 1, **meta,
+        GROUPED=shapes[3] > 1, **meta,
     )  # fmt: skip
 
 
@@ -216,27 +205,23 @@ def _flash_bwd_dq_tma(
     kv_h = h // group
     offs_m = m0 + tl.arange(0, BLOCK_M)
     row_ok = offs_m < seqlen_q
-    q_desc = tl.make_tensor_descriptor(
-        Q + b * stride_qb + h * stride_qh, shape=[seqlen_q, HEAD_DIM], strides=[stride_qs, 1],
-        block_shape=[BLOCK_M, HEAD_DIM],
-    )  # fmt: skip
+    q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + h * stride_qh,
+        shape=[seqlen_q, HEAD_DIM], strides=[stride_qs, 1],
+        block_shape=[BLOCK_M, HEAD_DIM])  # fmt: skip
     q = q_desc.load([m0, 0])  # resident; rows past seqlen_q are zeros
-    do_desc = tl.make_tensor_descriptor(
-        DOut + b * stride_dob + h * stride_doh, shape=[seqlen_q, HEAD_DIM], strides=[stride_dos, 1],
-        block_shape=[BLOCK_M, HEAD_DIM],
-    )  # fmt: skip
+    do_desc = tl.make_tensor_descriptor(DOut + b * stride_dob + h * stride_doh,
+        shape=[seqlen_q, HEAD_DIM], strides=[stride_dos, 1],
+        block_shape=[BLOCK_M, HEAD_DIM])  # fmt: skip
     do = do_desc.load([m0, 0])
     row_base = pid_bh.to(tl.int64) * seqlen_q
     lse = tl.load(Lse + row_base + offs_m, mask=row_ok, other=0.0) * 1.4426950408889634
     delta = tl.load(Delta + row_base + offs_m, mask=row_ok, other=0.0)
-    k_desc = tl.make_tensor_descriptor(
-        K + b * stride_kb + kv_h * stride_kh, shape=[seqlen_k, HEAD_DIM], strides=[stride_ks, 1],
-        block_shape=[BLOCK_N, HEAD_DIM],
-    )  # fmt: skip
-    v_desc = tl.make_tensor_descriptor(
-        V + b * stride_vb + kv_h * stride_vh, shape=[seqlen_k, HEAD_DIM], strides=[stride_vs, 1],
-        block_shape=[BLOCK_N, HEAD_DIM],
-    )  # fmt: skip
+    k_desc = tl.make_tensor_descriptor(K + b * stride_kb + kv_h * stride_kh,
+        shape=[seqlen_k, HEAD_DIM], strides=[stride_ks, 1],
+        block_shape=[BLOCK_N, HEAD_DIM])  # fmt: skip
+    v_desc = tl.make_tensor_descriptor(V + b * stride_vb + kv_h * stride_vh,
+        shape=[seqlen_k, HEAD_DIM], strides=[stride_vs, 1],
+        block_shape=[BLOCK_N, HEAD_DIM])  # fmt: skip
     dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     qk_scale = softmax_scale * 1.4426950408889634
     lo, full_lo, full_hi, hi = _visit_bounds(
@@ -255,19 +240,19 @@ def _flash_bwd_dq_tma(
         dq, q, do, lse, delta, k_desc, v_desc, offs_m, full_hi, hi, seqlen_k, lo_diag,
         hi_diag, qk_scale, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT,
     )  # fmt: skip
-    dq_desc = tl.make_tensor_descriptor(
-        DQ + b * stride_gb + h * stride_gh, shape=[seqlen_q, HEAD_DIM], strides=[stride_gs, 1],
-        block_shape=[BLOCK_M, HEAD_DIM],
-    )  # fmt: skip
+    dq_desc = tl.make_tensor_descriptor(DQ + b * stride_gb + h * stride_gh,
+        shape=[seqlen_q, HEAD_DIM], strides=[stride_gs, 1],
+        block_shape=[BLOCK_M, HEAD_DIM])  # fmt: skip
     dq_desc.store([m0, 0], (dq * softmax_scale).to(DQ.dtype.element_ty))  # rows past: clipped
 
 
 def launch_dq_tma(
-    tensors: tuple[torch.Tensor, ...], scalars: tuple, tile: TileConfig, meta: dict
+    tensors: tuple[torch.Tensor, ...], scale: float, shapes: tuple, tile: TileConfig, meta: dict
 ) -> None:
-    """dQ through TMA: tensors (q, k, v, dout, lse, delta, dq), scalars (softmax scale, q_len,
-    kv_len, heads, group, lo_diag, hi_diag), meta flash_bwd's constexprs."""
+    """dQ through TMA: tensors (q, k, v, dout, lse, delta, dq), shapes flash_bwd's (q_len,
+    kv_len, heads, group, lo_diag, hi_diag), meta its constexprs."""
     q, k, v, dout, _, _, dq = tensors
+    scalars = (scale, *shapes)
     strides = [t.stride()[:-1] for t in (q, k, v, dout, dq)]
     grid = (q.shape[0] * q.shape[2], triton.cdiv(q.shape[1], tile.block_m))
     triton.set_allocator(_scratch)
