@@ -68,4 +68,5 @@ def test_a_length_the_cpu_refuses_is_a_point_kept_once_per_implementation(tmp_pa
         ("model-sweep", "eager", "refused"), ("model-sweep", "sdpa", "refused"),
     ]  # fmt: skip
     assert kept[-1].reason == refused.refused and kept[-1].label == refused.workload["text"]
+    assert {run.origin for run in kept} == {"test"}  # a refused length's runs keep it too
     assert kept[-1].config["seq_len"] == 1024 and kept[-1].config["device"] == "cpu"

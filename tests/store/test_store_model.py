@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from profiling.run.model.result import ImplementationRun
 from profiling.run.model.runner import run
 from profiling.store import open_store, query, schema
 from profiling.store.exchange import export_runs, import_runs
@@ -220,3 +222,49 @@ def test_a_summary_written_is_read_back_field_for_field(model):
         assert summary_of(parsed, parsed.runs[0]) == written
     with pytest.raises(BadSummary, match="summary must be an object"):
         model_run([1, 2])
+
+
+def _filed(model, **workload) -> list[dict[str, Any]]:
+    """The config each implementation is filed under, with the workload's fields changed."""
+    changed = replace(model, workload={**model.workload, **workload})
+    return [data.config for data in model_runs(changed, "test")]
+
+
+def test_each_implementation_is_filed_under_its_workload_where_it_ran(model):
+    """History's filters, the trend's workload key and the import's checks read these."""
+    runs = model_runs(model, "page")
+    assert model.workload["device"] == "auto" and model.device == "cpu"  # the device it ran on
+    for data, item in zip(runs, model.runs, strict=True):
+        assert data.config == {
+            "seq_len": 32, "dtype": "float32", "batch": 2, "mode": "prefill", "steps": 1,
+            "preset": "tiny", "layers": 2, "variant": item.id, "causal": True,
+            "timing": "eager", "device": "cpu", "lengths": "32,20", "new_tokens": None,
+        }  # fmt: skip
+        assert (data.kind, data.origin, data.label) == ("model", "page", LABEL)
+    # a full batch's lengths are not kept (one workload with the same batch given without them)
+    assert {c["lengths"] for c in _filed(model, lengths=(32, 32))} == {None}
+    assert {c["lengths"] for c in _filed(model, lengths=None)} == {None}
+    decode = _filed(model, mode="decode", new_tokens=5)
+    assert {(c["mode"], c["new_tokens"]) for c in decode} == {("decode", 5)}
+    assert {c["new_tokens"] for c in _filed(model, new_tokens=5)} == {None}  # prefill has none
+
+
+def test_an_implementation_that_did_not_run_keeps_its_reason_and_no_trace(model, tmp_path):
+    """Out of memory is its own status (History's filter); a trace written before a failure
+    is not kept: only a run that ran has figures to go with it."""
+    written = tmp_path / "partial.json.gz"
+    written.write_bytes(b"")
+    items = [
+        ImplementationRun("sdpa", failed="CUDA out of memory. Tried to allocate 2.00 GiB"),
+        ImplementationRun("eager", failed="RuntimeError: shape mismatch", trace=str(written)),
+        ImplementationRun("kernels", refused="needs a CUDA GPU"),
+    ]
+    got = [(d.status, d.reason, d.summary, d.trace_gz)
+           for d in model_runs(replace(model, runs=items), "test")]  # fmt: skip
+    assert got == [
+        ("oom", "CUDA out of memory. Tried to allocate 2.00 GiB", None, None),
+        ("failed", "RuntimeError: shape mismatch", None, None),
+        ("unavailable", "needs a CUDA GPU", None, None),
+    ]
+    ran = model_runs(model, "test")[0]
+    assert ran.status == "ok" and ran.trace_gz == Path(model.runs[0].trace)
