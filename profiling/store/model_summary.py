@@ -202,7 +202,9 @@ def _read_implementation(raw: Any) -> ImplementationRun:
         **texts, **numbers, split=_read_split(raw.get("split")),
         backend=_text(raw.get("backend"), "implementation.backend", optional=True),
         sdpa=_read_sdpa(raw.get("sdpa")), pad=_read_pad(raw.get("pad")),
-        attention_kernels=_kernels(raw.get("attention_kernels"), "attention_kernels"),
+        attention_kernels=_kernels(
+            raw.get("attention_kernels"), "implementation.attention_kernels"
+        ),
     )  # type: ignore[arg-type]  # fmt: skip
 
 

@@ -21,6 +21,8 @@ from profiling.store import open_store, query, schema
 from profiling.store.exchange import export_runs, import_runs
 from profiling.store.hooks import keep, model_runs
 from profiling.store.model_summary import BadSummary, model_run, summary_of
+from profiling.store.model_summary import figures as model_figures
+from profiling.store.rows import MACHINE_FIELDS
 from profiling.store.write import record
 from profiling.views.model import table, why
 from profiling.workload.model.spec import ModelWorkload
@@ -216,10 +218,13 @@ def test_each_bad_model_field_refuses_the_file(tmp_path, model, suffix, case, ch
 
 
 def test_a_summary_written_is_read_back_field_for_field(model):
-    for item in model.runs[:2]:
+    eager = model.runs[0]
+    decoded = replace(eager, tokens_per_s=812.5, pad=None, sdpa=None)  # a decode's figure
+    for item in [*model.runs[:2], decoded]:
         written = summary_of(model, item)
         parsed = model_run(json.loads(json.dumps(written)))
         assert summary_of(parsed, parsed.runs[0]) == written
+        assert parsed.runs[0] == replace(item, gantt=None, trace="")  # every field kept
     with pytest.raises(BadSummary, match="summary must be an object"):
         model_run([1, 2])
 
@@ -268,3 +273,145 @@ def test_an_implementation_that_did_not_run_keeps_its_reason_and_no_trace(model,
     ]
     ran = model_runs(model, "test")[0]
     assert ran.status == "ok" and ran.trace_gz == Path(model.runs[0].trace)
+
+
+K = "implementation."
+# (path in the summary, a bad value, the refusal after "the model summary's "): a stranger's
+# import is told which field of which run is wrong, by the name it has in the file
+BAD_FIELDS = [
+    (("model",), 5, "model must be an object, not 5"),
+    (("model", "device"), "tpu", "model.device must be cpu or cuda, not 'tpu'"),
+    (("model", "notes"), ["ok", 3], "model.notes must be text, not 3"),
+    (("model", "text"), 7, "model.text must be text, not 7"),
+    (("model", "build_s"), "fast", "model.build_s must be a finite number, not 'fast'"),
+    (("model", "device_name"), None, "model.device_name must be text, not None"),
+    (("model", "versions"), [], "model.versions must be an object, not []"),
+    (("model", "versions", "torch"), {"x": 1},
+     "model.versions.torch must be text, a number, true/false or a list of those, not {'x': 1}"),
+    (("model", "machine"), "h100", "model.machine must be an object, not 'h100'"),
+    (("model", "machine", "gpu_count"), float("nan"),
+     "model.machine.gpu_count must be text, a number, true/false or a list of those, not nan"),
+    (("model", "workload"), 3, "model.workload must be an object, not 3"),
+    (("implementation",), [], "implementation must be an object, not []"),
+    (("implementation", "id"), 1, "implementation.id must be text, not 1"),
+    (("implementation", "backend"), 2, "implementation.backend must be text, not 2"),
+    (("implementation", "timed_ms"), "slow",
+     "implementation.timed_ms must be a finite number, not 'slow'"),
+    (("implementation", "attention_kernels"), [["a"]],
+     K + "attention_kernels must be a list of [2 values], not ['a']"),
+    (("implementation", "attention_kernels"), [[1, 2.0]],
+     K + "attention_kernels must be text, not 1"),
+    (("implementation", "attention_kernels"), [["a", "b"]],
+     K + "attention_kernels must be a finite number, not 'b'"),
+    (("implementation", "split"), 1, "split must be an object, not 1"),
+    (("implementation", "split", "categories"), [], "split.categories must be an object, not []"),
+    (("implementation", "split", "categories"), {"other": 1.0},
+     "split.categories must be named as attention, GEMMs (projections, MLP, LM head), norms, "
+     "rotary and other elementwise, copies, idle gaps, framework (Python, markers), not 'other'"),
+    (("implementation", "split", "categories", "norms"), "x",
+     "split.categories[norms] must be a finite number, not 'x'"),
+    (("implementation", "split", "layers"), [[0, 1.0]],
+     "split.layers must be a list of [3 values], not [0, 1.0]"),
+    (("implementation", "split", "layers"), [[-1, 1.0, 1.0]],
+     "split.layers must be a whole number, 0 or more, not -1"),
+    (("implementation", "split", "layers"), [[0, "a", 1.0]],
+     "split.layers must be a finite number, not 'a'"),
+    (("implementation", "split", "layers"), [[0, 1.0, "b"]],
+     "split.layers must be a finite number, not 'b'"),
+    (("implementation", "split", "on_gpu"), "no", "split.on_gpu must be true or false, not 'no'"),
+    (("implementation", "split", "steps"), 1.5,
+     "split.steps must be a whole number, 0 or more, not 1.5"),
+    (("implementation", "split", "step_us"), None,
+     "split.step_us must be a finite number, not None"),
+    (("implementation", "split", "attention_kernels"), [[1, 1.0]],
+     "split.attention_kernels must be text, not 1"),
+    (("implementation", "sdpa"), 2, "sdpa must be an object, not 2"),
+    (("implementation", "sdpa", "checks"), [["flash", True]],
+     "sdpa.checks must be a list of [3 values], not ['flash', True]"),
+    (("implementation", "sdpa", "checks"), [[1, True, []]], "sdpa.checks must be text, not 1"),
+    (("implementation", "sdpa", "checks"), [["flash", "y", []]],
+     "sdpa.checks must be true or false, not 'y'"),
+    (("implementation", "sdpa", "checks"), [["flash", True, "why"]],
+     "sdpa.checks must be a list of at most 4096 entries, not 'why'"),
+    (("implementation", "sdpa", "checks"), [["flash", True, [3]]],
+     "sdpa.checks' reasons must be text, not 3"),
+    (("implementation", "sdpa", "call"), 1, "sdpa.call must be text, not 1"),
+    (("implementation", "sdpa", "chosen"), None, "sdpa.chosen must be text, not None"),
+    (("implementation", "pad"), 1, "pad must be an object, not 1"),
+    (("implementation", "pad", "implementation"), 2, "pad.implementation must be text, not 2"),
+    (("implementation", "pad", "pad_tokens"), -1,
+     "pad.pad_tokens must be a whole number, 0 or more, not -1"),
+    (("implementation", "pad", "tokens"), True,
+     "pad.tokens must be a whole number, 0 or more, not True"),
+    (("implementation", "pad", "tokens"), 2**63,
+     "pad.tokens must be a whole number, 0 or more, not 9223372036854775808"),
+    (("implementation", "pad", "pad_flops"), "x", "pad.pad_flops must be a finite number, not 'x'"),
+    (("implementation", "pad", "flops"), -2.0, "pad.flops must be 0 or more, not -2.0"),
+]  # fmt: skip
+
+
+def _sdpa_summary(model) -> dict[str, Any]:
+    """sdpa's summary as the store keeps it (JSON): it has SDPA's account and the padding."""
+    sdpa = next(item for item in model.runs if item.id == "sdpa")
+    assert sdpa.sdpa is not None and sdpa.pad is not None
+    return json.loads(json.dumps(summary_of(model, sdpa)))
+
+
+def _changed(summary: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    node = summary
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return summary
+
+
+@pytest.mark.parametrize(
+    "path, bad, said", BAD_FIELDS, ids=[f"{i}-{'.'.join(c[0])}" for i, c in enumerate(BAD_FIELDS)]
+)
+def test_a_bad_field_is_refused_by_its_name(model, path, bad, said):
+    with pytest.raises(BadSummary) as refused:
+        model_run(_changed(_sdpa_summary(model), path, bad))
+    assert str(refused.value) == f"the model summary's {said}"
+
+
+@pytest.mark.parametrize(
+    "path, edge",
+    [
+        (("implementation", "pad", "tokens"), 2**63 - 1),  # the largest SQLite integer
+        (("model", "notes"), [""] * 4096),  # a list at its limit
+        (("model", "versions", "torch"), ["2.11"] * 4096),
+        (("model", "machine", "device_memory_gib"), 79.6),  # a finite float
+        (("model", "device"), "cuda"),
+    ],
+    ids=["largest-integer", "notes-at-limit", "versions-at-limit", "float", "cuda"],
+)
+def test_values_at_the_limits_are_read(model, path, edge):
+    read = model_run(_changed(_sdpa_summary(model), path, edge))
+    assert read.runs[0].id == "sdpa"
+
+
+def test_a_runs_row_files_its_figures_under_the_device_it_ran_on(model):
+    """History's columns: the step and its bare median as CPU figures here, as GPU figures for
+    a run made on a GPU (an imported one, say); the machine's fields beside them."""
+    eager = model.runs[0]
+    summary = json.loads(json.dumps(summary_of(model, eager)))
+    step, median = eager.split.step_us, eager.timed_ms * 1e3
+    same = {
+        "ran": eager.ran, "rel_err": eager.logits_error, "device_name": model.device_name,
+        "torch_version": model.versions["torch"],
+        **{name: model.machine[name] for name in MACHINE_FIELDS},
+    }  # fmt: skip
+    assert model.machine["gpu_count"] == 0 and model.machine["triton_version"]
+    assert model_figures(summary, MACHINE_FIELDS) == {
+        **same, "gpu_us": None, "gpu_us_median": None, "cpu_us": step, "cpu_us_median": median,
+        "device_kind": "cpu",
+    }  # fmt: skip
+    gpu = {"device": "cuda", "machine": {**model.machine, "gpu_count": 1}}
+    summary["model"] |= gpu
+    assert model_figures(summary, MACHINE_FIELDS) == {
+        **same, "gpu_count": 1, "gpu_us": step, "gpu_us_median": median, "cpu_us": None,
+        "cpu_us_median": None, "device_kind": "cuda",
+    }  # fmt: skip
+    summary["implementation"] |= {"timed_ms": None, "ran": ""}  # not timed apart; ran unsaid
+    found = model_figures(summary, MACHINE_FIELDS)
+    assert (found["gpu_us_median"], found["ran"]) == (None, None)
