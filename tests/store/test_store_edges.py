@@ -8,6 +8,7 @@ with its mutant applied by hand."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import os
 import sqlite3
@@ -47,6 +48,34 @@ def test_a_days_filter_is_that_whole_day_and_since_after_until_is_refused_in_wor
     _refused("since (2026-12-02) must not be after until (2026-12-01)",
              since="2026-12-02", until="2026-12-01")  # fmt: skip
     _refused("until must be a date as YYYY-MM-DD, not '2026-02-30'", until="2026-02-30")
+
+
+def test_a_listing_holds_the_runs_made_on_the_days_asked_and_of_the_mode_asked(store):
+    """Runs at a day's first and last second and the next day's first (UTC): `since` is from
+    its day's start, `until` to its day's end; the mode filter narrows too."""
+    days = {"first": "2026-12-01T00:00:00", "last": "2026-12-01T23:59:59",
+            "next": "2026-12-02T00:00:00"}  # fmt: skip
+    ids = {}
+    for name, moment in days.items():
+        ids[name] = record(store, run_data(mode="train" if name == "next" else "forward")).run_id
+        created = dt.datetime.fromisoformat(moment).replace(tzinfo=dt.timezone.utc).timestamp()
+        with sqlite3.connect(store.path) as connection:
+            connection.execute("UPDATE runs SET created = ? WHERE id = ?", (created, ids[name]))
+
+    def listed(**raw) -> set[str]:
+        rows, total = query.list_runs(store, query.checked_filters(**raw))
+        assert total == len(rows)
+        return {name for name, run_id in ids.items() if run_id in set(rows["id"])}
+
+    assert listed(since="2026-12-01", until="2026-12-01") == {"first", "last"}
+    assert listed(until="2026-12-01") == {"first", "last"}
+    assert listed(since="2026-12-02") == {"next"}
+    assert listed(since="2026-12-01") == {"first", "last", "next"}
+    assert listed(mode="train") == {"next"} and listed(mode="forward") == {"first", "last"}
+    with pytest.raises(ConfigError, match=r"^until must be a date as YYYY-MM-DD, not 'soon'$"):
+        query.list_runs(store, query.Filters(until="soon"))  # a Filters made without checking
+    with pytest.raises(ConfigError, match=r"^since must be a date as YYYY-MM-DD, not 'once'$"):
+        query.list_runs(store, query.Filters(since="once"))
 
 
 def test_a_listings_limit_is_a_whole_number_of_1_to_10000_rows():
