@@ -13,7 +13,10 @@ Two questions, one call (rows interleaved, `bench_flash_triton_ab.time_rows`):
   default (the backward alone, forward outside the timing), every candidate's gradients
   checked against the default's before it is timed; both kernels' candidates include their
   TMA versions (flash_bwd_tma.py, `tma` in the tile), at the tiles that spilled without it.
-The winners are written by hand into the configs, and the whole step re-measured.
+The winners are written by hand into the configs, and the whole step re-measured:
+`--part step --baseline DIR` times main's defaults (an old attention/flash_triton copy in DIR)
+against this checkout's on the six workloads, cuDNN beside them, and a few backward tiles
+next to the new default's.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ DQ_TILES = [(128, 64, 8, 3), (128, 64, 8, 4), (128, 64, 4, 3), (64, 64, 4, 3), (
             (128, 32, 8, 3), (128, 128, 8, 2), (64, 64, 4, 4), (128, 64, 8, 2),
             (128, 64, 8, 3, True), (128, 64, 4, 3, True), (128, 128, 8, 2, True),
             (64, 64, 4, 3, True), (128, 128, 8, 3, True), (128, 64, 8, 4, True)]  # fmt: skip
+# Step 7's neighbours of the dK/dV winner (64, 128, 8, 3), timed beside it (the backward alone)
+STEP_DKDV = [(64, 128, 8, 2), (64, 128, 8, 4), (32, 128, 8, 4)]
 TOL = 1e-2  # a candidate's gradients against the default's (same math, other summation order)
 
 
@@ -75,7 +80,9 @@ def forward_rows(fa: Any) -> list[tuple[str, str, Callable, Callable]]:
     return rows
 
 
-def backward_rows(fa: Any, errs: dict[str, float]) -> list[tuple[str, str, Callable, Callable]]:
+def backward_rows(
+    fa: Any, errs: dict[str, float], dkdv_tiles: list = DKDV_TILES, dq_tiles: list = DQ_TILES
+) -> list[tuple[str, str, Callable, Callable]]:
     """The backward alone at the train shape; a candidate whose gradients differ is dropped."""
     shape = WORKLOADS[TRAIN]
     q, k, v = inputs(shape)
@@ -85,9 +92,9 @@ def backward_rows(fa: Any, errs: dict[str, float]) -> list[tuple[str, str, Calla
     call = lambda c: lambda: fa.flash_attn_backward(dout, q, k, v, out, lse, sm, True, c)  # noqa: E731
     reference = call(default)()
     rows = []
-    candidates = [("dkdv", t, fa.BackwardConfig(fa.TileConfig(*t), default.dq)) for t in DKDV_TILES]
+    candidates = [("dkdv", t, fa.BackwardConfig(fa.TileConfig(*t), default.dq)) for t in dkdv_tiles]
     candidates += [
-        ("dq", t, fa.BackwardConfig(default.dkdv, fa.TileConfig(*t))) for t in DQ_TILES[1:]
+        ("dq", t, fa.BackwardConfig(default.dkdv, fa.TileConfig(*t))) for t in dq_tiles[1:]
     ]
     for kernel, tile, config in candidates:
         label = f"{kernel} {tile}"
@@ -105,16 +112,37 @@ def backward_rows(fa: Any, errs: dict[str, float]) -> list[tuple[str, str, Calla
     return rows
 
 
+Row = tuple[str, str, Callable, Callable]
+
+
+def step_rows(fa: Any, old: Any, errs: dict[str, float]) -> list[Row]:
+    """Whole steps: main's defaults (old) against this checkout's (new), cuDNN beside them."""
+    none = lambda: None  # noqa: E731
+    rows = []
+    for name, shape in WORKLOADS.items():
+        rows.append((name, "main", none, lambda s=shape: impl(old, s)))
+        rows.append((name, "new", none, lambda s=shape: impl(fa, s)))
+        if not name.startswith("window"):  # cuDNN has no window
+            rows.append((name, "cuDNN", none, lambda s=shape: cudnn(s)))
+    t = fa.default_backward_config(128).dkdv
+    default = (t.block_m, t.block_n, t.num_warps, t.num_stages)
+    return rows + backward_rows(fa, errs, [default, *STEP_DKDV], [])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--part", choices=("all", "forward", "backward"), default="all")
+    parser.add_argument("--part", choices=("all", "forward", "backward", "step"), default="all")
+    parser.add_argument("--baseline", help="--part step: main's attention/flash_triton copy")
     args = parser.parse_args()
     t0 = time.perf_counter()
     fa = load(REPO / "attention" / "flash_triton" / "build" / "torch-universal", "_fa_tiles")
     errs: dict[str, float] = {}
-    chosen = forward_rows(fa) if args.part != "backward" else []
-    if args.part != "forward":
+    chosen = forward_rows(fa) if args.part in ("all", "forward") else []
+    if args.part == "step":
+        old = load(pathlib.Path(args.baseline) / "build" / "torch-universal", "_fa_main")
+        chosen = step_rows(fa, old, errs)
+    if args.part in ("all", "backward"):
         chosen += backward_rows(fa, errs)
         chosen += [(TRAIN, "cuDNN", lambda: None, lambda: cudnn(WORKLOADS[TRAIN]))]
         chosen += [(TRAIN, "default", lambda: None, lambda: impl(fa, WORKLOADS[TRAIN]))]

@@ -47,7 +47,11 @@ def default_backward_config(head_dim: int) -> BackwardConfig:
     # H200, B4 H16 S4096 D128 bf16 causal, each kernel alone: dkdv BM32 BN64 w4 s3 1216 us
     # (5 others 1376-1915 us), dq BM128 BN64 w8 s3 743 us (5 others 853-1097 us). Head dims
     # below 128 (not surveyed) take the same tiles: they hold fewer registers.
-    return BackwardConfig(TileConfig(32, 64, 4, 3), TileConfig(128, 64, 8, 3))
+    if head_dim <= 64:
+        return BackwardConfig(TileConfig(32, 64, 4, 3), TileConfig(128, 64, 8, 3))
+    # H100 survey of 21 dK/dV tiles (step 7, docs/flash-triton-notes.md): 128 resident keys over
+    # 8 warps halve the query tiles each key tile streams past: the backward 2,345 -> 2,161 us.
+    return BackwardConfig(TileConfig(64, 128, 8, 3), TileConfig(128, 64, 8, 3))
 
 
 def check_backward_config(config: BackwardConfig) -> None:
