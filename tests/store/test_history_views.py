@@ -245,3 +245,29 @@ def test_a_stored_diff_in_the_worker_is_its_two_traces_under_their_labels(tmp_pa
         history.diff_stored(gone, str(OTHER_TRACE), "a", "b")
     with pytest.raises(TraceError, match=r"^trace B: cannot open"):
         history.diff_stored(str(TRACE), gone, "a", "b")
+
+
+def test_a_stored_diff_says_why_a_run_has_no_trace_to_open(store):
+    """A run that did not run, one whose trace the cap pruned (its row says so, even where a
+    file by that hash lingers), one whose file is gone: each named, with what to do instead."""
+    kept = query.get_run(store, record(store, run_data()).run_id)
+    assert history.stored_trace(store, kept).is_file()
+    refused = dataclasses.replace(run_data(trace=None), status="unavailable", summary=None)
+    never = query.get_run(store, record(store, refused).run_id)
+    with pytest.raises(TraceError) as said:
+        history.stored_trace(store, never)
+    assert str(said.value) == f"run {never['id']} has no trace: it did not run (unavailable)"
+    pruned_text = (
+        f"run {kept['id']}'s trace was pruned (the store's size cap); its stored figures remain: "
+        "select it with another run for a Compare table instead"
+    )
+    for row in ({**kept, "trace_pruned": 1}, {**kept, "trace_hash": "0" * 64}):
+        with pytest.raises(TraceError) as said:
+            history.stored_trace(store, row)
+        assert str(said.value) == pruned_text
+
+
+def test_a_run_not_in_the_store_is_named_with_the_stores_file_name_only(store):
+    with pytest.raises(ConfigError) as said:
+        history.stored_run(store, "nosuchrun")
+    assert str(said.value) == "run 'nosuchrun' is not in this run store (runs.sqlite)"
