@@ -63,7 +63,10 @@ DQ_TILES = [(128, 64, 8, 3), (128, 64, 8, 4), (128, 64, 4, 3), (64, 64, 4, 3), (
             (64, 64, 4, 3, True), (128, 128, 8, 3, True), (128, 64, 8, 4, True)]  # fmt: skip
 # Step 7's neighbours of the dK/dV winner (64, 128, 8, 3), timed beside it (the backward alone)
 STEP_DKDV = [(64, 128, 8, 2), (64, 128, 8, 4), (32, 128, 8, 4)]
+# Step 8: dQ by atomics in the dK/dV pass (BackwardConfig(atomic_dq=True)) at these dK/dV tiles
+ATOMIC_DKDV = [(64, 128, 8, 3), (32, 128, 8, 3), (64, 64, 8, 3), (32, 64, 4, 3), (64, 128, 8, 2)]
 TOL = 1e-2  # a candidate's gradients against the default's (same math, other summation order)
+Row = tuple[str, str, Callable, Callable]
 
 
 def forward_rows(fa: Any) -> list[tuple[str, str, Callable, Callable]]:
@@ -82,22 +85,33 @@ def forward_rows(fa: Any) -> list[tuple[str, str, Callable, Callable]]:
 
 def backward_rows(
     fa: Any, errs: dict[str, float], dkdv_tiles: list = DKDV_TILES, dq_tiles: list = DQ_TILES
-) -> list[tuple[str, str, Callable, Callable]]:
-    """The backward alone at the train shape; a candidate whose gradients differ is dropped."""
-    shape = WORKLOADS[TRAIN]
-    q, k, v = inputs(shape)
+) -> list[Row]:
+    """The backward alone at the train shape, one kernel's tile varied at a time."""
+    default = fa.default_backward_config(128)
+    tiles = [(f"dkdv {t}", fa.BackwardConfig(fa.TileConfig(*t), default.dq)) for t in dkdv_tiles]
+    tiles += [(f"dq {t}", fa.BackwardConfig(default.dkdv, fa.TileConfig(*t))) for t in dq_tiles[1:]]
+    return checked_backward(fa, errs, tiles)
+
+
+def atomic_rows(fa: Any, errs: dict[str, float]) -> list[Row]:
+    """The backward alone: today's two passes against dQ by atomics at ATOMIC_DKDV's tiles."""
+    default = fa.default_backward_config(128)
+    configs = [("two passes (default)", default)]
+    configs += [(f"atomic dQ, dkdv {t}", fa.BackwardConfig(fa.TileConfig(*t), default.dq, True))
+                for t in ATOMIC_DKDV]  # fmt: skip
+    return checked_backward(fa, errs, configs)
+
+
+def checked_backward(fa: Any, errs: dict[str, float], configs: list[tuple[str, Any]]) -> list[Row]:
+    """A row per (label, BackwardConfig) whose gradients match the default's (TOL); a config
+    that does not fit or differs is said, not timed."""
+    q, k, v = inputs(WORKLOADS[TRAIN])
     out, lse = fa.flash_fwd._launch(q, k, v, None, True, None, return_lse=True)
     dout, sm = torch.randn_like(q), 128**-0.5
-    default = fa.default_backward_config(128)
     call = lambda c: lambda: fa.flash_attn_backward(dout, q, k, v, out, lse, sm, True, c)  # noqa: E731
-    reference = call(default)()
-    rows = []
-    candidates = [("dkdv", t, fa.BackwardConfig(fa.TileConfig(*t), default.dq)) for t in dkdv_tiles]
-    candidates += [
-        ("dq", t, fa.BackwardConfig(default.dkdv, fa.TileConfig(*t))) for t in dq_tiles[1:]
-    ]
-    for kernel, tile, config in candidates:
-        label = f"{kernel} {tile}"
+    reference = call(fa.default_backward_config(128))()
+    rows: list[Row] = []
+    for label, config in configs:
         try:
             got = call(config)()
         except Exception as e:  # a tile that does not fit: said, not timed
@@ -110,9 +124,6 @@ def backward_rows(
         if errs[label] <= TOL:
             rows.append(("bwd alone", label, lambda: None, lambda c=config: call(c)))
     return rows
-
-
-Row = tuple[str, str, Callable, Callable]
 
 
 def step_rows(fa: Any, old: Any, errs: dict[str, float]) -> list[Row]:
@@ -132,7 +143,8 @@ def step_rows(fa: Any, old: Any, errs: dict[str, float]) -> list[Row]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--part", choices=("all", "forward", "backward", "step"), default="all")
+    parts = ("all", "forward", "backward", "step", "atomic")
+    parser.add_argument("--part", choices=parts, default="all")
     parser.add_argument("--baseline", help="--part step: main's attention/flash_triton copy")
     args = parser.parse_args()
     t0 = time.perf_counter()
@@ -142,8 +154,11 @@ def main() -> None:
     if args.part == "step":
         old = load(pathlib.Path(args.baseline) / "build" / "torch-universal", "_fa_main")
         chosen = step_rows(fa, old, errs)
+    if args.part == "atomic":
+        chosen = atomic_rows(fa, errs)
     if args.part in ("all", "backward"):
         chosen += backward_rows(fa, errs)
+    if args.part in ("all", "backward", "atomic"):
         chosen += [(TRAIN, "cuDNN", lambda: None, lambda: cudnn(WORKLOADS[TRAIN]))]
         chosen += [(TRAIN, "default", lambda: None, lambda: impl(fa, WORKLOADS[TRAIN]))]
     print(f"gradient checks vs the default tiles: {errs}", flush=True)

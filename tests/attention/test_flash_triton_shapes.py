@@ -89,6 +89,7 @@ def case(
 COUNTED = {
     "decode": ("flash_autograd", "flash_decode"), "tma": ("flash_fwd", "launch_tma"),
     "dkdv tma": ("flash_bwd", "launch_dkdv_tma"), "dq tma": ("flash_bwd", "launch_dq_tma"),
+    "atomic dq": ("flash_bwd", "finish_atomic_dq"),  # test_flash_triton_atomic.py's cases
 }  # fmt: skip
 
 
@@ -130,6 +131,9 @@ def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> d
     if "bwd_tma" in config:  # issue 44's TMA backward kernels at these (dkdv, dq) tiles
         dkdv, dq = (mod.TileConfig(*tiles, 4, 1, tma=True) for tiles in config.pop("bwd_tma"))
         config["backward_config"] = mod.BackwardConfig(dkdv, dq)
+    if "bwd_atomic" in config:  # dQ summed by atomics in the dK/dV pass, at these tiles
+        dkdv, dq = (mod.TileConfig(*tiles, 4, 1) for tiles in config.pop("bwd_atomic"))
+        config["backward_config"] = mod.BackwardConfig(dkdv, dq, atomic_dq=True)
     with counted(mod) as calls:
         if c["path"] == "decode":
             out = mod.flash_attn_decode(*leaves, **kw, num_splits=c["splits"], block_n=32)
@@ -430,6 +434,7 @@ def test_cases_reach_what_they_name(results: dict[str, dict[str, Any]]) -> None:
     for name in CASES:  # the TMA backward kernels ran where their tiles asked, only there
         asked = name.startswith("bwd-tma-")
         assert results[name]["dkdv tma calls"] == results[name]["dq tma calls"] == asked, name
+        assert results[name]["atomic dq calls"] == 0, name  # the two-pass backward's cases
 
 
 def test_tma_eligible_only_where_tma_can_address(mod: types.ModuleType) -> None:

@@ -5,7 +5,9 @@ With P = softmax(scale * Q K^T) rebuilt tile by tile from the forward's log-sum-
   dK = scale * dS^T Q,  dQ = scale * dS K.
 Three kernels, no atomics: `_flash_bwd_preprocess` (delta), `_flash_bwd_dkdv` (one program
 per key tile, looping over query tiles) and `_flash_bwd_dq` (one program per query tile,
-looping over key tiles). Everything accumulates in fp32.
+looping over key tiles). Everything accumulates in fp32. `BackwardConfig(atomic_dq=True)`
+asks for FlashAttention-2's other way, measured against this one (issue 44): the dK/dV pass
+also adds each tile pair's dS K into an fp32 dQ by atomics, and the dQ pass is not run.
 """
 
 from __future__ import annotations
@@ -16,75 +18,48 @@ import triton.language as tl
 
 from . import flash_tma
 from .flash_bounds import _visit_bounds
-from .flash_bwd_config import BackwardConfig, check_backward_config, default_backward_config
+from .flash_bwd_config import (
+    BackwardConfig,
+    TileConfig,
+    check_backward_config,
+    default_backward_config,
+)
+from .flash_bwd_delta import _flash_bwd_preprocess, _load_rows, _row_ptrs
+from .flash_bwd_dq import _flash_bwd_dq
 from .flash_bwd_tma import _mma, launch_dkdv_tma, launch_dq_tma
 from .flash_common import device_scope, resolve_window, upcast_dot
 
 
 @triton.jit
-def _row_ptrs(base, row0, stride_s, stride_d, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr):
-    """Pointers to rows [row0, row0 + ROWS) x all features of one (batch, head)'s [seq, D]
-    matrix at base; the row offset in int64 (long sequences)."""
-    offs_r = tl.arange(0, ROWS)
-    offs_d = tl.arange(0, HEAD_DIM)
-    return (
-        base + tl.cast(row0, tl.int64) * stride_s
-        + (offs_r[:, None] * stride_s + offs_d[None, :] * stride_d)
-    )  # fmt: skip
-
-
-@triton.jit
-def _load_rows(base, row0, stride_s, stride_d, seqlen, ROWS: tl.constexpr, HEAD_DIM: tl.constexpr):
-    """The (ROWS, HEAD_DIM) tile of rows from row0 (as _row_ptrs), zeros past seqlen."""
-    rows_ok = row0 + tl.arange(0, ROWS) < seqlen
-    ptrs = _row_ptrs(base, row0, stride_s, stride_d, ROWS, HEAD_DIM)
-    return tl.load(ptrs, mask=rows_ok[:, None], other=0.0)
-
-
-@triton.jit(do_not_specialize=["seqlen", "n_heads"])
-def _flash_bwd_preprocess(
-    Out, DOut, Delta, seqlen, n_heads,
-    stride_ob, stride_os, stride_oh, stride_od,
-    stride_dob, stride_dos, stride_doh, stride_dod,
-    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+def _add_dq(
+    dsT, k, dq_base, stride_as, rows, seqlen,
+    BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr,
+    UPCAST_DOT: tl.constexpr,
 ):  # fmt: skip
-    """delta_i = sum_d dO_id * O_id for BLOCK_M rows of one (batch, head), fp32 [B, H, S]."""
-    pid_bh = tl.program_id(0)
-    m0 = tl.program_id(1) * BLOCK_M
-    b = pid_bh // n_heads
-    h = pid_bh % n_heads
-    offs_mt = tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    row_ok = m0 + offs_mt < seqlen
-    o_ptrs = (
-        Out + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh
-        + m0.to(tl.int64) * stride_os
-        + (offs_mt[:, None] * stride_os + offs_d[None, :] * stride_od)
-    )  # fmt: skip
-    do_ptrs = (
-        DOut + b.to(tl.int64) * stride_dob + h.to(tl.int64) * stride_doh
-        + m0.to(tl.int64) * stride_dos
-        + (offs_mt[:, None] * stride_dos + offs_d[None, :] * stride_dod)
-    )  # fmt: skip
-    o = tl.load(o_ptrs, mask=row_ok[:, None], other=0.0).to(tl.float32)
-    do = tl.load(do_ptrs, mask=row_ok[:, None], other=0.0).to(tl.float32)
-    delta = tl.sum(o * do, 1)  # (BLOCK_M,)
-    tl.store(Delta + pid_bh.to(tl.int64) * seqlen + m0 + offs_mt, delta, mask=row_ok)
+    """dQ += dS K for one (key tile, query tile) pair, summed over key tiles by fp32 atomics
+    (unscaled; rows of stride_as from dq_base): no second pass re-computing S and P."""
+    dq = _mma(tl.trans(dsT.to(k.dtype)), k, tl.zeros([BLOCK_M, HEAD_DIM], tl.float32),
+              UPCAST_DOT)  # fmt: skip
+    ptrs = dq_base + rows[:, None].to(tl.int64) * stride_as + tl.arange(0, HEAD_DIM)[None, :]
+    if MASKED:
+        tl.atomic_add(ptrs, dq, mask=(rows < seqlen)[:, None], sem="relaxed")
+    else:
+        tl.atomic_add(ptrs, dq, sem="relaxed")
 
 
 @triton.jit
 def _dkdv_tiles(
     dk, dv, k, v, q_base, do_base, lse_base, delta_base,
     stride_qs, stride_qd, stride_dos, stride_dod,
-    offs_n, lo, hi, seqlen, lo_diag, hi_diag, qk_scale,
+    offs_n, lo, hi, seqlen, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     MASKED: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
-    UPCAST_DOT: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, ATOMIC_DQ: tl.constexpr,
 ):  # fmt: skip
-    """Add query tiles [lo, hi) to one key tile's dK (unscaled) and dV. Scores are computed
-    transposed (keys x queries), so the key tile's rows stay rows. MASKED tiles mask query
-    rows past seqlen (q_len) and keys outside [i + lo_diag, i + hi_diag] (the right bound if
-    CAUSAL, both if WINDOW); the others are fully visible."""
+    """Add query tiles [lo, hi) to one key tile's dK (unscaled) and dV (ATOMIC_DQ: and dQ by
+    _add_dq). Scores are computed transposed (keys x queries), so the key tile's rows stay
+    rows. MASKED tiles mask query rows past seqlen (q_len) and keys outside [i + lo_diag,
+    i + hi_diag] (the right bound if CAUSAL, both if WINDOW); the others are fully visible."""
     offs_mt = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     qT_ptrs = (
@@ -125,6 +100,8 @@ def _dkdv_tiles(
         dpT = _mma(v, tl.trans(do), tl.zeros([BLOCK_N, BLOCK_M], tl.float32), UPCAST_DOT)
         dsT = pT * (dpT - delta[None, :])  # dS^T
         dk = _mma(dsT.to(qT.dtype), tl.trans(qT), dk, UPCAST_DOT)  # dK += dS^T Q
+        if ATOMIC_DQ:
+            _add_dq(dsT, k, dq_base, stride_as, rows, seqlen, BLOCK_M, HEAD_DIM, MASKED, UPCAST_DOT)
         qT_ptrs += BLOCK_M * stride_qs
         do_ptrs += BLOCK_M * stride_dos
     return dk, dv
@@ -134,9 +111,10 @@ def _dkdv_tiles(
 def _dkdv_one_head(
     dk, dv, k, v, q_base, do_base, lse_base, delta_base,
     stride_qs, stride_qd, stride_dos, stride_dod,
-    offs_n, n0, seqlen_q, seqlen_k, lo_diag, hi_diag, qk_scale,
+    offs_n, n0, seqlen_q, seqlen_k, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOW: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    ATOMIC_DQ: tl.constexpr,
 ):  # fmt: skip
     """Add one query head's rows to the key tile [n0, n0 + BLOCK_N): the rows that see part of
     it masked, those that see all of it unmasked, the others skipped. Row i sees key j iff
@@ -147,20 +125,20 @@ def _dkdv_one_head(
     dk, dv = _dkdv_tiles(  # rows that see the tile's first keys only (causal diagonal)
         dk, dv, k, v, q_base, do_base, lse_base, delta_base,
         stride_qs, stride_qd, stride_dos, stride_dod,
-        offs_n, lo, full_lo, seqlen_q, lo_diag, hi_diag, qk_scale,
-        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT,
+        offs_n, lo, full_lo, seqlen_q, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
+        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ,
     )  # fmt: skip
     dk, dv = _dkdv_tiles(  # rows that see every key of the tile: no mask
         dk, dv, k, v, q_base, do_base, lse_base, delta_base,
         stride_qs, stride_qd, stride_dos, stride_dod,
-        offs_n, full_lo, full_hi, seqlen_q, lo_diag, hi_diag, qk_scale,
-        HEAD_DIM, BLOCK_M, BLOCK_N, False, CAUSAL, WINDOW, UPCAST_DOT,
+        offs_n, full_lo, full_hi, seqlen_q, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
+        HEAD_DIM, BLOCK_M, BLOCK_N, False, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ,
     )  # fmt: skip
     dk, dv = _dkdv_tiles(  # the window's far edge and the ragged last query tile
         dk, dv, k, v, q_base, do_base, lse_base, delta_base,
         stride_qs, stride_qd, stride_dos, stride_dod,
-        offs_n, full_hi, hi, seqlen_q, lo_diag, hi_diag, qk_scale,
-        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT,
+        offs_n, full_hi, hi, seqlen_q, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
+        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ,
     )  # fmt: skip
     return dk, dv
 
@@ -168,7 +146,7 @@ def _dkdv_one_head(
 # Sequence lengths and head counts vary from call to call: no divisibility specialisation.
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "kv_heads", "group", "lo_diag", "hi_diag"])
 def _flash_bwd_dkdv(
-    Q, K, V, DOut, Lse, Delta, DK, DV, softmax_scale, seqlen_q, seqlen_k, kv_heads, group,
+    Q, K, V, DOut, Lse, Delta, DK, DV, DQAcc, softmax_scale, seqlen_q, seqlen_k, kv_heads, group,
     lo_diag, hi_diag,
     stride_qb, stride_qs, stride_qh, stride_qd,
     stride_kb, stride_ks, stride_kh, stride_kd,
@@ -177,7 +155,7 @@ def _flash_bwd_dkdv(
     stride_gb, stride_gs, stride_gh, stride_gd,
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr = False,
-    WINDOW: tl.constexpr = False, GROUPED: tl.constexpr = False,
+    WINDOW: tl.constexpr = False, GROUPED: tl.constexpr = False, ATOMIC_DQ: tl.constexpr = False,
 ):  # fmt: skip
     """One program = one (batch, K/V head) x BLOCK_N keys: their dK and dV (strides
     stride_g*), summed over the group's query heads (GQA). K and V stay resident while each
@@ -204,7 +182,8 @@ def _flash_bwd_dkdv(
             DOut + b * stride_dob + h * stride_doh, Lse + row_base, Delta + row_base,
             stride_qs, stride_qd, stride_dos, stride_dod,
             offs_n, n0, seqlen_q, seqlen_k, lo_diag, hi_diag, qk_scale,
-            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, WINDOW, UPCAST_DOT,
+            DQAcc + (b * seqlen_q * kv_heads * group + h) * HEAD_DIM, kv_heads * group * HEAD_DIM,
+            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ,
         )  # fmt: skip
     g_base = b * stride_gb + kv_h * stride_gh  # dK and dV share their strides
     dk_rows = _row_ptrs(DK + g_base, n0, stride_gs, stride_gd, BLOCK_N, HEAD_DIM)
@@ -213,121 +192,43 @@ def _flash_bwd_dkdv(
     tl.store(dv_rows, dv.to(DV.dtype.element_ty), mask=key_ok[:, None])
 
 
-@triton.jit
-def _dq_tiles(
-    dq, q, do, lse, delta, k_base, v_base,
-    stride_ks, stride_kd, stride_vs, stride_vd,
-    offs_m, lo, hi, seqlen, lo_diag, hi_diag, qk_scale,
-    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    MASKED: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
-    UPCAST_DOT: tl.constexpr,
-):  # fmt: skip
-    """Add key tiles [lo, hi) to one query tile's dQ (unscaled). MASKED tiles mask keys past
-    seqlen (kv_len) and outside [i + lo_diag, i + hi_diag] (as _dkdv_tiles); the others are
-    fully visible. lse is in log2 units (+inf for a row that sees no key: P = 0)."""
-    offs_nt = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    kT_ptrs = (
-        k_base + tl.cast(lo, tl.int64) * stride_ks
-        + (offs_d[:, None] * stride_kd + offs_nt[None, :] * stride_ks)
-    )  # (D, BLOCK_N)  # fmt: skip
-    vT_ptrs = (
-        v_base + tl.cast(lo, tl.int64) * stride_vs
-        + (offs_d[:, None] * stride_vd + offs_nt[None, :] * stride_vs)
-    )  # (D, BLOCK_N)  # fmt: skip
-    for start_n in range(lo, hi, BLOCK_N):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        cols = start_n + offs_nt  # (BLOCK_N,) key positions
-        if MASKED:
-            col_ok = cols < seqlen
-            kT = tl.load(kT_ptrs, mask=col_ok[None, :], other=0.0)
-            vT = tl.load(vT_ptrs, mask=col_ok[None, :], other=0.0)
-        else:
-            kT = tl.load(kT_ptrs)
-            vT = tl.load(vT_ptrs)
-        s = _mma(q, kT, tl.zeros([BLOCK_M, BLOCK_N], tl.float32), UPCAST_DOT)  # Q K^T
-        p = tl.math.exp2(s * qk_scale - lse[:, None])
-        if MASKED:
-            keep = col_ok[None, :]
-            if CAUSAL:
-                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
-            if WINDOW:
-                keep = keep & (cols[None, :] >= offs_m[:, None] + lo_diag)
-                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
-            p = tl.where(keep, p, 0.0)
-        dp = _mma(do, vT, tl.zeros([BLOCK_M, BLOCK_N], tl.float32), UPCAST_DOT)  # dO V^T
-        ds = p * (dp - delta[:, None])
-        dq = _mma(ds.to(kT.dtype), tl.trans(kT), dq, UPCAST_DOT)  # dQ += dS K
-        kT_ptrs += BLOCK_N * stride_ks
-        vT_ptrs += BLOCK_N * stride_vs
-    return dq
-
-
-@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "n_heads", "group", "lo_diag", "hi_diag"])
-def _flash_bwd_dq(
-    Q, K, V, DOut, Lse, Delta, DQ, softmax_scale, seqlen_q, seqlen_k, n_heads, group,
-    lo_diag, hi_diag,
-    stride_qb, stride_qs, stride_qh, stride_qd,
-    stride_kb, stride_ks, stride_kh, stride_kd,
-    stride_vb, stride_vs, stride_vh, stride_vd,
-    stride_dob, stride_dos, stride_doh, stride_dod,
-    stride_gb, stride_gs, stride_gh, stride_gd,
-    HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr = False,
-    WINDOW: tl.constexpr = False,
-):  # fmt: skip
-    """One program = one (batch, head) x BLOCK_M queries: their dQ (strides stride_g*).
-
-    Key tiles the rows see whole go unmasked, the edge tiles (causal diagonal, window's
-    left edge, ragged end) masked, the others are skipped; the last query tiles go first.
-    """
-    pid_bh = tl.program_id(0)
-    pid_m = tl.program_id(1)
-    if CAUSAL:
-        pid_m = tl.num_programs(1) - 1 - pid_m
-    m0 = pid_m * BLOCK_M
-    b = (pid_bh // n_heads).to(tl.int64)
-    h = (pid_bh % n_heads).to(tl.int64)
-    offs_m = m0 + tl.arange(0, BLOCK_M)  # (BLOCK_M,) query positions
-    row_ok = offs_m < seqlen_q
-    q = _load_rows(Q + b * stride_qb + h * stride_qh, m0, stride_qs, stride_qd, seqlen_q,
-                   BLOCK_M, HEAD_DIM)  # resident  # fmt: skip
-    do = _load_rows(DOut + b * stride_dob + h * stride_doh, m0, stride_dos, stride_dod,
-                    seqlen_q, BLOCK_M, HEAD_DIM)  # resident  # fmt: skip
-    row_base = pid_bh.to(tl.int64) * seqlen_q
-    lse = tl.load(Lse + row_base + offs_m, mask=row_ok, other=0.0) * 1.4426950408889634
-    delta = tl.load(Delta + row_base + offs_m, mask=row_ok, other=0.0)
-    kv_h = h // group
-    k_base = K + b * stride_kb + kv_h * stride_kh
-    v_base = V + b * stride_vb + kv_h * stride_vh
-    dq = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    qk_scale = softmax_scale * 1.4426950408889634
-    lo, full_lo, full_hi, hi = _visit_bounds(
-        m0, m0 + BLOCK_M - 1, seqlen_q, seqlen_k, lo_diag, hi_diag, BLOCK_N
-    )
-    if WINDOW:  # the window's left edge (empty without a window: compiled out)
-        dq = _dq_tiles(
-            dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-            offs_m, lo, full_lo, seqlen_k, lo_diag, hi_diag, qk_scale,
-            HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT,
-        )  # fmt: skip
-    dq = _dq_tiles(
-        dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-        offs_m, full_lo, full_hi, seqlen_k, lo_diag, hi_diag, qk_scale,
-        HEAD_DIM, BLOCK_M, BLOCK_N, False, CAUSAL, WINDOW, UPCAST_DOT,
-    )  # fmt: skip
-    dq = _dq_tiles(
-        dq, q, do, lse, delta, k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd,
-        offs_m, full_hi, hi, seqlen_k, lo_diag, hi_diag, qk_scale,
-        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT,
-    )  # fmt: skip
-    dq_rows = _row_ptrs(
-        DQ + b * stride_gb + h * stride_gh, m0, stride_gs, stride_gd, BLOCK_M, HEAD_DIM
-    )
-    tl.store(dq_rows, (dq * softmax_scale).to(DQ.dtype.element_ty), mask=row_ok[:, None])
-
-
 PREPROCESS_ROWS = 128  # rows of delta per preprocess program
+
+
+def _launch_dkdv(
+    tensors: tuple[torch.Tensor, ...], acc: torch.Tensor | None, softmax_scale: float,
+    shapes: tuple[int, ...], t: TileConfig, meta: dict,
+) -> None:  # fmt: skip
+    """The dK/dV pass: TMA where its tile asks and can (not with atomic dQ), else pointers;
+    acc: the fp32 buffer its atomics sum dQ into (None: the dQ pass computes it)."""
+    q, k, v, dout, lse, delta, dk, dv = tensors
+    if acc is None and t.tma and flash_tma.eligible(q, k, v, dout, dk):
+        return launch_dkdv_tma(tensors, softmax_scale, shapes, t, meta)
+    seqlen_q, seqlen_k, n_heads = shapes[:3]
+    batch, kv_heads = k.shape[0], k.shape[2]
+    strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride())
+    _flash_bwd_dkdv[(batch * kv_heads, triton.cdiv(seqlen_k, t.block_n))](
+        q, k, v, dout, lse, delta, dk, dv, dk if acc is None else acc, softmax_scale,
+        seqlen_q, seqlen_k, kv_heads, *shapes[3:], *strides, *dk.stride(),
+        BLOCK_M=t.block_m, BLOCK_N=t.block_n, num_warps=t.num_warps, num_stages=t.num_stages,
+        GROUPED=kv_heads < n_heads, ATOMIC_DQ=acc is not None, **meta,
+    )  # fmt: skip
+    return None
+
+
+def atomic_dq_buffer(
+    config: BackwardConfig, dq: torch.Tensor | None, dk: torch.Tensor | None
+) -> torch.Tensor | None:
+    """The fp32 zeros dQ is summed into when the config asks for atomics and the dK/dV pass
+    runs (every gradient wanted); None otherwise (the dQ pass computes it)."""
+    if not config.atomic_dq or dq is None or dk is None:
+        return None
+    return torch.zeros(dq.shape, dtype=torch.float32, device=dq.device)
+
+
+def finish_atomic_dq(acc: torch.Tensor, dq: torch.Tensor, softmax_scale: float) -> None:
+    """dQ = scale * (the atomics' fp32 sum), in dQ's dtype."""
+    dq.copy_(acc.mul_(softmax_scale))
 
 
 def flash_attn_backward(
@@ -370,18 +271,14 @@ def flash_attn_backward(
             out, dout, delta, seqlen_q, n_heads, *out.stride(), *dout.stride(),
             HEAD_DIM=head_dim, BLOCK_M=PREPROCESS_ROWS,
         )  # fmt: skip
-        t = config.dkdv
-        if dk is not None and t.tma and flash_tma.eligible(q, k, v, dout, dk):
-            launch_dkdv_tma((q, k, v, dout, lse, delta, dk, dv), softmax_scale, shapes, t, meta)
-        elif dk is not None and dv is not None:
-            _flash_bwd_dkdv[(batch * kv_heads, triton.cdiv(seqlen_k, t.block_n))](
-                q, k, v, dout, lse, delta, dk, dv, softmax_scale, seqlen_q, seqlen_k, kv_heads,
-                *shapes[3:], *strides, *dk.stride(), BLOCK_M=t.block_m, BLOCK_N=t.block_n,
-                num_warps=t.num_warps, num_stages=t.num_stages, GROUPED=kv_heads < n_heads,
-                **meta,
-            )  # fmt: skip
+        acc = atomic_dq_buffer(config, dq, dk)
+        if dk is not None and dv is not None:
+            tensors = (q, k, v, dout, lse, delta, dk, dv)
+            _launch_dkdv(tensors, acc, softmax_scale, shapes, config.dkdv, meta)
         t = config.dq
-        if dq is not None and t.tma and flash_tma.eligible(q, k, v, dout, dq):
+        if acc is not None:
+            finish_atomic_dq(acc, dq, softmax_scale)  # type: ignore[arg-type]
+        elif dq is not None and t.tma and flash_tma.eligible(q, k, v, dout, dq):
             launch_dq_tma((q, k, v, dout, lse, delta, dq), softmax_scale, shapes, t, meta)
         elif dq is not None:
             _flash_bwd_dq[(batch * n_heads, triton.cdiv(seqlen_q, t.block_m))](

@@ -29,8 +29,13 @@ class BackwardConfig:
 
     dkdv: TileConfig
     dq: TileConfig
+    # dQ summed by fp32 atomics in the dK/dV pass (FlashAttention-2's way): 5 GEMMs a tile pair
+    # instead of 7, no dQ pass (its tile unused), at the price of atomic traffic; off by default
+    atomic_dq: bool = False
 
     def short(self) -> str:
+        if self.atomic_dq:
+            return f"dkdv {self.dkdv.short()}, dQ by atomics"
         return f"dkdv {self.dkdv.short()}; dq {self.dq.short()}"
 
 
