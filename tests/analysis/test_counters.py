@@ -112,6 +112,12 @@ def test_ncu_kernels_beyond_the_profiled_step_are_counted_not_matched():
     assert join.function_name("void <unnamed>::softmax_warp_forward<(int)10>(T2 *)") == (
         "softmax_warp_forward"
     )
+    mem_efficient = (  # a kernel of no namespace returning void: the word is no part of it
+        "void fmha_cutlassF_f16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel"
+        "<cutlass::half_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)"
+    )
+    assert join.function_name(mem_efficient) == "fmha_cutlassF_f16_aligned_64x64_rf_sm80"
+    assert join.function_name("void (anonymous namespace)::k<int>(int)") == "k"
     ncu = pd.DataFrame({"kernel": ["nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT",
                                    "reduce_kernel", "elementwise_kernel"]})  # fmt: skip
     positions, words = join.match(join.step_kernels(trace.phases), ncu)
