@@ -245,6 +245,30 @@ def exported(store, tmp_path):
     return path.read_text(encoding="utf-8").splitlines()
 
 
+def test_an_import_copies_each_trace_once_and_marks_one_left_behind_as_pruned(store, tmp_path):
+    """The count copied is of files new to the store; a run without a trace keeps none; a
+    run whose trace file did not come with the export is kept as pruned, its row says so."""
+    source = open_store(tmp_path / "source.sqlite")
+    with_trace = record(source, run_data()).run_id
+    without = record(source, run_data(trace=None, gpu_us=250.0)).run_id
+    path = tmp_path / "runs.jsonl"
+    export_runs(source, path)
+    done = import_runs(store, path)
+    assert (done.added, done.traces) == (2, 1)
+    kept, none = query.get_run(store, with_trace), query.get_run(store, without)
+    assert (kept["trace_bytes"], kept["trace_pruned"]) == (TRACE.stat().st_size, 0)
+    assert (none["trace_hash"], none["trace_bytes"], none["trace_pruned"]) == (None, None, 0)
+    again = open_store(tmp_path / "again.sqlite")  # holds that trace already: nothing copied
+    record(again, run_data())
+    assert (import_runs(again, path).added, import_runs(again, path).traces) == (2, 0)
+    for file in (tmp_path / "runs.traces").iterdir():  # the export without its traces
+        file.unlink()
+    bare = open_store(tmp_path / "bare.sqlite")
+    assert import_runs(bare, path).traces == 0
+    row = query.get_run(bare, with_trace)
+    assert (row["trace_hash"], row["trace_pruned"]) == (kept["trace_hash"], 1)
+
+
 def _import(tmp_path, lines: list[str] | bytes, name: str = "in.jsonl"):
     path = tmp_path / name
     if isinstance(lines, bytes):
