@@ -15,10 +15,10 @@ import time
 import pandas as pd
 import pytest
 
-from profiling.store import StoreError, open_store, query, schema
+from profiling.store import StoreError, hooks, open_store, query, schema
 from profiling.store.exchange import export_runs, import_runs
 from profiling.store.traces import trace_path
-from profiling.store.write import apply_cap, record
+from profiling.store.write import apply_cap, record, runs_cap_message
 from profiling.user_values import ConfigError
 from profiling.views import history
 from profiling.views.diff import diff_page
@@ -267,3 +267,38 @@ def test_the_prune_message_gives_the_cap_and_what_went_in_gb_and_mb():
         "the run store's traces passed their size cap (2.00 GB): the 2 oldest (3.5 MB, of 3 "
         "runs) were deleted; those runs are kept, marked 'trace pruned'"
     )
+
+
+def test_each_run_is_kept_in_its_own_transaction_and_a_refusal_is_said(tmp_path, caplog):
+    """A run the store cannot take (no variant: the runs table refuses it) is not stored and
+    said; the runs after it are kept; the rows' cap's note follows, once."""
+    store = open_store(tmp_path / "runs.sqlite", max_runs=1)
+    broken = dataclasses.replace(run_data(), config={})
+    with caplog.at_level("WARNING", logger="profiling.store.hooks"):
+        kept = hooks.keep([broken, run_data(), run_data()], store)
+    assert kept.ids[0] is None and all(kept.ids[1:]) and len(kept.ids) == 3
+    said = "NOT NULL constraint failed: runs.variant"
+    assert kept.notes[0].startswith(f"not stored: the run store {store.path}")
+    assert said in kept.notes[0]
+    assert kept.notes[1:] == [runs_cap_message(1, 1)]
+    logged = [r.getMessage() for r in caplog.records if r.name == "profiling.store.hooks"]
+    assert len(logged) == 1 and logged[0].startswith(f"run store {store.path}: the run store")
+
+
+def test_the_default_store_is_the_one_the_environment_names(tmp_path, monkeypatch, caplog):
+    path = tmp_path / "env.sqlite"
+    monkeypatch.setenv("ATTNPROF_STORE", str(path))
+    (run_id,) = hooks.keep([run_data()]).ids
+    assert query.get_run(open_store(path), run_id)["id"] == run_id
+    monkeypatch.setenv("ATTNPROF_STORE_MAX_BYTES", "lots")
+    with pytest.raises(ValueError) as bad_cap:
+        open_store()
+    with caplog.at_level("WARNING", logger="profiling.store.hooks"):
+        refused = hooks.keep([run_data()])
+    assert (refused.ids, refused.notes) == ([], [f"not stored: {bad_cap.value}"])
+    assert [record.getMessage() for record in caplog.records] == [f"run store: {bad_cap.value}"]
+    monkeypatch.delenv("ATTNPROF_STORE_MAX_BYTES")
+    monkeypatch.setenv("ATTNPROF_STORE", "off")
+    assert hooks.keep([run_data(), run_data()]).ids == [None, None]  # storing off: none kept
+    assert hooks.keep([run_data(), run_data()], None).ids == [None, None]
+    assert hooks.keep([run_data()], str(path)).ids == [None]  # a path is not an opened store
