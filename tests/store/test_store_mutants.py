@@ -11,10 +11,13 @@ import re
 import sqlite3
 import threading
 import time
+import types
 
 import pandas as pd
 import pytest
 
+from profiling.run import trace as run_trace
+from profiling.run.runner import run
 from profiling.store import StoreError, hooks, open_store, query, schema
 from profiling.store.exchange import export_runs, import_runs
 from profiling.store.traces import trace_path
@@ -22,8 +25,12 @@ from profiling.store.write import apply_cap, record, runs_cap_message
 from profiling.user_values import ConfigError
 from profiling.views import history
 from profiling.views.diff import diff_page
+from profiling.vocabulary import MODE_PHASES, measured_span
+from profiling.workload.spec import Workload
 from tests.conftest import ascii_id
-from tests.store.store_helpers import OTHER_TRACE, TRACE, run_data, summary
+from tests.store.store_helpers import FIXTURES, OTHER_TRACE, TRACE, run_data, summary
+
+TRAIN = "h200_train-naive_8_16_1024_64_bf16.json.gz"
 
 
 @pytest.fixture
@@ -302,3 +309,27 @@ def test_the_default_store_is_the_one_the_environment_names(tmp_path, monkeypatc
     assert hooks.keep([run_data(), run_data()]).ids == [None, None]  # storing off: none kept
     assert hooks.keep([run_data(), run_data()], None).ids == [None, None]
     assert hooks.keep([run_data()], str(path)).ids == [None]  # a path is not an opened store
+
+
+def test_a_training_runs_kernels_are_kept_per_phase_and_its_views_computed_when_not_given(
+    tmp_path,
+):
+    """A train trace's kernel table as the page lists it: each phase's rows, the phase
+    named, one index; a forward's is its one table. The roles and roofline a caller does not
+    pass are computed (the CLI's runs), not left out."""
+    train = run_trace.read(str(FIXTURES / TRAIN), measured_span("train"), MODE_PHASES["train"])
+    phases = train.phases
+    kernels = hooks._phase_kernels(types.SimpleNamespace(trace=train, kernels=train.kernels))
+    assert list(kernels["phase"].unique()) == list(phases) and len(phases) == 2
+    assert len(kernels) == sum(len(phase.kernels) for phase in phases.values()) > 0
+    assert kernels.index.equals(pd.RangeIndex(len(kernels)))
+    forward = run_trace.read(str(TRACE), measured_span("forward"), MODE_PHASES["forward"])
+    alone = types.SimpleNamespace(trace=forward, kernels=forward.kernels)
+    assert hooks._phase_kernels(alone) is forward.kernels
+    small = Workload(variant="naive", seq_len=64, batch=1, heads=2, head_dim=16,
+                     dtype="float32", mode="train", steps=1, device="cpu")  # fmt: skip
+    data = hooks.profile_run(run(small, out_dir=tmp_path), "cli")
+    assert list(data.roles.columns) and list(data.roofline.columns)  # computed, empty on a CPU
+    given = hooks.profile_run(run(small, out_dir=tmp_path), "app", [{"role": "x"}], [{"k": 1}])
+    assert given.roles.to_dict("records") == [{"role": "x"}]
+    assert given.roofline.to_dict("records") == [{"k": 1}]
