@@ -10,42 +10,15 @@ from typing import Any
 import pytest
 
 from tests.attention.test_flash_triton import run_interpreted
-from tests.attention.test_flash_triton_shapes import CHILD, case, check
+from tests.attention.test_flash_triton_shapes import CASES as SHAPES
+from tests.attention.test_flash_triton_shapes import CHILD, check
 
-TILES = {"bwd_atomic": [[16, 32], [32, 16]]}  # (dK/dV, dQ) tiles: the dQ tile goes unused
+TMA = "bwd_tma"
+# the TMA backward's four cases (test_flash_triton_shapes.py), each asking for atomics instead
 CASES = {
-    "atomic-gqa-causal-grad": case(
-        70, 70, 4, 2, causal=True, path="fixed", tiles=16, grad=True, config=TILES
-    ),
-    "atomic-mqa-q<kv-causal-window-bf16-grad": case(
-        40,
-        100,
-        4,
-        1,
-        "bfloat16",
-        causal=True,
-        window=(20, -1),
-        path="fixed",
-        tiles=16,
-        grad=True,
-        seed=3,
-        config=TILES,
-    ),
-    "atomic-no-key-rows-grad": case(
-        60,
-        20,
-        2,
-        2,
-        window=(3, 0),
-        path="fixed",
-        tiles=16,
-        grad=True,
-        seed=9,
-        config={"bwd_atomic": [[16, 16], [16, 16]]},
-    ),
-    "atomic-full-ragged-kv-bf16-grad": case(  # 30 keys in one 32-key tile, 90 query rows
-        90, 30, 2, 2, "bfloat16", path="fixed", tiles=16, grad=True, seed=5, config=TILES
-    ),
+    name.replace("bwd-tma-", "atomic-"): {**spec, "config": {"bwd_atomic": spec["config"][TMA]}}
+    for name, spec in SHAPES.items()
+    if name.startswith("bwd-tma-")
 }
 
 
@@ -62,4 +35,4 @@ def test_atomic_dq_matches_float64(name: str, results: dict[str, dict[str, Any]]
 
 
 def test_the_cases_reach_rows_that_see_no_key(results: dict[str, dict[str, Any]]) -> None:
-    assert results["atomic-no-key-rows-grad"]["empty rows"] == 40
+    assert len(CASES) == 4 and results["atomic-no-key-rows-grad"]["empty rows"] == 40
