@@ -12,6 +12,7 @@ import sqlite3
 import threading
 import time
 import types
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -328,8 +329,13 @@ def test_a_training_runs_kernels_are_kept_per_phase_and_its_views_computed_when_
     assert hooks._phase_kernels(alone) is forward.kernels
     small = Workload(variant="naive", seq_len=64, batch=1, heads=2, head_dim=16,
                      dtype="float32", mode="train", steps=1, device="cpu")  # fmt: skip
-    data = hooks.profile_run(run(small, out_dir=tmp_path), "cli")
+    result = run(small, out_dir=tmp_path)
+    data = hooks.profile_run(result, "cli")
     assert list(data.roles.columns) and list(data.roofline.columns)  # computed, empty on a CPU
+    assert (data.kind, data.origin, data.status) == ("profile", "cli", "ok")
+    assert data.config == result.config.as_dict() and data.summary == result.summary.as_dict()
+    assert data.trace_gz == Path(result.trace_gz) and data.trace_gz.is_file()
+    assert data.operators is result.operators and "phase" in data.kernels.columns
     given = hooks.profile_run(run(small, out_dir=tmp_path), "app", [{"role": "x"}], [{"k": 1}])
     assert given.roles.to_dict("records") == [{"role": "x"}]
     assert given.roofline.to_dict("records") == [{"k": 1}]
