@@ -3,6 +3,7 @@ profiled kernels and the modelled roofline, and the refusals' words where they c
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 
@@ -212,3 +213,18 @@ def test_a_pass_reads_the_report_where_ncu_writes_it(tmp_path, monkeypatch):
     assert counters.report == tmp_path / "counters.ncu-rep"
     assert counters.kernels["dram_read_bytes"].tolist() == [50_355_712]
     assert (tmp_path / "counters.log").read_text().startswith(str(fake))
+
+
+def test_the_measured_intensity_at_its_edges():
+    """No bytes moved: no intensity (not infinity); one byte: the FLOPs themselves; FLOPs not
+    a number (a roofline row without a model) or a kernel not measured: no intensity, as NaN."""
+    rows = pd.DataFrame({"phase": ["fwd"] * 4, "name": ["none", "one", "text", "unmeasured"],
+                         "flop_per_call": [100.0, 100.0, "n/a", 100.0],
+                         "bytes_per_call": [8.0, 8.0, 8.0, 8.0]})  # fmt: skip
+    measured = pd.DataFrame({"phase": ["fwd"] * 3, "name": ["none", "one", "text"],
+                             "dram_read_bytes": [0.0, 1.0, 10.0],
+                             "dram_write_bytes": [0.0, 0.0, 0.0]})  # fmt: skip
+    joined = join.with_roofline(rows, measured).set_index("name")["measured_intensity"]
+    assert joined["one"] == 100.0
+    for name in ("none", "text", "unmeasured"):
+        assert isinstance(joined[name], float) and math.isnan(joined[name]), name
