@@ -13,6 +13,9 @@ Two questions, one call (rows interleaved, `bench_flash_triton_ab.time_rows`):
   default (the backward alone, forward outside the timing), every candidate's gradients
   checked against the default's before it is timed; both kernels' candidates include their
   TMA versions (flash_bwd_tma.py, `tma` in the tile), at the tiles that spilled without it.
+- Launch order (step 9, `--part order`): each workload with the forward's and the backward's
+  (batch, head) pairs walked in groups of GROUPS (flash_bounds._launch_tile), so that a wave of
+  programs reads a few heads' K/V from L2 instead of every head's from DRAM.
 The winners are written by hand into the configs, and the whole step re-measured:
 `--part step --baseline DIR` times main's defaults (an old attention/flash_triton copy in DIR)
 against this checkout's on the six workloads, cuDNN beside them, and a few backward tiles
@@ -140,10 +143,48 @@ def step_rows(fa: Any, old: Any, errs: dict[str, float]) -> list[Row]:
     return rows + backward_rows(fa, errs, [default, *STEP_DKDV], [])
 
 
+# Step 9: launch orders (flash_bounds._launch_tile): 0 is the grid's own, g > 0 walks g
+# (batch, head) pairs through all their tiles before the next g
+GROUPS = [0, 4, 8, 16]
+
+
+def in_order(fa: Any, group: int) -> Callable:
+    """A row's setup: the forward's and the backward's default launch order set to group."""
+
+    def setup() -> None:
+        fa.flash_fwd_config.FORWARD_L2_GROUP = group
+        fa.flash_bwd_config.BACKWARD_L2_GROUP = group
+
+    return setup
+
+
+def order_rows(fa: Any, errs: dict[str, float]) -> list[Row]:
+    """Every workload but decode (its own kernel) in each launch order, cuDNN beside; then the
+    backward alone with both kernels in each order (gradients checked against group 0's)."""
+    from dataclasses import replace
+
+    rows: list[Row] = []
+    for name, shape in WORKLOADS.items():
+        if name.startswith("decode"):
+            continue
+        for g in GROUPS:
+            rows.append((name, f"group {g}", in_order(fa, g), lambda s=shape: impl(fa, s)))
+        if not name.startswith("window"):
+            rows.append((name, "cuDNN", in_order(fa, 0), lambda s=shape: cudnn(s)))
+    tiles = fa.flash_bwd_config.default_tiles(128)
+    configs = [
+        (f"both kernels group {g}", fa.BackwardConfig(*(replace(t, l2_group=g) for t in
+                                                        (tiles.dkdv, tiles.dq))))
+        for g in GROUPS
+    ]  # fmt: skip
+    return rows + [(w, lb, in_order(fa, 0), make) for w, lb, _, make in
+                   checked_backward(fa, errs, configs)]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parts = ("all", "forward", "backward", "step", "atomic")
+    parts = ("all", "forward", "backward", "step", "atomic", "order")
     parser.add_argument("--part", choices=parts, default="all")
     parser.add_argument("--baseline", help="--part step: main's attention/flash_triton copy")
     args = parser.parse_args()
@@ -156,6 +197,8 @@ def main() -> None:
         chosen = step_rows(fa, old, errs)
     if args.part == "atomic":
         chosen = atomic_rows(fa, errs)
+    if args.part == "order":
+        chosen = order_rows(fa, errs)
     if args.part in ("all", "backward"):
         chosen += backward_rows(fa, errs)
     if args.part in ("all", "backward", "atomic"):

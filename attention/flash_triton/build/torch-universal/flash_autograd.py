@@ -111,6 +111,7 @@ def flash_attn_func_with_config(
     pack_gqa: bool | None = None,
     tma: bool | None = None,
     warp_specialize: bool | None = None,
+    l2_group: int | None = None,
 ) -> torch.Tensor:
     """As `flash_attn_func`, with the launch fixed (no autotuning, never the decode path), for
     tests and benchmarks.
@@ -122,11 +123,12 @@ def flash_attn_func_with_config(
     on or off (None: the defaults, flash_fwd.OVERLAP_UNMASKED and flash_fwd.pack_gqa); tma and
     warp_specialize the TMA forward (flash_tma.py) and its warp-specialised loop (None:
     flash_fwd.TMA_FORWARD or TMA_HEAD_DIMS, TMA_WARP_SPEC; launches it cannot take stay on the
-    plain kernel).
+    plain kernel). l2_group: the forward's launch order (flash_bounds._launch_tile; None:
+    flash_fwd_config.FORWARD_L2_GROUP); the backward's is in backward_config's tiles.
     """
     config = fixed_config(
         block_m, block_n, num_warps, num_stages, split_diagonal, heavy_first, overlap, pack_gqa,
-        tma, warp_specialize,
+        tma, warp_specialize, l2_group,
     )  # fmt: skip
     if needs_backward(q, k, v):
         return FlashAttnFunction.apply(

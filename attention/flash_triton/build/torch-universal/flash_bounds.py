@@ -1,4 +1,4 @@
-"""Which tiles of the other axis a tile of rows must visit, shared by every kernel.
+"""Which tile a program takes, and which tiles of the other axis it visits: every kernel's.
 
 Query i sees keys j with i + lo_diag <= j <= i + hi_diag (flash_common.Window). For a tile of
 rows [first, last] the visited columns split into three ranges of BLOCK-aligned tiles:
@@ -25,3 +25,30 @@ def _visit_bounds(first, last, n_rows, n_cols, lo_diag, hi_diag, BLOCK: tl.const
     full_hi = tl.maximum(tl.minimum(first + hi_diag + 1, n_cols), 0) // BLOCK * BLOCK
     full_hi = tl.minimum(tl.maximum(full_hi, full_lo), hi)
     return lo, full_lo, full_hi, hi
+
+
+@triton.jit
+def _launch_tile(HEAVY_FIRST: tl.constexpr, L2_GROUP: tl.constexpr):
+    """(pair, tile) of this program in a grid of (batch x head pairs, tiles of rows).
+
+    L2_GROUP 0: pair = axis 0, tile = axis 1 (the hardware starts programs with axis 0
+    fastest, so one wave holds every head at a few tiles, and each K/V head is read from
+    DRAM again for each wave). L2_GROUP g > 0: the launch order walks g pairs at a time
+    through all their tiles, so a wave holds the tiles of a few heads, whose K/V stay in L2
+    (FlashAttention-3's and Triton's grouped-GEMM swizzle). HEAVY_FIRST reverses the tiles
+    (causal: the last query tiles see the most keys)."""
+    n_pairs, n_tiles = tl.num_programs(0), tl.num_programs(1)
+    if L2_GROUP == 0:
+        pair = tl.program_id(0)
+        tile = tl.program_id(1)
+    else:
+        launched = tl.program_id(1) * n_pairs + tl.program_id(0)
+        per_group = L2_GROUP * n_tiles
+        first_pair = launched // per_group * L2_GROUP
+        width = tl.minimum(n_pairs - first_pair, L2_GROUP)  # the last group may be narrower
+        within = launched % per_group
+        pair = first_pair + within % width
+        tile = within // width
+    if HEAVY_FIRST:
+        tile = n_tiles - 1 - tile
+    return pair, tile

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from . import flash_tma
-from .flash_bounds import _visit_bounds
+from .flash_bounds import _launch_tile, _visit_bounds
 from .flash_bwd_config import (
     BackwardConfig,
     TileConfig,
@@ -156,12 +156,13 @@ def _flash_bwd_dkdv(
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr = False,
     WINDOW: tl.constexpr = False, GROUPED: tl.constexpr = False, ATOMIC_DQ: tl.constexpr = False,
+    L2_GROUP: tl.constexpr = 0,
 ):  # fmt: skip
     """One program = one (batch, K/V head) x BLOCK_N keys: their dK and dV (strides
     stride_g*), summed over the group's query heads (GQA). K and V stay resident while each
     head's query tiles stream past. Key tile 0 (most queries when causal) launches first."""
-    pid_bk = tl.program_id(0)
-    n0 = tl.program_id(1) * BLOCK_N
+    pid_bk, n_tile = _launch_tile(False, L2_GROUP)  # key tile 0 first: the natural order
+    n0 = n_tile * BLOCK_N
     b = (pid_bk // kv_heads).to(tl.int64)
     kv_h = (pid_bk % kv_heads).to(tl.int64)
     offs_n = n0 + tl.arange(0, BLOCK_N)  # (BLOCK_N,) key positions
@@ -211,7 +212,7 @@ def _launch_dkdv(
         q, k, v, dout, lse, delta, dk, dv, dk if acc is None else acc, softmax_scale,
         seqlen_q, seqlen_k, kv_heads, *shapes[3:], *strides, *dk.stride(),
         BLOCK_M=t.block_m, BLOCK_N=t.block_n, num_warps=t.num_warps, num_stages=t.num_stages,
-        GROUPED=kv_heads < n_heads, ATOMIC_DQ=acc is not None, **meta,
+        GROUPED=kv_heads < n_heads, ATOMIC_DQ=acc is not None, L2_GROUP=t.l2_group, **meta,
     )  # fmt: skip
     return None
 
@@ -284,6 +285,6 @@ def flash_attn_backward(
             _flash_bwd_dq[(batch * n_heads, triton.cdiv(seqlen_q, t.block_m))](
                 q, k, v, dout, lse, delta, dq, softmax_scale, *shapes, *strides, *dq.stride(),
                 BLOCK_M=t.block_m, BLOCK_N=t.block_n, num_warps=t.num_warps,
-                num_stages=t.num_stages, **meta,
+                num_stages=t.num_stages, L2_GROUP=t.l2_group, **meta,
             )  # fmt: skip
     return dq, dk if needs[1] else None, dv if needs[2] else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .flash_common import INTERPRET
 
@@ -16,10 +16,12 @@ class TileConfig:
     num_warps: int
     num_stages: int
     tma: bool = False  # Q/dO/K/V moved by TMA (flash_bwd_tma.py), where flash_tma.eligible
+    l2_group: int = 0  # launch order: (batch, head) pairs walked together (flash_bounds)
 
     def short(self) -> str:
         tma = " tma" if self.tma else ""
-        return f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}{tma}"
+        group = f" g{self.l2_group}" if self.l2_group else ""
+        return f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}{tma}{group}"
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,21 @@ class BackwardConfig:
         return f"dkdv {self.dkdv.short()}; dq {self.dq.short()}"
 
 
+# The backward kernels' launch order (flash_bounds._launch_tile), as flash_fwd_config's
+# FORWARD_L2_GROUP: 0 walks every (batch, head) pair at each tile.
+BACKWARD_L2_GROUP = 0
+
+
 def default_backward_config(head_dim: int) -> BackwardConfig:
+    """default_tiles(head_dim) in the launch order BACKWARD_L2_GROUP."""
+    tiles = default_tiles(head_dim)
+    if not BACKWARD_L2_GROUP:
+        return tiles
+    group = BACKWARD_L2_GROUP
+    return BackwardConfig(replace(tiles.dkdv, l2_group=group), replace(tiles.dq, l2_group=group))
+
+
+def default_tiles(head_dim: int) -> BackwardConfig:
     """Fixed launches per head_dim (no autotuning: a backward call costs no tuning time).
 
     Picked from an offline sm_90 compile (Triton 3.9: no register spills, or the fewest) and
@@ -65,6 +81,9 @@ def check_backward_config(config: BackwardConfig) -> None:
         sizes = (tile.block_m, tile.block_n)
         if any(x < 16 or x & (x - 1) for x in sizes):
             raise ValueError(f"{name} block sizes must be powers of two >= 16, got {sizes}")
+        group = tile.l2_group
+        if isinstance(group, bool) or not isinstance(group, int) or group < 0:
+            raise ValueError(f"{name} l2_group must be a whole number >= 0, got {group!r}")
     if config.dkdv.block_n % config.dkdv.block_m:
         raise ValueError(f"dkdv block_n must be a multiple of block_m: {config.dkdv.short()}")
     if config.dq.block_m % config.dq.block_n:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .flash_bounds import _visit_bounds
+from .flash_bounds import _launch_tile, _visit_bounds
 from .flash_bwd_delta import _load_rows, _row_ptrs
 from .flash_bwd_tma import _mma
 
@@ -72,17 +72,14 @@ def _flash_bwd_dq(
     stride_gb, stride_gs, stride_gh, stride_gd,
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr = False,
-    WINDOW: tl.constexpr = False,
+    WINDOW: tl.constexpr = False, L2_GROUP: tl.constexpr = 0,
 ):  # fmt: skip
     """One program = one (batch, head) x BLOCK_M queries: their dQ (strides stride_g*).
 
     Key tiles the rows see whole go unmasked, the edge tiles (causal diagonal, window's
     left edge, ragged end) masked, the others are skipped; the last query tiles go first.
     """
-    pid_bh = tl.program_id(0)
-    pid_m = tl.program_id(1)
-    if CAUSAL:
-        pid_m = tl.num_programs(1) - 1 - pid_m
+    pid_bh, pid_m = _launch_tile(CAUSAL, L2_GROUP)  # causal: the last query tiles first
     m0 = pid_m * BLOCK_M
     b = (pid_bh // n_heads).to(tl.int64)
     h = (pid_bh % n_heads).to(tl.int64)

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .flash_bounds import _visit_bounds
+from .flash_bounds import _launch_tile, _visit_bounds
 from .flash_bwd_config import TileConfig
 from .flash_tma import _scratch
 
@@ -86,12 +86,12 @@ def _flash_bwd_dkdv_tma(
     stride_gb, stride_gs, stride_gh,
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     UPCAST_DOT: tl.constexpr = False, WINDOW: tl.constexpr = False,
-    GROUPED: tl.constexpr = False,
+    GROUPED: tl.constexpr = False, L2_GROUP: tl.constexpr = 0,
 ):  # fmt: skip
     """One program = one (batch, K/V head) x BLOCK_N keys, as _flash_bwd_dkdv (every tensor's
     last dimension contiguous: flash_tma.eligible)."""
-    pid_bk = tl.program_id(0)
-    n0 = tl.program_id(1) * BLOCK_N
+    pid_bk, n_tile = _launch_tile(False, L2_GROUP)  # key tile 0 first: the natural order
+    n0 = n_tile * BLOCK_N
     b = (pid_bk // kv_heads).to(tl.int64)
     kv_h = (pid_bk % kv_heads).to(tl.int64)
     offs_n = n0 + tl.arange(0, BLOCK_N)
@@ -150,7 +150,7 @@ def launch_dkdv_tma(
     _flash_bwd_dkdv_tma[grid](
         *tensors, *scalars, *(s for t in strides for s in t), BLOCK_M=tile.block_m,
         BLOCK_N=tile.block_n, num_warps=tile.num_warps, num_stages=tile.num_stages,
-        GROUPED=shapes[3] > 1, **meta,
+        GROUPED=shapes[3] > 1, L2_GROUP=tile.l2_group, **meta,
     )  # fmt: skip
 
 
@@ -191,14 +191,11 @@ def _flash_bwd_dq_tma(
     stride_vb, stride_vs, stride_vh, stride_dob, stride_dos, stride_doh,
     stride_gb, stride_gs, stride_gh,
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    UPCAST_DOT: tl.constexpr = False, WINDOW: tl.constexpr = False,
+    UPCAST_DOT: tl.constexpr = False, WINDOW: tl.constexpr = False, L2_GROUP: tl.constexpr = 0,
 ):  # fmt: skip
     """One program = one (batch, head) x BLOCK_M queries: their dQ, as _flash_bwd_dq (every
     tensor's last dimension contiguous: flash_tma.eligible)."""
-    pid_bh = tl.program_id(0)
-    pid_m = tl.program_id(1)
-    if CAUSAL:  # the last query tiles (most keys) first
-        pid_m = tl.num_programs(1) - 1 - pid_m
+    pid_bh, pid_m = _launch_tile(CAUSAL, L2_GROUP)  # causal: the last query tiles first
     m0 = pid_m * BLOCK_M
     b = (pid_bh // n_heads).to(tl.int64)
     h = (pid_bh % n_heads).to(tl.int64)
@@ -258,5 +255,6 @@ def launch_dq_tma(
     triton.set_allocator(_scratch)
     _flash_bwd_dq_tma[grid](
         *tensors, *scalars, *(s for t in strides for s in t), BLOCK_M=tile.block_m,
-        BLOCK_N=tile.block_n, num_warps=tile.num_warps, num_stages=tile.num_stages, **meta,
+        BLOCK_N=tile.block_n, num_warps=tile.num_warps, num_stages=tile.num_stages,
+        L2_GROUP=tile.l2_group, **meta,
     )  # fmt: skip

@@ -13,7 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .flash_bounds import _visit_bounds
+from . import flash_fwd_config
+from .flash_bounds import _launch_tile, _visit_bounds
 from .flash_common import (
     INTERPRET,
     SUPPORTED_DTYPES,
@@ -24,12 +25,13 @@ from .flash_common import (
     resolve_window,
     upcast_dot,
 )
-from .flash_fwd_config import _make_configs, _prune_configs
+from .flash_fwd_config import _make_configs, _prune_configs, fixed_config
 from .flash_tiles import _attn_tiles, _attn_tiles_overlap
 from .flash_tma import eligible as tma_eligible
 from .flash_tma import launch_tma
 
-__all__ = ["SUPPORTED_DTYPES", "SUPPORTED_HEAD_DIMS"]  # re-exported for older imports
+# re-exported: older imports, and flash_autograd's fixed launches
+__all__ = ["SUPPORTED_DTYPES", "SUPPORTED_HEAD_DIMS", "fixed_config"]
 
 
 @triton.jit
@@ -160,7 +162,7 @@ def _flash_fwd_kernel(
     HEAVY_FIRST: tl.constexpr = True, UPCAST_DOT: tl.constexpr = False,
     STORE_LSE: tl.constexpr = False, WINDOW: tl.constexpr = False,
     MAY_BE_EMPTY: tl.constexpr = False, OVERLAP: tl.constexpr = False,
-    PACK_GQA: tl.constexpr = False,
+    PACK_GQA: tl.constexpr = False, L2_GROUP: tl.constexpr = 0,
 ):  # fmt: skip
     """One program = one (batch, head) pair x one tile of BLOCK_M query rows; with PACK_GQA
     one (batch, K/V head) pair x BLOCK_M rows of its group's query heads (_query_tile).
@@ -169,13 +171,11 @@ def _flash_fwd_kernel(
     writes each row's natural log-sum-exp of the scaled scores to Lse, a contiguous fp32
     [batch, heads, seqlen_q] tensor (+inf for a row that sees no key); inference compiles it out.
     """
-    pid_m = tl.program_id(1)
-    if CAUSAL and HEAVY_FIRST:
-        # Causal tiles near the end of the sequence see the most keys: launch them first,
-        # so the short ones fill the last wave.
-        pid_m = tl.num_programs(1) - 1 - pid_m
+    # Causal tiles near the end of the sequence see the most keys: launch them first, so the
+    # short ones fill the last wave; L2_GROUP: the launch order that keeps K/V in L2.
+    pid_bh, pid_m = _launch_tile(CAUSAL and HEAVY_FIRST, L2_GROUP)
     offs_m, row_ok, first, last, b, kv_h, head, lse_rows = _query_tile(
-        tl.program_id(0), pid_m, seqlen_q, n_heads, group, BLOCK_M, PACK_GQA
+        pid_bh, pid_m, seqlen_q, n_heads, group, BLOCK_M, PACK_GQA
     )
     k_base = K + b * stride_kb + kv_h * stride_kh
     v_base = V + b * stride_vb + kv_h * stride_vh
@@ -313,7 +313,8 @@ def _launch(
     if config is None and INTERPRET:
         # The autotuner would time every config in the interpreter: pick one instead.
         config = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
-    meta = {"OVERLAP": OVERLAP_UNMASKED, "PACK_GQA": pack_gqa(n_heads, kv_heads)}
+    meta = {"OVERLAP": OVERLAP_UNMASKED, "PACK_GQA": pack_gqa(n_heads, kv_heads),
+            "L2_GROUP": flash_fwd_config.FORWARD_L2_GROUP}  # fmt: skip
     meta.update(config or {})
     tma = _takes_tma(meta, q, k, v, window.windowed)
     if upcast_dot(q.dtype):  # the CPU interpreter's bf16 tl.dot bug (flash_common.upcast_dot)
@@ -362,37 +363,3 @@ def _takes_tma(
         meta.pop(name, None)
     meta["WARP_SPEC"] = bool(warp_spec)
     return True
-
-
-def fixed_config(
-    block_m: int,
-    block_n: int,
-    num_warps: int,
-    num_stages: int,
-    split_diagonal: bool,
-    heavy_first: bool,
-    overlap: bool | None = None,
-    pack_gqa: bool | None = None,
-    tma: bool | None = None,
-    warp_specialize: bool | None = None,
-) -> dict[str, Any]:
-    """The meta-parameters of a fixed (not autotuned) forward launch; overlap, pack_gqa, tma
-    and warp_specialize None keep the launch defaults (OVERLAP_UNMASKED, pack_gqa(),
-    TMA_FORWARD, TMA_WARP_SPEC)."""
-    meta: dict[str, Any] = {
-        "BLOCK_M": block_m,
-        "BLOCK_N": block_n,
-        "num_warps": num_warps,
-        "num_stages": num_stages,
-        "SPLIT_DIAGONAL": split_diagonal,
-        "HEAVY_FIRST": heavy_first,
-    }
-    if overlap is not None:
-        meta["OVERLAP"] = overlap
-    if pack_gqa is not None:
-        meta["PACK_GQA"] = pack_gqa
-    if tma is not None:
-        meta["TMA"] = tma
-    if warp_specialize is not None:
-        meta["WARP_SPEC"] = warp_specialize
-    return meta

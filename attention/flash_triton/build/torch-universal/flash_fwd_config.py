@@ -62,3 +62,52 @@ def _pruned(configs: list[triton.Config], args: dict[str, Any], tma: bool) -> li
         small = [c for c in kept if c.kwargs["BLOCK_M"] <= 64 and c.kwargs["BLOCK_N"] <= 64]
         kept = small or kept
     return kept or [configs[0]]
+
+
+# The forward's launch order (flash_bounds._launch_tile): 0 walks every (batch, head) pair at
+# each query tile; g > 0 walks g pairs through all their tiles before the next g.
+FORWARD_L2_GROUP = 0
+
+
+def checked_l2_group(group: Any) -> int:
+    """A launch order's group size: a whole number >= 0."""
+    if isinstance(group, bool) or not isinstance(group, int) or group < 0:
+        raise ValueError(f"l2_group must be a whole number >= 0, got {group!r}")
+    return group
+
+
+def fixed_config(
+    block_m: int,
+    block_n: int,
+    num_warps: int,
+    num_stages: int,
+    split_diagonal: bool,
+    heavy_first: bool,
+    overlap: bool | None = None,
+    pack_gqa: bool | None = None,
+    tma: bool | None = None,
+    warp_specialize: bool | None = None,
+    l2_group: int | None = None,
+) -> dict[str, Any]:
+    """The meta-parameters of a fixed (not autotuned) forward launch; overlap, pack_gqa, tma,
+    warp_specialize and l2_group None keep the launch defaults (flash_fwd's OVERLAP_UNMASKED,
+    pack_gqa(), TMA_FORWARD, TMA_WARP_SPEC; FORWARD_L2_GROUP)."""
+    meta: dict[str, Any] = {
+        "BLOCK_M": block_m,
+        "BLOCK_N": block_n,
+        "num_warps": num_warps,
+        "num_stages": num_stages,
+        "SPLIT_DIAGONAL": split_diagonal,
+        "HEAVY_FIRST": heavy_first,
+    }
+    if overlap is not None:
+        meta["OVERLAP"] = overlap
+    if pack_gqa is not None:
+        meta["PACK_GQA"] = pack_gqa
+    if tma is not None:
+        meta["TMA"] = tma
+    if warp_specialize is not None:
+        meta["WARP_SPEC"] = warp_specialize
+    if l2_group is not None:
+        meta["L2_GROUP"] = checked_l2_group(l2_group)
+    return meta

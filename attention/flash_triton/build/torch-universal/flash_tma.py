@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .flash_bounds import _visit_bounds
+from .flash_bounds import _launch_tile, _visit_bounds
 from .flash_fwd_config import TMA_ONLY_TILE, _prune_tma_configs
 
 # Device-side descriptors (tl.make_tensor_descriptor) are written by each program into a
@@ -102,13 +102,12 @@ def _flash_fwd_tma_kernel(
     BLOCK_N: tl.constexpr, HEAVY_FIRST: tl.constexpr = True, UPCAST_DOT: tl.constexpr = False,
     STORE_LSE: tl.constexpr = False, WINDOW: tl.constexpr = False,
     MAY_BE_EMPTY: tl.constexpr = False, WARP_SPEC: tl.constexpr = False,
+    L2_GROUP: tl.constexpr = 0,
 ):  # fmt: skip
     """One program = one (batch, head) pair x BLOCK_M query rows, as _flash_fwd_kernel (the
     last dimension of every tensor contiguous: flash_tma.eligible)."""
-    pid_m = tl.program_id(1)
-    if CAUSAL and HEAVY_FIRST:  # the tiles that see the most keys first
-        pid_m = tl.num_programs(1) - 1 - pid_m
-    pid_bh = tl.program_id(0)
+    # the tiles that see the most keys first; L2_GROUP: the launch order that keeps K/V in L2
+    pid_bh, pid_m = _launch_tile(CAUSAL and HEAVY_FIRST, L2_GROUP)
     b = (pid_bh // n_heads).to(tl.int64)
     h = pid_bh % n_heads
     kv_h = (h // group).to(tl.int64)
