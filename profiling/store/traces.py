@@ -26,6 +26,10 @@ from profiling.user_values import show
 log = logging.getLogger(__name__)
 CHUNK = 1 << 20
 HASH_PATTERN = re.compile(r"[0-9a-f]{64}")  # a SHA-256, as content_hash writes it
+# a trace being copied in: hidden, never "*.json.gz" (no reader takes it for a kept trace), and
+# found by this pattern if its writer was killed mid-copy (write.apply_cap removes it)
+INCOMING_PREFIX, INCOMING_SUFFIX = ".incoming-", ".gz"
+INCOMING_PATTERN = f"{INCOMING_PREFIX}*{INCOMING_SUFFIX}"
 
 
 def _header_length(head: bytes) -> int:
@@ -73,7 +77,10 @@ def keep(source: Path, folder: Path) -> tuple[str, int]:
     target = trace_path(folder, digest)
     if not target.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".incoming-", suffix=".gz")
+        # beside the target, so the rename is one step on one file system
+        handle, temporary = tempfile.mkstemp(
+            dir=folder, prefix=INCOMING_PREFIX, suffix=INCOMING_SUFFIX
+        )
         os.close(handle)
         try:
             shutil.copyfile(source, temporary)

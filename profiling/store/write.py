@@ -21,7 +21,9 @@ from profiling.store.rows import RunData, child_rows, host_name, run_columns
 from profiling.store.schema import CHILD_TABLES
 
 log = logging.getLogger(__name__)
-STRAY_AGE_S = 600  # a trace file no row names, older than this, is left from a killed write
+# a trace file no row names (or a copy never finished), older than this, is left from a
+# killed write
+STRAY_AGE_S = 600
 ID_BYTES = 12  # 16 URL-safe characters: unguessable, short enough for a permalink
 
 
@@ -152,7 +154,9 @@ def apply_cap(store: Store, cap: int) -> traces.Pruned:
         traces.delete_files(store.traces, connection)
         used = {row[0] for row in connection.execute("SELECT hash FROM traces WHERE pruned = 0")}
     settled = time.time() - STRAY_AGE_S  # a younger file may be a run being written now
-    for stray in store.traces.glob("*.json.gz") if store.traces.is_dir() else ():
+    folder = store.traces
+    strays = [*folder.glob("*.json.gz"), *folder.glob(traces.INCOMING_PATTERN)]
+    for stray in strays if folder.is_dir() else ():
         if stray.name.removesuffix(".json.gz") not in used and stray.stat().st_mtime < settled:
             stray.unlink(missing_ok=True)
     return pruned
