@@ -28,6 +28,8 @@ METRICS = {
     "dram__bytes_read.sum": "DRAM read", "dram__bytes_write.sum": "DRAM written",
     "lts__t_sector_hit_rate.pct": "L2 hit %", "gpu__time_duration.sum": "ncu time",
 }  # fmt: skip
+UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "nsecond": 1e-3, "ns": 1e-3,
+         "usecond": 1, "us": 1, "msecond": 1e3, "ms": 1e3}  # to bytes and µs  # fmt: skip
 KERNELS = {
     "forward": "regex:_flash_fwd",
     "dkdv": "regex:_flash_bwd_dkdv",
@@ -74,8 +76,7 @@ def measured(ncu: str, kernel: str, group: int) -> dict[str, float]:
     for row in csv.DictReader(io.StringIO("\n".join(rows))):
         value = float(row["Metric Value"].replace(",", ""))
         unit = row["Metric Unit"]
-        scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "nsecond": 1e-3,
-                 "usecond": 1, "msecond": 1e3}.get(unit, 1)  # fmt: skip
+        scale = UNITS.get(unit, 1)
         figures[METRICS[row["Metric Name"]]] = value * scale
     return figures
 

@@ -101,14 +101,57 @@ def run_grouped(mod: types.ModuleType, c: dict[str, Any]) -> dict[str, Any]:
     return run_case(mod, {**c, "config": config})
 
 
+class Spy:
+    """Stands in for a kernel in its module: records each launch's L2_GROUP, then launches."""
+
+    def __init__(self, kernel: Any, seen: list) -> None:
+        self.kernel, self.seen = kernel, seen
+
+    def __getitem__(self, grid: Any) -> Any:
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            self.seen.append(kwargs.get("L2_GROUP"))
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch
+
+
+def routed(mod: types.ModuleType, c: dict[str, Any]) -> dict[str, Any]:
+    """flash_attn_func's own route (forward and backward) with L2 said to hold c["l2"] bytes:
+    each kernel's L2_GROUP as launched, and the errors against float64."""
+    import torch
+
+    mod.flash_common._L2_BYTES[torch.device("cpu")] = c["l2"]
+    seen: dict[str, list] = {"forward": [], "dkdv": [], "dq": []}
+    places = {
+        "forward": (mod.flash_fwd, "_flash_fwd_kernel"),
+        "dkdv": (mod.flash_bwd, "_flash_bwd_dkdv"),
+        "dq": (mod.flash_bwd, "_flash_bwd_dq"),
+    }
+    real = {name: getattr(module, attr) for name, (module, attr) in places.items()}
+    for name, (module, attr) in places.items():
+        setattr(module, attr, Spy(real[name], seen[name]))
+    try:
+        res = run_case(mod, c["case"])
+    finally:
+        for name, (module, attr) in places.items():
+            setattr(module, attr, real[name])
+        del mod.flash_common._L2_BYTES[torch.device("cpu")]
+    return {**res, "groups": seen}
+
+
+ROUTED = {  # K and V of this case: 2 x 70 x 2 x 64 x 2 bytes = 35,840
+    name: {"l2": l2, "case": case(70, 70, 4, 2, causal=True, grad=True, seed=44)}
+    for name, l2 in (("route-kv-past-l2", 35_839), ("route-kv-fits-l2", 35_840))
+}
+
 CHILD = r"""
 import json, sys
 sys.path.insert(0, sys.argv[2])
 from tests.attention import test_flash_triton, test_flash_triton_launch_order as lo
 mod = test_flash_triton.load_by_path()
 cases = json.loads(sys.argv[1])
-print("RESULTS " + json.dumps([lo.launch_map(mod, c) if "pairs" in c else lo.run_grouped(mod, c)
-                               for c in cases]))
+run = lambda c: (lo.launch_map if "pairs" in c else lo.routed if "l2" in c else lo.run_grouped)
+print("RESULTS " + json.dumps([run(c)(mod, c) for c in cases]))
 """
 
 
@@ -118,7 +161,7 @@ def results() -> dict[str, dict[str, Any]]:
         name: {"pairs": p, "tiles": t, "group": g, "heavy_first": h}
         for name, (p, t, g, h) in MAPS.items()
     }
-    return run_interpreted({**maps, **GROUPED}, CHILD)
+    return run_interpreted({**maps, **GROUPED, **ROUTED}, CHILD)
 
 
 @pytest.mark.parametrize("name", list(MAPS))
@@ -152,3 +195,29 @@ def test_a_launch_order_that_is_not_a_whole_number_is_refused(bad: Any) -> None:
     tile = mod.TileConfig(16, 32, 4, 1, l2_group=bad)
     with pytest.raises(ValueError, match=r"dkdv l2_group must be a whole number >= 0"):
         mod.flash_bwd_config.check_backward_config(mod.BackwardConfig(tile, tile))
+
+
+def test_the_default_route_launches_in_groups_where_k_and_v_pass_l2(
+    results: dict[str, dict[str, Any]],
+) -> None:
+    """flash_attn_func, forward and backward, each kernel once: in the measured groups where
+    K and V are more than L2 holds, in the grid's own order where they fit."""
+    past, fits = results["route-kv-past-l2"], results["route-kv-fits-l2"]
+    assert past["groups"] == {"forward": [16], "dkdv": [8], "dq": [8]}
+    assert fits["groups"] == {"forward": [0], "dkdv": [0], "dq": [0]}
+    for name in ROUTED:
+        check(name, ROUTED[name]["case"], results[name])
+
+
+def test_the_group_follows_the_bytes_of_k_and_v() -> None:
+    import torch
+
+    from tests.attention.test_flash_triton import load_by_path
+
+    common = load_by_path().flash_common
+    long_k = torch.empty(4, 4096, 16, 128, dtype=torch.bfloat16, device="meta")  # 2 x 64 MiB
+    short_k = torch.empty(8, 1024, 16, 64, dtype=torch.bfloat16, device="meta")  # 2 x 16 MiB
+    assert common.l2_bytes(torch.device("meta")) == common.L2_BYTES_UNKNOWN == 50 * 2**20
+    assert common.launch_group(long_k, 16) == 16
+    assert common.launch_group(long_k, 0) == 0
+    assert common.launch_group(short_k, 16) == 0

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import flash_tma
+from . import flash_bwd_config, flash_tma
 from .flash_bounds import _launch_tile, _visit_bounds
 from .flash_bwd_config import (
     BackwardConfig,
@@ -27,7 +27,7 @@ from .flash_bwd_config import (
 from .flash_bwd_delta import _flash_bwd_preprocess, _load_rows, _row_ptrs
 from .flash_bwd_dq import _flash_bwd_dq
 from .flash_bwd_tma import _mma, launch_dkdv_tma, launch_dq_tma
-from .flash_common import device_scope, resolve_window, upcast_dot
+from .flash_common import device_scope, launch_group, resolve_window, upcast_dot
 
 
 @triton.jit
@@ -252,7 +252,8 @@ def flash_attn_backward(
     batch, seqlen_q, n_heads, head_dim = q.shape
     seqlen_k, kv_heads = k.shape[1], k.shape[2]
     window = resolve_window(window_size, causal, seqlen_q, seqlen_k)
-    config = config or default_backward_config(head_dim)
+    group = launch_group(k, flash_bwd_config.BACKWARD_L2_GROUP)  # where K/V pass L2
+    config = config or default_backward_config(head_dim, group)
     check_backward_config(config)
     dout = dout.to(q.dtype)
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device) if needs[0] else None

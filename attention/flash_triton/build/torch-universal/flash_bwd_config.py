@@ -41,17 +41,18 @@ class BackwardConfig:
         return f"dkdv {self.dkdv.short()}; dq {self.dq.short()}"
 
 
-# The backward kernels' launch order (flash_bounds._launch_tile), as flash_fwd_config's
-# FORWARD_L2_GROUP: 0 walks every (batch, head) pair at each tile.
-BACKWARD_L2_GROUP = 0
+# The backward kernels' launch order (flash_bounds._launch_tile) where K/V pass L2
+# (flash_common.launch_group): 8 (batch, head) pairs through all their tiles at a time. H100,
+# B4 H16 S4096 D128 (docs/flash-triton-notes.md, step 9): the backward alone 2,233 us in the
+# grid's order, 2,127 / 2,133 / 2,184 in groups of 4 / 8 / 16; the train step best at 8.
+BACKWARD_L2_GROUP = 8
 
 
-def default_backward_config(head_dim: int) -> BackwardConfig:
-    """default_tiles(head_dim) in the launch order BACKWARD_L2_GROUP."""
+def default_backward_config(head_dim: int, group: int = 0) -> BackwardConfig:
+    """default_tiles(head_dim), both kernels in launch order `group` (0: the grid's own)."""
     tiles = default_tiles(head_dim)
-    if not BACKWARD_L2_GROUP:
+    if not group:
         return tiles
-    group = BACKWARD_L2_GROUP
     return BackwardConfig(replace(tiles.dkdv, l2_group=group), replace(tiles.dq, l2_group=group))
 
 

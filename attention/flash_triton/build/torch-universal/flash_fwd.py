@@ -21,6 +21,7 @@ from .flash_common import (
     SUPPORTED_HEAD_DIMS,
     check_inputs,
     device_scope,
+    launch_group,
     resolve_scale,
     resolve_window,
     upcast_dot,
@@ -314,7 +315,7 @@ def _launch(
         # The autotuner would time every config in the interpreter: pick one instead.
         config = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
     meta = {"OVERLAP": OVERLAP_UNMASKED, "PACK_GQA": pack_gqa(n_heads, kv_heads),
-            "L2_GROUP": flash_fwd_config.FORWARD_L2_GROUP}  # fmt: skip
+            "L2_GROUP": launch_group(k, flash_fwd_config.FORWARD_L2_GROUP)}  # fmt: skip
     meta.update(config or {})
     tma = _takes_tma(meta, q, k, v, window.windowed)
     if upcast_dot(q.dtype):  # the CPU interpreter's bf16 tl.dot bug (flash_common.upcast_dot)

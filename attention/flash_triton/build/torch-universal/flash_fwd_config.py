@@ -64,9 +64,11 @@ def _pruned(configs: list[triton.Config], args: dict[str, Any], tma: bool) -> li
     return kept or [configs[0]]
 
 
-# The forward's launch order (flash_bounds._launch_tile): 0 walks every (batch, head) pair at
-# each query tile; g > 0 walks g pairs through all their tiles before the next g.
-FORWARD_L2_GROUP = 0
+# The forward's launch order (flash_bounds._launch_tile) where K/V pass L2
+# (flash_common.launch_group): 16 (batch, head) pairs through all their query tiles at a time.
+# H100, step 9 (docs/flash-triton-notes.md): B4 H16 S4096 D128 681 -> 619 us (groups of 8 and
+# 16 alike), GQA H32/KV8 1,273 -> 1,190 (16; 8: 1,219), window 512 269 -> 245.
+FORWARD_L2_GROUP = 16
 
 
 def checked_l2_group(group: Any) -> int:
