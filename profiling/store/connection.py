@@ -242,6 +242,9 @@ def opened(path: Path) -> Iterator[sqlite3.Connection]:
     connection = connection_for(path)
     try:
         yield connection
+    except sqlite3.IntegrityError as exc:  # a row its schema refuses: the store itself is sound
+        raise StoreError(f"the run store {path} did not take this run ({exc}); nothing of it "
+                         "was kept") from None  # fmt: skip
     except sqlite3.DatabaseError as exc:
         if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY:
             raise read_only_error(path) from None

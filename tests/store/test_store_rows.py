@@ -7,11 +7,13 @@ another or left empty fails on its name."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from profiling.store import open_store, query
+from profiling.store.connection import StoreError
 from profiling.store.rows import RunData, phase_rows, run_columns
 from profiling.store.write import record
 from tests.store.store_helpers import CONFIG, run_data, summary
@@ -130,3 +132,18 @@ def test_a_stored_run_reads_back_its_columns(tmp_path, name):
     for column in ("gpu_us", "gpu_us_q3", "saved_mib", "throttled", "clock_warning",
                    "sm_mhz_min", "triton_version", "cpu_bound"):  # fmt: skip
         assert row[column] == expected[column], column
+
+
+def test_a_run_the_schema_refuses_is_said_as_refused_and_the_store_stays_in_use(tmp_path):
+    """A run with no variant (the runs table's NOT NULL): the store is sound, so the words
+    say the run was not taken, not that the store is damaged; the next run is kept."""
+    store = open_store(tmp_path / "runs.sqlite")
+    broken = dataclasses.replace(run_data(trace=None), config={})
+    with pytest.raises(StoreError) as refused:
+        record(store, broken)
+    assert str(refused.value) == (
+        f"the run store {store.path} did not take this run (NOT NULL constraint failed: "
+        "runs.variant); nothing of it was kept"
+    )
+    run_id = record(store, run_data(trace=None)).run_id
+    assert query.list_runs(store)[1] == 1 and query.get_run(store, run_id)["id"] == run_id
