@@ -115,7 +115,7 @@ def total_bytes(connection: sqlite3.Connection) -> int:
     return int(row.fetchone()[0])
 
 
-def prune(connection: sqlite3.Connection, folder: Path, cap: int) -> Pruned:
+def prune(connection: sqlite3.Connection, cap: int) -> Pruned:
     """Delete the oldest traces (by their latest run) until the rest fit under `cap` bytes;
     runs in the caller's transaction are marked before any file goes."""
     over = total_bytes(connection) - cap

@@ -124,7 +124,7 @@ def record(store: Store, data: RunData) -> Recorded:
             if kept:
                 use_trace(connection, *kept, created)
             removed = cap_runs(connection, store.max_runs)
-            pruned = traces.prune(connection, store.traces, store.max_bytes)
+            pruned = traces.prune(connection, store.max_bytes)
         done = Recorded(run_id, pruned, removed)
         if pruned or removed:
             traces.delete_files(store.traces, connection)
@@ -150,7 +150,7 @@ def apply_cap(store: Store, cap: int) -> traces.Pruned:
         raise ValueError(f"the cap must be 0 or more bytes, not {cap}")
     with opened(store.path) as connection:
         with transaction(connection):
-            pruned = traces.prune(connection, store.traces, cap)
+            pruned = traces.prune(connection, cap)
         traces.delete_files(store.traces, connection)
         used = {row[0] for row in connection.execute("SELECT hash FROM traces WHERE pruned = 0")}
     settled = time.time() - STRAY_AGE_S  # a younger file may be a run being written now
