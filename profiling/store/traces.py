@@ -116,8 +116,9 @@ def total_bytes(connection: sqlite3.Connection) -> int:
 
 
 def prune(connection: sqlite3.Connection, cap: int) -> Pruned:
-    """Delete the oldest traces (by their latest run) until the rest fit under `cap` bytes;
-    runs in the caller's transaction are marked before any file goes."""
+    """Mark the oldest traces (by their latest run) pruned until the rest fit under `cap`
+    bytes, and their runs, in the caller's transaction; delete_files removes the files once
+    the marks are committed."""
     over = total_bytes(connection) - cap
     done = Pruned(cap=cap)
     if over <= 0:
