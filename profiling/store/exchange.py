@@ -60,15 +60,13 @@ def _tables(connection: sqlite3.Connection) -> dict[str, pd.DataFrame]:
     return found
 
 
-def _copy_traces(runs: pd.DataFrame, source: Path, target: Path) -> int:
-    copied = 0
+def _copy_traces(runs: pd.DataFrame, source: Path, target: Path) -> None:
+    """The runs' kept traces into `target` (a pruned one has no file: it stays behind)."""
     for digest in runs["trace_hash"].dropna().unique():
         found = traces.trace_path(source, digest)
         if found.is_file() and not traces.trace_path(target, digest).exists():
             target.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(found, traces.trace_path(target, digest))
-            copied += 1
-    return copied
 
 
 def export_runs(store: Store, path: str | Path) -> tuple[int, list[Path]]:
@@ -91,7 +89,8 @@ def export_runs(store: Store, path: str | Path) -> tuple[int, list[Path]]:
             written.append(_beside(path, table))
     else:
         _write_jsonl(path, tables)
-    if _copy_traces(runs, store.traces, _beside(path, "traces")) or runs["trace_hash"].any():
+    _copy_traces(runs, store.traces, _beside(path, "traces"))
+    if _beside(path, "traces").is_dir():  # written now, or by an earlier export to this path
         written.append(_beside(path, "traces"))
     return len(runs), written
 

@@ -15,7 +15,7 @@ import pytest
 from profiling.store import open_store, query, traces
 from profiling.store.exchange import export_runs, import_runs
 from profiling.store.schema import CHILD_TABLES
-from profiling.store.write import record
+from profiling.store.write import apply_cap, record
 from tests.store.store_helpers import run_data
 
 
@@ -123,3 +123,63 @@ def test_a_bad_row_after_an_empty_child_table_still_refuses_the_file(tmp_path):
     with pytest.raises(ValueError, match=r"^runs\.jsonl: kernels row 1: .*; nothing was imported$"):
         import_runs(target, path)
     assert query.list_runs(target)[1] == 0
+
+
+def test_an_export_of_a_pruned_run_names_no_traces_folder(tmp_path):
+    """The run keeps its trace's name, its file is gone: nothing to copy, no folder to name."""
+    store, first = _source(tmp_path)
+    apply_cap(store, 0)
+    assert query.get_run(store, first)["trace_pruned"] == 1
+    path = tmp_path / "runs.jsonl"
+    assert export_runs(store, path) == (2, [path])
+    assert not (tmp_path / "runs.traces").exists()
+
+
+def _refused(path: Path, target_dir: Path) -> str:
+    with pytest.raises(ValueError) as refused:
+        import_runs(open_store(target_dir / "target.sqlite"), path)
+    return str(refused.value)
+
+
+def test_a_run_given_twice_with_its_rows_is_refused_whole(tmp_path):
+    """Two lines of one run bring its summary twice: SQLite refuses the second, and nothing
+    of the file is imported."""
+    store, _ = _source(tmp_path, with_trace=False)
+    path = tmp_path / "runs.jsonl"
+    export_runs(store, path)
+    first = path.read_text().splitlines()[0]
+    path.write_text(f"{first}\n{first}\n")
+    assert _refused(path, tmp_path) == (
+        "runs.jsonl: UNIQUE constraint failed: summaries.run_id; nothing was imported"
+    )
+
+
+def test_a_child_file_without_run_ids_is_refused_by_name(tmp_path):
+    import pandas as pd
+
+    store, _ = _source(tmp_path, with_trace=False)
+    path = tmp_path / "runs.parquet"
+    export_runs(store, path)
+    kernels = tmp_path / "runs.kernels.parquet"
+    pd.read_parquet(kernels).drop(columns="run_id").to_parquet(kernels, index=False)
+    assert _refused(path, tmp_path) == (
+        "runs.parquet: its kernels rows have no run_id column; nothing was imported"
+    )
+
+
+def test_a_bad_run_is_named_by_its_number_and_id(tmp_path):
+    store, _ = _source(tmp_path, with_trace=False)
+    path = tmp_path / "runs.jsonl"
+    export_runs(store, path)
+    lines = [json.loads(text) for text in path.read_text().splitlines()]
+    lines[1]["run"]["status"] = "exploded"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    said = _refused(path, tmp_path)
+    assert said.startswith(f"runs.jsonl: run 2 (id '{lines[1]['run']['id']}'): status ")
+    assert said.endswith("; nothing was imported")
+
+
+def test_nothing_at_the_path_is_said(tmp_path):
+    assert _refused(tmp_path / "none.jsonl", tmp_path) == (
+        f"nothing to import at {tmp_path / 'none.jsonl'}"
+    )
