@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .flash_common import INTERPRET
+from .flash_common import INTERPRET, checked_l2_group
 
 
 @dataclass(frozen=True)
@@ -82,9 +82,7 @@ def check_backward_config(config: BackwardConfig) -> None:
         sizes = (tile.block_m, tile.block_n)
         if any(x < 16 or x & (x - 1) for x in sizes):
             raise ValueError(f"{name} block sizes must be powers of two >= 16, got {sizes}")
-        group = tile.l2_group
-        if isinstance(group, bool) or not isinstance(group, int) or group < 0:
-            raise ValueError(f"{name} l2_group must be a whole number >= 0, got {group!r}")
+        checked_l2_group(tile.l2_group, f"{name} l2_group")
     if config.dkdv.block_n % config.dkdv.block_m:
         raise ValueError(f"dkdv block_n must be a multiple of block_m: {config.dkdv.short()}")
     if config.dq.block_m % config.dq.block_n:

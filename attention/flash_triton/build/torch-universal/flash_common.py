@@ -123,6 +123,13 @@ def upcast_dot(dtype: torch.dtype) -> bool:
     return INTERPRET and dtype == torch.bfloat16
 
 
+def checked_l2_group(group: Any, name: str = "l2_group") -> int:
+    """A launch order's group size (flash_bounds._launch_tile): a whole number >= 0."""
+    if isinstance(group, bool) or not isinstance(group, int) or group < 0:
+        raise ValueError(f"{name} must be a whole number >= 0, got {group!r}")
+    return group
+
+
 L2_BYTES_UNKNOWN = 50 * 2**20  # an H100's L2, for a device torch cannot ask (the interpreter)
 _L2_BYTES: dict[torch.device, int] = {}
 

@@ -6,6 +6,8 @@ from typing import Any
 
 import triton
 
+from .flash_common import checked_l2_group
+
 
 def _make_configs() -> list[triton.Config]:
     # (BLOCK_M, BLOCK_N, num_warps, num_stages). Kept from a survey of 9 configs on an H200
@@ -69,13 +71,6 @@ def _pruned(configs: list[triton.Config], args: dict[str, Any], tma: bool) -> li
 # H100, step 9 (docs/flash-triton-notes.md): B4 H16 S4096 D128 681 -> 619 us (groups of 8 and
 # 16 alike), GQA H32/KV8 1,273 -> 1,190 (16; 8: 1,219), window 512 269 -> 245.
 FORWARD_L2_GROUP = 16
-
-
-def checked_l2_group(group: Any) -> int:
-    """A launch order's group size: a whole number >= 0."""
-    if isinstance(group, bool) or not isinstance(group, int) or group < 0:
-        raise ValueError(f"l2_group must be a whole number >= 0, got {group!r}")
-    return group
 
 
 def fixed_config(
