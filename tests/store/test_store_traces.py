@@ -22,9 +22,11 @@ import pytest
 
 from profiling.store import open_store, traces
 from profiling.store.traces import _header_length, content_hash, keep, trace_path
-from profiling.store.write import STRAY_AGE_S, apply_cap
+from profiling.store.write import STRAY_AGE_S, apply_cap, record
+from tests.store.store_helpers import OTHER_TRACE, TRACE, run_data
 
 FTEXT, FHCRC, FEXTRA, FNAME, FCOMMENT = 0x01, 0x02, 0x04, 0x08, 0x10
+OLDEST_BYTES = TRACE.stat().st_size
 
 
 def header(flags: int = 0, extra: bytes = b"", name: bytes = b"", comment: bytes = b"") -> bytes:
@@ -72,6 +74,7 @@ def test_the_header_length_is_rfc_1952s(head: bytes, length: int) -> None:
 def test_a_file_that_is_not_gzip_is_hashed_whole() -> None:
     assert _header_length(b'{"traceEvents": []}') == 0
     assert _header_length(b"\x1f\x8b\x08\x00") == 0  # shorter than the fixed header
+    assert _header_length(header()) == 10  # exactly the fixed header: a member, still gzip
     assert _header_length(b"\x1f\x8c" + bytes(20)) == 0  # not the gzip magic
 
 
@@ -101,6 +104,16 @@ def test_a_header_field_past_the_head_hashes_the_whole_file(tmp_path: Path) -> N
     path = tmp_path / "long-name.json.gz"
     path.write_bytes(data)
     assert content_hash(path) == hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.parametrize(("name_length", "skipped"), [(65_525, 65_536), (65_526, 0)])
+def test_the_head_read_for_the_header_is_64_kib(tmp_path: Path, name_length, skipped) -> None:
+    """A name whose terminator is the head's last byte is skipped; one byte longer, and the
+    header is not in the head: the whole file is hashed."""
+    data = header(FNAME, name=b"n" * name_length) + b"rest"
+    path = tmp_path / "edge.json.gz"
+    path.write_bytes(data)
+    assert content_hash(path) == hashlib.sha256(data[skipped:]).hexdigest()
 
 
 def test_hashing_holds_a_bounded_part_of_the_file_in_memory(tmp_path: Path) -> None:
@@ -168,3 +181,22 @@ def test_a_copy_whose_writer_was_killed_is_removed_once_old(tmp_path: Path) -> N
     os.utime(old, (long_ago, long_ago))
     apply_cap(store, 10**9)
     assert not old.exists() and young.exists()  # the young one may be a copy going on now
+
+
+@pytest.mark.parametrize(
+    ("room", "pruned"),
+    [(0, 0), (-1, 1), (-OLDEST_BYTES, 1), (-OLDEST_BYTES - 1, 2)],
+    ids=["at-cap", "a-byte-over", "the-oldest-over", "a-byte-more"],
+)
+def test_the_size_cap_prunes_the_oldest_traces_until_the_rest_fit_and_no_more(
+    tmp_path: Path, room: int, pruned: int
+) -> None:
+    """Two kept traces, the cap set `room` bytes from their total: at the cap nothing goes,
+    a byte over takes the oldest, and only a byte more than the oldest takes both."""
+    store = open_store(tmp_path / "runs.sqlite")
+    for trace in (TRACE, OTHER_TRACE):  # TRACE's run is the older
+        record(store, run_data(trace=trace))
+    total = TRACE.stat().st_size + OTHER_TRACE.stat().st_size
+    done = apply_cap(store, total + room)
+    assert (done.traces, done.runs) == (pruned, pruned)
+    assert len(list(store.traces.glob("*.json.gz"))) == 2 - pruned
