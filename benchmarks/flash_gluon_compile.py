@@ -1,0 +1,152 @@
+"""Offline proof for flash_gluon.py: compile the Gluon forward for sm_90 with no GPU.
+
+    /work/venv-t36/bin/python benchmarks/flash_gluon_compile.py [--dump DIR]
+
+Why: the GPU machine has Triton 3.6, whose Gluon API differs from later versions, and GPU
+time is scarce. This compiles the kernel at the recommended configs with the running Triton
+(`GluonASTSource` + `triton.compile` for `GPUTarget("cuda", 90, 32)`, the JIT's
+specialisations: 16-divisible pointers and strides) and prints, per config: registers and
+spill (cuobjdump -res-usage, ptxas -v), whether ptxas serialised the wgmmas (its C7514 note:
+then no wgmma overlaps anything, whatever the PTX says), the `wgmma.wait_group` counts, and
+the overlap evidence: for each commit group, how many `ex2` lie between it and the next wait.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib
+import importlib.util
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import types
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+BUILD = REPO / "attention" / "flash_triton" / "build" / "torch-universal"
+# (block_m, block_n, num_warps, stages, head_dim, causal, store_lse)
+CONFIGS = [
+    (128, 128, 8, 2, 128, True, False),
+    (128, 128, 8, 2, 128, True, True),
+    (128, 64, 8, 2, 128, True, False),
+    (128, 64, 8, 3, 128, True, False),
+    (128, 128, 8, 2, 128, False, False),
+    (128, 128, 8, 2, 64, True, True),
+    (64, 128, 4, 2, 128, True, False),
+]
+
+
+def load_module() -> types.ModuleType:
+    """flash_gluon as a submodule of the build package, imported by path."""
+    spec = importlib.util.spec_from_file_location(
+        "_flash_gluon_pkg", BUILD / "__init__.py", submodule_search_locations=[str(BUILD)]
+    )
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["_flash_gluon_pkg"] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module("_flash_gluon_pkg.flash_gluon")
+
+
+def compile_kernel(fn: object, config: tuple) -> object:
+    """triton.compile of the kernel for sm_90 at one config (bf16 inputs)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    bm, bn, warps, stages, head_dim, causal, lse = config
+    constexprs = {
+        "HEAD_DIM": head_dim, "CAUSAL": causal, "BLOCK_M": bm, "BLOCK_N": bn,
+        "STAGES": stages, "STORE_LSE": lse, "HEAVY_FIRST": True, "L2_GROUP": 0,
+        "num_warps": warps,
+    }  # fmt: skip
+    sig, attrs = {}, {}
+    for index, name in enumerate(fn.arg_names):
+        if name in constexprs:
+            sig[name] = "constexpr"
+        elif name[:1].isupper():  # Q, K, V, Out, Lse
+            sig[name] = "*fp32" if name == "Lse" else "*bf16"
+            attrs[(index,)] = [["tt.divisibility", 16]]
+        else:
+            sig[name] = "fp32" if name == "softmax_scale" else "i32"
+            if name.startswith("stride_"):
+                attrs[(index,)] = [["tt.divisibility", 16]]
+    source = GluonASTSource(fn, sig, constexprs, attrs)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+
+
+def ptxas_report(ptx: str, bin_dir: pathlib.Path) -> tuple[str, bool]:
+    """('N registers, S B spill', serialised?) from ptxas -v on the PTX."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "k.ptx"
+        path.write_text(ptx)
+        said = subprocess.run(
+            [str(bin_dir / "ptxas"), "-arch=sm_90a", "-v", str(path), "-o", f"{tmp}/k.cubin"],
+            capture_output=True, text=True,
+        ).stderr  # fmt: skip
+    regs = re.search(r"Used (\d+) registers", said)
+    spill = re.search(r"(\d+) bytes spill stores", said)
+    text = f"{regs[1] if regs else '?'} regs, {spill[1] if spill else '?'} B spill stores"
+    return text, "C7514" in said or "serialized" in said
+
+
+def overlap(ptx: str) -> list[tuple[str, int, int]]:
+    """(kind, ex2 count, N) per wgmma commit group, in PTX order: kind Q·Kᵀ (both operands
+    in shared memory) or P·V (A from registers); ex2 = the ex2 instructions issued while the
+    group was pending, up to the wgmma.wait_group N that retired it (N = groups left in
+    flight). ex2 > 0 is a softmax running while that group is on the tensor cores."""
+    found, pending, kind = [], [], ""
+    for line in ptx.splitlines():
+        if "wgmma.mma_async" in line and not kind:
+            kind = "P·V" if "}, {" in line else "Q·Kᵀ"
+        elif "wgmma.commit_group" in line:
+            pending.append([kind, 0])
+            kind = ""
+        elif "ex2.approx" in line:
+            for group in pending:
+                group[1] += 1
+        elif "wgmma.wait_group" in line:
+            left = int(line.split()[-1].rstrip(";"))
+            retired, pending = pending[: len(pending) - left], pending[len(pending) - left :]
+            found += [(k, ex2, left) for k, ex2 in retired]
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dump", type=pathlib.Path, help="write each config's PTX here")
+    args = parser.parse_args()
+    import triton
+
+    module = load_module()
+    print(f"Triton {triton.__version__}; Gluon pieces missing: {module._MISSING or 'none'}")
+    bin_dir = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    for config in CONFIGS:
+        name = "BM{} BN{} w{} s{} D{} {} lse={}".format(*config[:5], *config[5:])
+        name = name.replace("True", "causal", 1) if config[5] else name.replace("False", "full", 1)
+        try:
+            kernel = compile_kernel(module._flash_fwd_gluon_kernel, config)
+        except Exception as e:  # a config that does not compile: say so, go on
+            print(f"{name}: FAILED {type(e).__name__}: {str(e).splitlines()[-1][:200]}")
+            continue
+        ptx = kernel.asm["ptx"]
+        if args.dump:
+            args.dump.mkdir(parents=True, exist_ok=True)
+            (args.dump / (re.sub(r"\W+", "_", name) + ".ptx")).write_text(ptx)
+        usage, serialised = ptxas_report(ptx, bin_dir)
+        waits = collections.Counter(re.findall(r"wgmma\.wait_group\.sync\.aligned (\d+)", ptx))
+        groups = overlap(ptx)
+        overlapped = [g for g in groups if g[1] and g[0] == "Q·Kᵀ"]
+        print(
+            f"{name}: {usage}, shared {kernel.metadata.shared} B, "
+            f"wgmma serialised by ptxas: {'YES' if serialised else 'no'}\n"
+            f"    wait_group counts {dict(sorted(waits.items()))}; per group (kind, ex2 while "
+            f"pending, N of the wait that retired it): {groups}\n"
+            f"    Q·Kᵀ groups with exp2 issued while in flight: {overlapped}"
+        )
+
+
+if __name__ == "__main__":
+    main()
