@@ -52,3 +52,16 @@ def _launch_tile(HEAVY_FIRST: tl.constexpr, L2_GROUP: tl.constexpr):
     if HEAVY_FIRST:
         tile = n_tiles - 1 - tile
     return pair, tile
+
+
+@triton.jit
+def _sees(keep, key, query, lo_diag, hi_diag, CAUSAL: tl.constexpr, WINDOW: tl.constexpr):
+    """`keep` narrowed to the keys each query sees: query i sees key j when
+    i + lo_diag <= j <= i + hi_diag (the right bound if CAUSAL, both if WINDOW). key and query
+    broadcast against each other: every masked tile of every kernel asks this one rule."""
+    if CAUSAL:
+        keep = keep & (key <= query + hi_diag)
+    if WINDOW:
+        keep = keep & (key >= query + lo_diag)
+        keep = keep & (key <= query + hi_diag)
+    return keep

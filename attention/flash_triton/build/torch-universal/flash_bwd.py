@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from . import flash_bwd_config, flash_tma
-from .flash_bounds import _launch_tile, _visit_bounds
+from .flash_bounds import _launch_tile, _sees, _visit_bounds
 from .flash_bwd_config import (
     BackwardConfig,
     TileConfig,
@@ -84,12 +84,9 @@ def _dkdv_tiles(
         sT = _mma(k, qT, tl.zeros([BLOCK_N, BLOCK_M], tl.float32), UPCAST_DOT)  # (K Q^T)
         pT = tl.math.exp2(sT * qk_scale - lse2[None, :])  # P^T, rebuilt exactly
         if MASKED:
-            keep = row_ok[None, :]
-            if CAUSAL:
-                keep = keep & (offs_n[:, None] <= rows[None, :] + hi_diag)
-            if WINDOW:
-                keep = keep & (offs_n[:, None] >= rows[None, :] + lo_diag)
-                keep = keep & (offs_n[:, None] <= rows[None, :] + hi_diag)
+            keep = _sees(
+                row_ok[None, :], offs_n[:, None], rows[None, :], lo_diag, hi_diag, CAUSAL, WINDOW
+            )
             pT = tl.where(keep, pT, 0.0)
             do = tl.load(do_ptrs, mask=row_ok[:, None], other=0.0)
             delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)

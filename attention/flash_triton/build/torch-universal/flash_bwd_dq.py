@@ -6,7 +6,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from .flash_bounds import _launch_tile, _visit_bounds
+from .flash_bounds import _launch_tile, _sees, _visit_bounds
 from .flash_bwd_delta import _load_rows, _row_ptrs
 from .flash_bwd_tma import _mma
 
@@ -46,12 +46,9 @@ def _dq_tiles(
         s = _mma(q, kT, tl.zeros([BLOCK_M, BLOCK_N], tl.float32), UPCAST_DOT)  # Q K^T
         p = tl.math.exp2(s * qk_scale - lse[:, None])
         if MASKED:
-            keep = col_ok[None, :]
-            if CAUSAL:
-                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
-            if WINDOW:
-                keep = keep & (cols[None, :] >= offs_m[:, None] + lo_diag)
-                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
+            keep = _sees(
+                col_ok[None, :], cols[None, :], offs_m[:, None], lo_diag, hi_diag, CAUSAL, WINDOW
+            )
             p = tl.where(keep, p, 0.0)
         dp = _mma(do, vT, tl.zeros([BLOCK_M, BLOCK_N], tl.float32), UPCAST_DOT)  # dO V^T
         ds = p * (dp - delta[:, None])

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .flash_bounds import _launch_tile, _visit_bounds
+from .flash_bounds import _launch_tile, _sees, _visit_bounds
 from .flash_bwd_config import TileConfig
 from .flash_tma import _scratch
 
@@ -60,12 +60,9 @@ def _dkdv_tma_tiles(
         sT = _mma(k, tl.trans(q), tl.zeros([BLOCK_N, BLOCK_M], tl.float32), UPCAST_DOT)
         pT = tl.math.exp2(sT * qk_scale - lse2[None, :])  # P^T, rebuilt exactly
         if MASKED:
-            keep = row_ok[None, :]
-            if CAUSAL:
-                keep = keep & (offs_n[:, None] <= rows[None, :] + hi_diag)
-            if WINDOW:
-                keep = keep & (offs_n[:, None] >= rows[None, :] + lo_diag)
-                keep = keep & (offs_n[:, None] <= rows[None, :] + hi_diag)
+            keep = _sees(
+                row_ok[None, :], offs_n[:, None], rows[None, :], lo_diag, hi_diag, CAUSAL, WINDOW
+            )
             pT = tl.where(keep, pT, 0.0)
             delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
         else:
@@ -170,12 +167,15 @@ def _dq_tma_tiles(
         s = _mma(q, tl.trans(k), tl.zeros([BLOCK_M, BLOCK_N], tl.float32), UPCAST_DOT)
         p = tl.math.exp2(s * qk_scale - lse[:, None])
         if MASKED:
-            keep = (cols < seqlen)[None, :]
-            if CAUSAL:
-                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
-            if WINDOW:
-                keep = keep & (cols[None, :] >= offs_m[:, None] + lo_diag)
-                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
+            keep = _sees(
+                (cols < seqlen)[None, :],
+                cols[None, :],
+                offs_m[:, None],
+                lo_diag,
+                hi_diag,
+                CAUSAL,
+                WINDOW,
+            )
             p = tl.where(keep, p, 0.0)
         v = v_desc.load([start_n, 0])  # (BLOCK_N, D)
         dp = _mma(do, tl.trans(v), tl.zeros([BLOCK_M, BLOCK_N], tl.float32), UPCAST_DOT)

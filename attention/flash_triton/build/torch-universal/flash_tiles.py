@@ -10,6 +10,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from .flash_bounds import _sees
+
 
 @triton.jit
 def _attn_tiles(
@@ -53,12 +55,9 @@ def _attn_tiles(
         else:
             s = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N) raw scores, fp32
         if MASKED:
-            keep = in_seq[None, :]
-            if CAUSAL:
-                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
-            if WINDOW:
-                keep = keep & (cols[None, :] >= offs_m[:, None] + lo_diag)
-                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
+            keep = _sees(
+                in_seq[None, :], cols[None, :], offs_m[:, None], lo_diag, hi_diag, CAUSAL, WINDOW
+            )
             s = tl.where(keep, s * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))  # (BLOCK_M,)
             m_sub = m_new

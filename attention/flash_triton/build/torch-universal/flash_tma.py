@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .flash_bounds import _launch_tile, _visit_bounds
+from .flash_bounds import _launch_tile, _sees, _visit_bounds
 from .flash_fwd_config import TMA_ONLY_TILE, _prune_tma_configs
 
 # Device-side descriptors (tl.make_tensor_descriptor) are written by each program into a
@@ -55,12 +55,15 @@ def _tma_tiles(
             s = tl.dot(q, tl.trans(k))  # (BLOCK_M, BLOCK_N) raw scores, fp32
         if MASKED:
             cols = start_n + offs_n
-            keep = (cols < seqlen_k)[None, :]
-            if CAUSAL:
-                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
-            if WINDOW:
-                keep = keep & (cols[None, :] >= offs_m[:, None] + lo_diag)
-                keep = keep & (cols[None, :] <= offs_m[:, None] + hi_diag)
+            keep = _sees(
+                (cols < seqlen_k)[None, :],
+                cols[None, :],
+                offs_m[:, None],
+                lo_diag,
+                hi_diag,
+                CAUSAL,
+                WINDOW,
+            )
             s = tl.where(keep, s * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_sub = m_new
