@@ -79,13 +79,18 @@ def compile_kernel(fn: object, config: tuple) -> object:
 
 def ptxas_report(ptx: str, bin_dir: pathlib.Path) -> tuple[str, bool]:
     """('N registers, S B spill', serialised?) from ptxas -v on the PTX."""
+    said = ""
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "k.ptx"
         path.write_text(ptx)
-        said = subprocess.run(
-            [str(bin_dir / "ptxas"), "-arch=sm_90a", "-v", str(path), "-o", f"{tmp}/k.cubin"],
-            capture_output=True, text=True,
-        ).stderr  # fmt: skip
+        for ptxas in ("ptxas", "ptxas-blackwell"):  # Triton 3.9's PTX 9.4 needs the newer one
+            run = subprocess.run(
+                [str(bin_dir / ptxas), "-arch=sm_90a", "-v", str(path), "-o", f"{tmp}/k.cubin"],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            said = run.stderr
+            if run.returncode == 0:
+                break
     regs = re.search(r"Used (\d+) registers", said)
     spill = re.search(r"(\d+) bytes spill stores", said)
     text = f"{regs[1] if regs else '?'} regs, {spill[1] if spill else '?'} B spill stores"
