@@ -19,6 +19,7 @@ from typing import Any
 
 import pandas as pd
 
+from profiling.analysis.summary import finite
 from profiling.store.model_summary import MODEL_KINDS
 from profiling.store.model_summary import figures as model_figures
 from profiling.text_tables import shape_text
@@ -221,7 +222,8 @@ def child_rows(data: RunData) -> dict[str, list[dict[str, Any]]]:
     """Every child table's rows for one run."""
     summary = data.summary
     return {
-        "summaries": [{"summary_json": json.dumps(summary, default=str, allow_nan=False)}]
+        # strict JSON: a NaN figure (a rel_err of an overflowed output) is null, as its column
+        "summaries": [{"summary_json": json.dumps(finite(summary), default=str, allow_nan=False)}]
         if summary
         else [],
         "phases": phase_rows(data.summary),

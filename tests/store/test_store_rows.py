@@ -8,13 +8,17 @@ another or left empty fails on its name."""
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from profiling.store import open_store, query
 from profiling.store.connection import StoreError
-from profiling.store.rows import RunData, phase_rows, run_columns
+from profiling.store.rows import RunData, phase_rows, plain, run_columns
 from profiling.store.write import record
 from tests.store.store_helpers import CONFIG, run_data, summary
 
@@ -147,3 +151,44 @@ def test_a_run_the_schema_refuses_is_said_as_refused_and_the_store_stays_in_use(
     )
     run_id = record(store, run_data(trace=None)).run_id
     assert query.list_runs(store)[1] == 1 and query.get_run(store, run_id)["id"] == run_id
+
+
+def test_numpy_scalars_are_stored_as_pythons_numbers():
+    """np.int64 and np.float32 are neither int nor float: stored as text they would sort and
+    sum as strings."""
+    assert plain(np.int64(3)) == 3 and type(plain(np.int64(3))) is int
+    assert plain(np.float32(1.5)) == 1.5 and type(plain(np.float32(1.5))) is float
+    assert plain(np.float64("nan")) is None and plain(np.bool_(True)) == 1
+
+
+def test_a_summary_with_nan_or_values_json_lacks_is_kept_as_strict_json(tmp_path):
+    """An overflowed fp16 output's rel_err is NaN: the run was refused ("Out of range float
+    values are not JSON compliant") and lost; it is kept, NaN and infinity as null as in their
+    columns, and a value JSON has no type for as its text."""
+    store = open_store(tmp_path / "runs.sqlite")
+    data = run_data(trace=None)
+    data.summary = {**summary(), "rel_err": float("nan"), "bound": float("inf"),
+                    "trace_path": Path("/runs/a.json.gz")}  # fmt: skip
+    run = query.get_run(store, record(store, data).run_id)
+    kept = json.loads(run["summary_json"], parse_constant=lambda name: pytest.fail(name))
+    assert (kept["rel_err"], kept["bound"], kept["trace_path"]) == (None, None, "/runs/a.json.gz")
+    assert run["rel_err"] is None and kept["gpu_us_per_forward"] == 500.0
+
+
+def test_a_runs_roles_and_operators_are_its_child_rows(tmp_path):
+    store = open_store(tmp_path / "runs.sqlite")
+    data = run_data(trace=None)
+    data.roles = pd.DataFrame({"phase": ["forward"], "role": ["attention"],
+                               "us": [np.float64(7.5)], "pct_gpu": [75.0],
+                               "calls": [np.int64(2)], "kernels": ["fwd_kernel"]})  # fmt: skip
+    data.operators = pd.DataFrame({"operator": ["aten::mm"], "calls": [4], "cpu_self_us": [1.0],
+                                   "device_total_us": [9.0]})  # fmt: skip
+    tables = query.children(store, record(store, data).run_id)
+    assert tables["roles"].to_dict("records") == [
+        {"phase": "forward", "role": "attention", "us": 7.5, "pct_gpu": 75.0, "calls": 2,
+         "kernels": "fwd_kernel"}]  # fmt: skip
+    operators = tables["operators"].to_dict("records")
+    assert [(o["operator"], o["calls"], o["device_total_us"]) for o in operators] == [
+        ("aten::mm", 4, 9.0)
+    ]
+    assert pd.isna(operators[0]["cpu_avg_us"])  # a column the frame lacked: NULL
