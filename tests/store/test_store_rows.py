@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +137,7 @@ def test_a_stored_run_reads_back_its_columns(tmp_path, name):
     for column in ("gpu_us", "gpu_us_q3", "saved_mib", "throttled", "clock_warning",
                    "sm_mhz_min", "triton_version", "cpu_bound"):  # fmt: skip
         assert row[column] == expected[column], column
+    assert row["host"] == socket.gethostname()  # the machine that recorded it
 
 
 def test_a_run_the_schema_refuses_is_said_as_refused_and_the_store_stays_in_use(tmp_path):
