@@ -50,6 +50,13 @@ def test_refuses_what_it_cannot_run(
         gluon_mod.gluon_forward(q, k, k.clone(), causal=True)
 
 
+def test_refuses_a_v_of_another_dtype(gluon_mod: types.ModuleType) -> None:
+    """k like q, v not: a chained `!=` let this through to the kernel."""
+    q = torch.zeros(1, 64, 2, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="of one dtype"):
+        gluon_mod.gluon_forward(q, q, q.to(torch.float16))
+
+
 def test_refuses_a_bad_tile(gluon_mod: types.ModuleType) -> None:
     q = torch.zeros(1, 64, 2, 128, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="block_m"):

@@ -24,7 +24,7 @@ import math
 import torch
 import triton
 
-from .flash_tma import eligible
+from .flash_tma import _scratch, eligible
 
 try:  # Gluon is experimental: its Hopper pieces move between Triton versions
     from triton.experimental import gluon
@@ -311,13 +311,8 @@ def available() -> bool:
     return torch.cuda.get_device_capability() == (9, 0)
 
 
-def _scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """Global scratch for the device-side TMA descriptors (128 B each), per launch."""
-    return torch.empty(size, dtype=torch.int8, device="cuda")
-
-
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_m: int, warps: int) -> None:
-    if q.dtype not in (torch.float16, torch.bfloat16) or k.dtype != q.dtype != v.dtype:
+    if q.dtype not in (torch.float16, torch.bfloat16) or {k.dtype, v.dtype} != {q.dtype}:
         raise ValueError(f"fp16 or bf16 q/k/v of one dtype, got {q.dtype}/{k.dtype}/{v.dtype}")
     if q.shape[-1] not in (64, 128) or k.shape != v.shape or q.shape[-1] != k.shape[-1]:
         raise ValueError(f"head_dim 64 or 128, k and v alike: {q.shape}, {k.shape}, {v.shape}")
