@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import RayActorError
+from ray.exceptions import RayActorError, RayTaskError
 
 from profiling.jobs.executor import (
     Answer,
@@ -354,5 +354,10 @@ def _token_hint(address: str | None) -> str:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The error's class and first line; for a point's own error, the point's (Ray wraps it in
+    a RayTaskError whose first line is Ray's banner: the actor's pid, ip and id, in colour)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(exc, RayTaskError) and isinstance(cause, BaseException):
+        exc = cause
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()

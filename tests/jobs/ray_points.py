@@ -1,9 +1,11 @@
-"""Points for tests/jobs/test_ray_gpu.py, run by real Ray workers (which import them from this
-checkout): where a point ran, and a point that leaves its worker's CUDA context broken."""
+"""Points for tests/jobs/test_ray_schedule.py, run by real Ray workers
+(which import them from this checkout): where a point ran, a point that leaves its worker's
+CUDA context broken, and trivial points that write files, end their chain or raise."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +36,40 @@ def breaks_once(marks: str, workload: Any, out: Path, progress: Any) -> dict[str
 
 def failed(reason: str) -> dict[str, Any]:
     return {"failed": reason}
+
+
+@dataclass(frozen=True)
+class Written:
+    """A record whose paths lie in the point's folder, as a real job's record does."""
+
+    label: str
+    pid: int
+    trace: Path
+    extras: tuple[Path, ...]
+    kept: Path  # a path outside the point's folder: never moved
+
+
+def writes(workload: Any, out: Path, progress: Any) -> Written:
+    """Reports halfway (where the die hook acts), then writes two files, one in a subfolder."""
+    progress(0.5, "half")
+    (out / "sub").mkdir(parents=True)
+    (out / "trace.txt").write_text(f"{workload.variant} {workload.seq_len}")
+    (out / "sub" / "extra.bin").write_bytes(bytes([0, 1, 2, 255]))
+    return Written(f"{workload.variant} {workload.seq_len}", os.getpid(), out / "trace.txt",
+                   (out / "sub" / "extra.bin",), Path("/nowhere/kept"))  # fmt: skip
+
+
+def unavailable(workload: Any, out: Path, progress: Any) -> dict[str, Any]:
+    return {"unavailable": True, "pid": os.getpid()}
+
+
+def raises(workload: Any, out: Path, progress: Any) -> dict[str, Any]:
+    raise ValueError("this point's own error\nits second line")
+
+
+def breaks_always(workload: Any, out: Path, progress: Any) -> dict[str, Any]:
+    """Every run leaves its worker's context broken: the last attempt's record is kept."""
+    import profiling.jobs.ray as on_ray
+
+    on_ray._cuda_broken = lambda job: True
+    return {"pid": os.getpid(), "broken": True}
