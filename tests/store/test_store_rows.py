@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 
 from profiling.store import open_store, query
 from profiling.store.connection import StoreError
-from profiling.store.rows import RunData, phase_rows, plain, run_columns
+from profiling.store.rows import RunData, phase_rows, plain, run_columns, workload_key
 from profiling.store.write import record
 from tests.store.store_helpers import CONFIG, run_data, summary
 
@@ -194,3 +195,20 @@ def test_a_runs_roles_and_operators_are_its_child_rows(tmp_path):
         ("aten::mm", 4, 9.0)
     ]
     assert pd.isna(operators[0]["cpu_avg_us"])  # a column the frame lacked: NULL
+
+
+def test_a_value_of_no_stored_type_is_stored_as_its_text():
+    assert plain(Path("/runs/a")) == "/runs/a"
+    assert plain(Decimal("1.25")) == "1.25"
+
+
+def test_the_trend_key_as_stores_already_hold_it():
+    """Stores written earlier hold these keys: a changed text splits every trend in two."""
+    assert workload_key(CONFIG) == (
+        '["sdpa-math", 1024, "bfloat16", 8, 16, 64, true, 3, "forward", null, null, null, "eager"]'
+    )  # the device is not in it: H100 and H200 runs share a trend, split by device after
+    model = {**CONFIG, "preset": "llama-tiny", "layers": 2, "lengths": "128,256"}
+    assert workload_key(model) == (
+        '["model", "sdpa-math", 1024, "bfloat16", 8, 16, 64, true, 3, "forward", null, null, '
+        'null, "eager", "llama-tiny", 2, "128,256", null]'
+    )
