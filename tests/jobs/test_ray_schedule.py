@@ -192,6 +192,21 @@ def test_the_token_hint_only_for_an_address_without_an_auth_mode(monkeypatch):
     assert on_ray._token_hint("10.0.0.1:6379") == ""
 
 
+def test_with_no_cluster_running_the_executor_starts_one_here(tmp_path):
+    """Before the module's cluster: RayExecutor(None) as the CLI's --ray makes it, on a machine
+    where Ray is not running, starts a local cluster with every CPU (and GPU) of the machine."""
+    assert not ray.is_initialized()
+    executor = RayExecutor(None, workers=1)
+    try:
+        (outcome,) = executor.run([[_job(0, tmp_path)]], Said().hooks())[0]
+        assert outcome.value.label == "naive 32" and ray.is_initialized()
+        assert ray.cluster_resources()["CPU"] == os.cpu_count()
+        assert ray.cluster_resources().get("GPU", 0) == torch.cuda.device_count()
+    finally:
+        executor.close()
+        ray.shutdown()
+
+
 # -- on the cluster: the schedule ----------------------------------------------------------------
 
 
