@@ -11,6 +11,7 @@ the same way, slower."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from functools import partial
 from pathlib import Path
@@ -104,6 +105,7 @@ def test_a_worker_ships_each_file_by_its_path_in_the_points_folder(tmp_path):
         shipped = worker.run(job)
         assert shipped.files == {"p0/trace.txt": b"naive 32", "p0/sub/extra.bin": b"\0\1\2\xff"}
         assert shipped.folder.parent == worker.root and not shipped.folder.exists()  # removed
+        assert worker.root.name.startswith("attnprof-ray-")  # whose folder it is, in /tmp
         assert shipped.value.trace == shipped.folder / "p0" / "trace.txt"  # still the worker's
         assert shipped.placement == placement_here(job.workload) and shipped.broken is False
         assert not (tmp_path / "job").exists()  # nothing written where the job asked
@@ -111,23 +113,25 @@ def test_a_worker_ships_each_file_by_its_path_in_the_points_folder(tmp_path):
         os.rmdir(worker.root)
 
 
-def _exit_status(hook) -> int:
-    """The hook called at 0% then 50% in a forked child: the child's exit status."""
+def _exit_status(hook, fractions: tuple[float, ...] = (0.0, 0.5)) -> int:
+    """The hook called at each fraction in a forked child: the child's exit status."""
     pid = os.fork()
     if pid == 0:
-        hook(0.0, "start")
-        hook(0.5, "half")
+        for fraction in fractions:
+            hook(fraction, "progress")
         os._exit(0)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 @pytest.mark.parametrize("times", ["", ":1", ":2"])
 def test_the_die_hook_ends_its_points_worker_the_times_asked(tmp_path, times):
-    job = _job(0, tmp_path)
-    hook = on_ray._die_hook(job, f"naive:32{times}@{tmp_path}")
+    folder = tmp_path / "job@1"  # the job's folder may hold an "@": the first one splits
+    folder.mkdir()
+    hook = on_ray._die_hook(_job(0, tmp_path), f"naive:32{times}@{folder}")
+    assert _exit_status(hook, (0.0,)) == 0  # the point's start: not yet
     deaths = 2 if times == ":2" else 1
     assert [_exit_status(hook) for _ in range(deaths + 1)] == [17] * deaths + [0]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"died-{n}" for n in range(deaths)]
+    assert sorted(p.name for p in folder.iterdir()) == [f"died-{n}" for n in range(deaths)]
 
 
 @pytest.mark.parametrize("die_on", ["", "naive:64", "sdpa-math:32", "naive:3", "naive:32x"])
@@ -139,9 +143,12 @@ def test_the_die_hook_leaves_other_points_alone(tmp_path, die_on):
 def test_the_cuda_check_runs_only_for_a_cuda_point(tmp_path, monkeypatch):
     job = _job(0, tmp_path)
     assert on_ray._cuda_broken(job) is False
-    monkeypatch.setattr(spec, "resolve_device", lambda device: "cuda")  # as a GPU point asks
-    # no CUDA here: the check's own CUDA work fails, so the context reads as broken
-    assert on_ray._cuda_broken(job) is (not torch.cuda.is_available())
+    monkeypatch.setattr(spec, "resolve_device", lambda device: device)  # taken as asked
+    cuda = dataclasses.replace(job, workload=dataclasses.replace(job.workload, device="cuda"))
+    # no CUDA here: the check's own CUDA work fails, so the context reads as broken (on a GPU
+    # machine a healthy context reads as not broken: tests/gpu)
+    assert on_ray._cuda_broken(cuda) is (not torch.cuda.is_available())
+    assert on_ray._cuda_broken(job) is False
 
 
 def test_relocated_moves_only_paths_under_the_old_folder(tmp_path):
@@ -170,6 +177,11 @@ def test_a_received_point_is_written_into_the_jobs_folder(tmp_path):
     assert (home / "p0/trace.txt").read_bytes() == b"t" and (home / "p0/sub/e").read_bytes() == b"e"
     moved = Written("x", 1, home / "p0/trace.txt", (home / "p0/sub/e",), Path("/k"))
     assert outcome == Outcome(moved, Placement("host", "CPU", attempts=2))
+
+
+def test_an_executor_is_not_the_apps_unless_said():
+    """Only the app's executor hides the cluster's address: the CLI's errors name it."""
+    assert RayExecutor("10.0.0.1:6379").public is False and RayExecutor(None).failed is False
 
 
 def test_the_words_of_a_failure():
