@@ -1,4 +1,4 @@
-"""The Gluon forward (flash_gluon.py) on an H100: correct against float64, then timed.
+"""The Gluon forwards (flash_gluon.py, flash_gluon_ws.py) on an H100: correct, then timed.
 
     PYTHONPATH=$PWD python3 benchmarks/bench_flash_gluon.py --out DIR [--rounds 5]
 
@@ -7,14 +7,17 @@ mask) v, and its natural-log LSE) at small ragged shapes, GQA, q_len < kv_len an
 kv_len (rows that see no key: out 0, LSE +inf), D128 and D64, bf16 and fp16. Exit code 1 if
 any max abs error is above TOL, or if no config compiles. (b) do_bench medians (L2 flushed),
 rounds interleaved, at B4 H16 S4096 D128 causal, the GQA prefill B4 H32/KV8 causal and B4
-H16 non-causal: cuDNN (SDPA), our shipped forward (flash_attn_func) and the Gluon configs.
-A config that fails to compile or to run is reported and skipped. JSON to DIR/flash_gluon.json.
+H16 non-causal: cuDNN (SDPA), our shipped forward (flash_attn_func), the Gluon configs and
+the warp-specialised Gluon configs (`ws ...`, flash_gluon_ws.py: producer warp + two consumer
+warpgroups in ping-pong). A config that fails to compile or to run is reported and skipped.
+JSON to DIR/flash_gluon.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import faulthandler
+import functools
 import importlib
 import json
 import math
@@ -40,6 +43,13 @@ CONFIGS = {
     "gluon BM128 BN64 w8 s2": {"block_n": 64, "stages": 2},
     "gluon BM128 BN64 w8 s3": {"block_n": 64, "stages": 3},
     "gluon BM128 BN128 w8 s2 L2g8": {"block_n": 128, "stages": 2, "l2_group": 8},
+}
+# name -> gluon_ws_forward keywords (block_n, stages, l2_group; block_m is 128: 2 x 64 rows)
+WS_CONFIGS = {
+    "ws BM128 BN128 s2 L2g16": {"block_n": 128, "stages": 2},
+    "ws BM128 BN128 s3 L2g16": {"block_n": 128, "stages": 3},
+    "ws BM128 BN64 s4 L2g16": {"block_n": 64, "stages": 4},
+    "ws BM128 BN128 s2 L2g8": {"block_n": 128, "stages": 2, "l2_group": 8},
 }
 # (batch, heads, kv_heads, q_len, kv_len, head_dim, causal, dtype)
 CASES = [
@@ -94,21 +104,29 @@ def check(forward: Callable[..., Any], case: tuple) -> tuple[float, float]:
     return err, (lse.double() - ref_lse)[finite].abs().max().item() if finite.any() else 0.0
 
 
-def correctness(gluon: Any, results: dict) -> tuple[bool, list[str]]:
-    """Every config at the D128 cases, the first also at D64; (all good, configs that ran)."""
+def forwards(gluon: Any, ws: Any) -> dict[str, Callable[..., Any]]:
+    """name -> forward(q, k, v, scale, causal, return_lse=...) of every config of both."""
+    fns = {name: functools.partial(gluon.gluon_forward, **c) for name, c in CONFIGS.items()}
+    for name, config in WS_CONFIGS.items():
+        fns[name] = functools.partial(ws.gluon_ws_forward, **config)
+    return fns
+
+
+def correctness(fns: dict[str, Callable[..., Any]], results: dict) -> tuple[bool, list[str]]:
+    """Every config at the D128 cases, each module's first also at D64; (all good, configs
+    that ran)."""
     good, working = True, []
-    for c_index, (name, config) in enumerate(CONFIGS.items()):
+    with_d64 = {next(iter(CONFIGS)), next(iter(WS_CONFIGS))}
+    for name, forward in fns.items():
         ok = True
         for case in CASES:
-            if case[5] == 64 and c_index:
+            if case[5] == 64 and name not in with_d64:
                 continue
             label = f"{name} | B{case[0]} H{case[1]}/{case[2]} Sq{case[3]} Sk{case[4]} " + (
                 f"D{case[5]} {'causal' if case[6] else 'full'} {str(case[7])[6:]}"
             )
             try:
-                err, lse_err = check(
-                    lambda *a, c=config, **kw: gluon.gluon_forward(*a, **c, **kw), case
-                )
+                err, lse_err = check(forward, case)
             except Exception as e:  # a compile or launch failure of this config
                 results["errors"][label] = traceback.format_exception_only(e)[-1].strip()[:400]
                 print(f"{label}: FAILED {results['errors'][label]}", flush=True)
@@ -123,7 +141,7 @@ def correctness(gluon: Any, results: dict) -> tuple[bool, list[str]]:
     return good, working
 
 
-def contenders(fa: Any, gluon: Any, working: list[str], workload: tuple) -> dict:
+def contenders(fa: Any, fns: dict, working: list[str], workload: tuple) -> dict:
     """name -> zero-argument callable for one workload (inputs made once)."""
     batch, heads, kv_heads, seq, causal = workload
     q = torch.randn(batch, seq, heads, 128, device="cuda", dtype=torch.bfloat16)
@@ -137,19 +155,19 @@ def contenders(fa: Any, gluon: Any, working: list[str], workload: tuple) -> dict
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             return sdpa(qt, kt, vt, is_causal=causal, scale=scale, enable_gqa=heads != kv_heads)
 
-    fns = {
+    calls = {
         "cuDNN": cudnn,
         "ours (flash_attn_func)": lambda: fa.flash_attn_func(q, k, v, scale, causal),
     }
     for name in working:
-        fns[name] = lambda c=CONFIGS[name]: gluon.gluon_forward(q, k, v, scale, causal, **c)
-    return fns
+        calls[name] = lambda f=fns[name]: f(q, k, v, scale, causal)
+    return calls
 
 
-def timing(fa: Any, gluon: Any, working: list[str], rounds: int, results: dict) -> None:
+def timing(fa: Any, forwards: dict, working: list[str], rounds: int, results: dict) -> None:
     """Interleaved rounds of do_bench medians per workload; the median of rounds printed."""
     for wname, workload in WORKLOADS.items():
-        fns = contenders(fa, gluon, working, workload)
+        fns = contenders(fa, forwards, working, workload)
         for name, fn in list(fns.items()):  # compile / autotune outside the timing
             try:
                 fn()
@@ -187,16 +205,20 @@ def main() -> None:
 
     fa = load(REPO / "attention" / "flash_triton" / "build" / "torch-universal", "_fa_gluon")
     gluon = importlib.import_module("_fa_gluon.flash_gluon")
+    ws = importlib.import_module("_fa_gluon.flash_gluon_ws")
     results: dict = {
         "device": torch.cuda.get_device_name(), "torch": torch.__version__,
         "triton": triton.__version__, "available": gluon.available(),
-        "correctness": {}, "timing_us": {}, "errors": {}, "tol": TOL,
+        "ws_available": ws.available(), "correctness": {}, "timing_us": {}, "errors": {},
+        "tol": TOL,
     }  # fmt: skip
     print(f"{results['device']}, torch {torch.__version__}, triton {triton.__version__}")
     print(f"flash_gluon.available() = {results['available']} (missing: {gluon._MISSING})")
-    good, working = correctness(gluon, results)
+    print(f"flash_gluon_ws.available() = {results['ws_available']} (missing: {ws._MISSING})")
+    fns = forwards(gluon, ws)
+    good, working = correctness(fns, results)
     results["correct"], results["working_configs"] = good, working
-    timing(fa, gluon, working, args.rounds, results)
+    timing(fa, fns, working, args.rounds, results)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "flash_gluon.json").write_text(json.dumps(results, indent=1))
     print(f"\ncorrect: {good}; configs that ran: {working}; wrote {args.out / 'flash_gluon.json'}")

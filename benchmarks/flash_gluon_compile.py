@@ -1,6 +1,6 @@
-"""Offline proof for flash_gluon.py: compile the Gluon forward for sm_90 with no GPU.
+"""Offline proof for flash_gluon.py / flash_gluon_ws.py: compile for sm_90 with no GPU.
 
-    /work/venv-t36/bin/python benchmarks/flash_gluon_compile.py [--dump DIR]
+    /work/venv-t36/bin/python benchmarks/flash_gluon_compile.py [--module ws] [--dump DIR]
 
 Why: the GPU machine has Triton 3.6, whose Gluon API differs from later versions, and GPU
 time is scarce. This compiles the kernel at the recommended configs with the running Triton
@@ -9,6 +9,8 @@ specialisations: 16-divisible pointers and strides) and prints, per config: regi
 spill (cuobjdump -res-usage, ptxas -v), whether ptxas serialised the wgmmas (its C7514 note:
 then no wgmma overlaps anything, whatever the PTX says), the `wgmma.wait_group` counts, and
 the overlap evidence: for each commit group, how many `ex2` lie between it and the next wait.
+`--module ws` compiles the warp-specialised kernel (flash_gluon_ws.py) instead, and adds each
+partition's register cap (its setmaxnreg) and the highest register the SASS uses under it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ CONFIGS = [
     (128, 128, 8, 2, 64, True, True),
     (64, 128, 4, 2, 128, True, False),
 ]
+WS_CONFIGS = [  # flash_gluon_ws: block_m 128 = two consumer warpgroups of 64 rows, 4 warps each
+    (128, 128, 4, 2, 128, True, False),
+    (128, 128, 4, 2, 128, True, True),
+    (128, 128, 4, 3, 128, True, False),
+    (128, 64, 4, 2, 128, True, False),
+    (128, 64, 4, 4, 128, True, False),
+    (128, 128, 4, 2, 128, False, False),
+    (128, 128, 4, 2, 64, True, True),
+]
 
 
 def load_module() -> types.ModuleType:
@@ -50,8 +61,23 @@ def load_module() -> types.ModuleType:
     return importlib.import_module("_flash_gluon_pkg.flash_gluon")
 
 
-def compile_kernel(fn: object, config: tuple) -> object:
-    """triton.compile of the kernel for sm_90 at one config (bf16 inputs)."""
+def load_ws_module() -> types.ModuleType:
+    """flash_gluon_ws, imported like load_module's (it imports flash_gluon's helpers)."""
+    load_module()
+    return importlib.import_module("_flash_gluon_pkg.flash_gluon_ws")
+
+
+def compile_ws(module: types.ModuleType, config: tuple) -> object:
+    """The warp-specialised kernel at one config, its register split and L2 order as run."""
+    return compile_kernel(
+        module._flash_fwd_ws_kernel, config, L2_GROUP=16,
+        CONSUMER_REGS=module.CONSUMER_REGS, PRODUCER_REGS=module.PRODUCER_REGS,
+    )  # fmt: skip
+
+
+def compile_kernel(fn: object, config: tuple, **extra: object) -> object:
+    """triton.compile of the kernel for sm_90 at one config (bf16 inputs); extra: further
+    constexprs (the warp-specialised kernel's register split)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -60,7 +86,7 @@ def compile_kernel(fn: object, config: tuple) -> object:
     constexprs = {
         "HEAD_DIM": head_dim, "CAUSAL": causal, "BLOCK_M": bm, "BLOCK_N": bn,
         "STAGES": stages, "STORE_LSE": lse, "HEAVY_FIRST": True, "L2_GROUP": 0,
-        "num_warps": warps,
+        "num_warps": warps, **extra,
     }  # fmt: skip
     sig, attrs = {}, {}
     for index, name in enumerate(fn.arg_names):
@@ -119,38 +145,86 @@ def overlap(ptx: str) -> list[tuple[str, int, int]]:
     return found
 
 
+def partition_registers(ptx: str, bin_dir: pathlib.Path) -> dict[int, int]:
+    """setmaxnreg cap -> registers the SASS uses while that cap holds (the highest R index
+    + 1 in the code after each USETMAXREG, in SASS order): per partition, for a warp-
+    specialised kernel (ptxas -v only reports the kernel's .maxnreg)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "k.ptx"
+        path.write_text(ptx)
+        cubin = f"{tmp}/k.cubin"
+        subprocess.run([str(bin_dir / "ptxas"), "-arch=sm_90a", str(path), "-o", cubin],
+                       check=True, capture_output=True)  # fmt: skip
+        sass = subprocess.run([str(bin_dir / "cuobjdump"), "-sass", cubin],
+                              check=True, capture_output=True, text=True).stdout  # fmt: skip
+    used: dict[int, int] = {}
+    cap = 0
+    for line in sass.splitlines():
+        found = re.search(r"USETMAXREG\.\w+\.CTAPOOL(?: UP\d,)? (0x[0-9a-f]+)", line)
+        if found:
+            cap = int(found[1], 16)
+            continue
+        regs = [int(r) for r in re.findall(r"\bR(\d+)\b", line)]
+        if regs and cap:
+            used[cap] = max(used.get(cap, 0), max(regs) + 1)
+    return dict(sorted(used.items()))
+
+
+def report(name: str, kernel: object, bin_dir: pathlib.Path, dump: pathlib.Path | None,
+           ws: bool) -> None:  # fmt: skip
+    """Print one compiled config's registers, spill, shared memory, serialisation, waits."""
+    ptx = kernel.asm["ptx"]
+    if dump:
+        dump.mkdir(parents=True, exist_ok=True)
+        (dump / (re.sub(r"\W+", "_", name) + ".ptx")).write_text(ptx)
+    usage, serialised = ptxas_report(ptx, bin_dir)
+    waits = collections.Counter(re.findall(r"wgmma\.wait_group\.sync\.aligned (\d+)", ptx))
+    groups = overlap(ptx)
+    print(
+        f"{name}: {usage}, shared {kernel.metadata.shared} B, "
+        f"wgmma serialised by ptxas: {'YES' if serialised else 'no'}\n"
+        f"    wait_group counts {dict(sorted(waits.items()))}; per group (kind, ex2 while "
+        f"pending, N of the wait that retired it): {groups}"
+    )
+    if ws:
+        caps = [int(n) for n in re.findall(r"setmaxnreg\.\w+\.sync\.aligned\.u32\s+(\d+)", ptx)]
+        print(
+            f"    setmaxnreg caps in the PTX {sorted(set(caps))}; registers used under each "
+            f"cap (SASS): {partition_registers(ptx, bin_dir)}\n"
+            f"    P·V groups with exp2 issued while in flight: "
+            f"{[g for g in groups if g[1] and g[0] == 'P·V']}"
+        )
+    else:
+        overlapped = [g for g in groups if g[1] and g[0] == "Q·Kᵀ"]
+        print(f"    Q·Kᵀ groups with exp2 issued while in flight: {overlapped}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dump", type=pathlib.Path, help="write each config's PTX here")
+    parser.add_argument(
+        "--module", choices=("gluon", "ws"), default="gluon",
+        help="flash_gluon (default) or the warp-specialised flash_gluon_ws",
+    )  # fmt: skip
     args = parser.parse_args()
     import triton
 
-    module = load_module()
+    ws = args.module == "ws"
+    module = load_ws_module() if ws else load_module()
     print(f"Triton {triton.__version__}; Gluon pieces missing: {module._MISSING or 'none'}")
     bin_dir = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
-    for config in CONFIGS:
+    for config in WS_CONFIGS if ws else CONFIGS:
         name = "BM{} BN{} w{} s{} D{} {} lse={}".format(*config[:5], *config[5:])
         name = name.replace("True", "causal", 1) if config[5] else name.replace("False", "full", 1)
         try:
-            kernel = compile_kernel(module._flash_fwd_gluon_kernel, config)
+            if ws:
+                kernel = compile_ws(module, config)
+            else:
+                kernel = compile_kernel(module._flash_fwd_gluon_kernel, config)
         except Exception as e:  # a config that does not compile: say so, go on
             print(f"{name}: FAILED {type(e).__name__}: {str(e).splitlines()[-1][:200]}")
             continue
-        ptx = kernel.asm["ptx"]
-        if args.dump:
-            args.dump.mkdir(parents=True, exist_ok=True)
-            (args.dump / (re.sub(r"\W+", "_", name) + ".ptx")).write_text(ptx)
-        usage, serialised = ptxas_report(ptx, bin_dir)
-        waits = collections.Counter(re.findall(r"wgmma\.wait_group\.sync\.aligned (\d+)", ptx))
-        groups = overlap(ptx)
-        overlapped = [g for g in groups if g[1] and g[0] == "Q·Kᵀ"]
-        print(
-            f"{name}: {usage}, shared {kernel.metadata.shared} B, "
-            f"wgmma serialised by ptxas: {'YES' if serialised else 'no'}\n"
-            f"    wait_group counts {dict(sorted(waits.items()))}; per group (kind, ex2 while "
-            f"pending, N of the wait that retired it): {groups}\n"
-            f"    Q·Kᵀ groups with exp2 issued while in flight: {overlapped}"
-        )
+        report(name, kernel, bin_dir, args.dump, ws)
 
 
 if __name__ == "__main__":

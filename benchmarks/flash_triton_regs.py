@@ -1,6 +1,6 @@
 """Registers and spills of the backward kernels per tile, compiled for sm_90 with no GPU.
 
-    python benchmarks/flash_triton_regs.py [--head-dim 128]
+    python benchmarks/flash_triton_regs.py [--head-dim 128] [--grouped]
 
 Why: a tile that spills registers runs 1.5-4x slower (docs/flash-triton-notes.md), and a GPU
 call is scarce; this compiles each candidate of benchmarks/flash_triton_ab_tiles.py offline
@@ -54,6 +54,10 @@ def signature(fn: triton.JITFunction, constexprs: dict[str, object]) -> tuple[di
 
 def usage(fn: triton.JITFunction, constexprs: dict, warps: int, stages: int) -> str:
     """'REG n, STACK m' of one compile, or the compiler's complaint."""
+    # constexprs left at their defaults, given explicitly: Triton 3.6 (the GPU machine's) would
+    # otherwise take them for runtime arguments
+    defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
+    constexprs = defaults | constexprs
     sig, attrs = signature(fn, constexprs)
     source = ASTSource(fn, sig, constexprs, attrs)
     try:
@@ -77,13 +81,15 @@ def usage(fn: triton.JITFunction, constexprs: dict, warps: int, stages: int) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--grouped", action="store_true", help="dK/dV with GQA (GROUPED)")
     args = parser.parse_args()
     os.environ.pop("TRITON_INTERPRET", None)
     fa = load(REPO / "attention" / "flash_triton" / "build" / "torch-universal", "_fa_regs")
     base = {"HEAD_DIM": args.head_dim, "CAUSAL": True, "UPCAST_DOT": False, "WINDOW": False}
     plain_strides = {"stride_qd": 1, "stride_kd": 1, "stride_vd": 1, "stride_dod": 1,
                      "stride_gd": 1}  # fmt: skip
-    print(f"Triton {triton.__version__}, sm_90, head_dim {args.head_dim}, causal bf16")
+    gqa = ", GQA" if args.grouped else ""
+    print(f"Triton {triton.__version__}, sm_90, head_dim {args.head_dim}, causal bf16{gqa}")
     print("| kernel | tile | registers, stack (spill) |\n|---|---|---|")
     for kernel, tiles in (("dkdv", DKDV_TILES), ("dq", DQ_TILES)):
         for tile in tiles:
@@ -91,7 +97,7 @@ def main() -> None:
             tma = bool(tma and tma[0])
             if kernel == "dkdv":
                 fn = fa.flash_bwd_tma._flash_bwd_dkdv_tma if tma else fa.flash_bwd._flash_bwd_dkdv
-                extra = {"GROUPED": False}
+                extra = {"GROUPED": args.grouped}
             else:
                 fn = fa.flash_bwd_tma._flash_bwd_dq_tma if tma else fa.flash_bwd._flash_bwd_dq
                 extra = {}
