@@ -8,6 +8,7 @@ test_upload_budget.py run the same rules end to end through real worker processe
 from __future__ import annotations
 
 import io
+import logging
 import os
 import pickle
 import resource
@@ -285,7 +286,11 @@ def test_the_limits_words(monkeypatch):
         "it reads traces of up to about 10⁷ events (profile fewer steps, or analyse it on your "
         "own machine with `python -m profiling analyze`)"
     )
-    assert worker.over_time().startswith("reading this trace took longer than 50 s, the Space's")
+    monkeypatch.setattr(worker, "UPLOAD_SECONDS", 50.0)
+    assert worker.over_time() == (
+        "reading this trace took longer than 50 s, the Space's limit for one upload (profile "
+        "fewer steps, or analyse it on your own machine with `python -m profiling analyze`)"
+    )
 
 
 def test_receive_passes_progress_on_and_returns_the_answer():
@@ -309,3 +314,66 @@ def test_a_str_subclass_travels_as_a_plain_str():
     sent = worker._plain(Named("/tmp/a.json.gz"))
     assert type(sent) is str and sent == "/tmp/a.json.gz"
     assert worker._plain(3) == 3 and worker._plain(None) is None
+
+
+def test_serve_hands_a_task_all_its_arguments_but_the_limits():
+    """Diff's four arguments: the limits are the last item, not the second."""
+    (answer,) = _served("diff", str(SMALL), str(SMALL), "before", "after")
+    assert answer[0] == "ok" and answer[1] is not None
+
+
+def test_an_unexpected_failure_is_logged_with_its_traceback(failing, caplog):
+    failing(ValueError("boom"))
+    with caplog.at_level(logging.ERROR, logger=worker.log.name):
+        _served("analyze", str(SMALL))
+    (said,) = [r for r in caplog.records if r.name == worker.log.name]
+    assert said.getMessage() == "reading an uploaded trace failed" and said.exc_info
+
+
+@pytest.mark.parametrize(
+    ("raw", "value", "warned"),
+    [("", 5.0, False), ("2.5", 2.5, False), ("abc", 5.0, True), ("0", 5.0, True),
+     ("-3", 5.0, True), ("nan", 5.0, True)],
+)  # fmt: skip
+def test_a_limit_from_the_environment_is_a_positive_number_or_the_default(
+    monkeypatch, caplog, raw, value, warned
+):
+    monkeypatch.setenv("ATTNPROF_TEST_LIMIT", raw)
+    with caplog.at_level(logging.WARNING, logger=worker.log.name):
+        assert worker._env_number("ATTNPROF_TEST_LIMIT", 5) == value
+    said = [r.getMessage() for r in caplog.records if r.name == worker.log.name]
+    expected = [f"ATTNPROF_TEST_LIMIT={raw!r} is not a positive number; using 5"]
+    assert said == (expected if warned else [])
+
+
+def test_the_cap_the_worker_asks_for(monkeypatch):
+    """The call itself (its effect, in a child: the test above); here, in this process."""
+    asked: list[tuple] = []
+    monkeypatch.setattr(resource, "setrlimit", lambda *limit: asked.append(limit))
+    monkeypatch.setattr(worker, "UPLOAD_MEMORY_BYTES", 300 * MiB)
+    worker._limit_self()
+    cap = 300 * MiB + worker.ADDRESS_SLACK_BYTES
+    assert asked == [(resource.RLIMIT_AS, (cap, cap))]
+
+
+def test_the_workers_main_answers_on_its_own_stdout_and_moves_prints_to_stderr(
+    monkeypatch, tmp_path
+):
+    """main() as the worker process runs it, in this process: the task on stdin, the cap
+    asked for (its effect is tested above), the answer on what was stdout."""
+    capped: list[bool] = []
+    monkeypatch.setattr(worker, "_limit_self", lambda: capped.append(True))
+    task = pickle.dumps(("analyze", (str(SMALL), LIMITS)))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(task)))
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        monkeypatch.setattr(sys, "stdout", stdout)
+        monkeypatch.setattr(sys, "stderr", stderr)
+        worker.main()
+        print("a stray print", file=stdout, flush=True)  # where the answers were
+    with open(out, "rb") as answers:
+        messages = []
+        while answers.peek(1):
+            messages.append(pickle.load(answers))
+    assert capped == [True] and messages[-1][0] == "ok"
+    assert err.read_text() == "a stray print\n"
