@@ -331,18 +331,28 @@ def gluon_forward(
     k/v [B, Sk, Hkv, D]; causal is bottom-right aligned (query i sees keys j <= i + Sk - Sq).
     """
     _check(q, k, v, block_m, num_warps)
+    grid, out, lse, args = launch_args(q, k, v, softmax_scale, causal, block_m)
+    _flash_fwd_gluon_kernel[grid](
+        *args, HEAD_DIM=q.shape[-1], CAUSAL=causal, BLOCK_M=block_m, BLOCK_N=block_n,
+        STAGES=stages, STORE_LSE=return_lse, HEAVY_FIRST=heavy_first, L2_GROUP=l2_group,
+        num_warps=num_warps,
+    )  # fmt: skip
+    return out, (lse if return_lse else None)
+
+
+def launch_args(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, softmax_scale: float | None,
+    causal: bool, block_m: int,
+) -> tuple[tuple[int, int], torch.Tensor, torch.Tensor, tuple]:  # fmt: skip
+    """(grid, out, lse, positional arguments) of a Gluon forward kernel (this module's and
+    flash_gluon_ws's take the same); the device-side descriptors' scratch allocator set."""
     batch, seqlen_q, n_heads, head_dim = q.shape
     seqlen_k = k.shape[1]
     scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else softmax_scale
     out = torch.empty_like(q)
     lse = torch.empty(batch * n_heads, seqlen_q, dtype=torch.float32, device=q.device)
-    grid = (batch * n_heads, triton.cdiv(seqlen_q, block_m))
     triton.set_allocator(_scratch)  # device-side descriptors need global scratch
-    _flash_fwd_gluon_kernel[grid](
-        q, k, v, out, lse, scale, seqlen_q, seqlen_k, n_heads, n_heads // k.shape[2],
-        seqlen_k - seqlen_q if causal else seqlen_k, *q.stride()[:3], *k.stride()[:3],
-        *v.stride()[:3], *out.stride()[:3], HEAD_DIM=head_dim, CAUSAL=causal, BLOCK_M=block_m,
-        BLOCK_N=block_n, STAGES=stages, STORE_LSE=return_lse, HEAVY_FIRST=heavy_first,
-        L2_GROUP=l2_group, num_warps=num_warps,
-    )  # fmt: skip
-    return out, (lse if return_lse else None)
+    args = (q, k, v, out, lse, scale, seqlen_q, seqlen_k, n_heads, n_heads // k.shape[2],
+            seqlen_k - seqlen_q if causal else seqlen_k, *q.stride()[:3], *k.stride()[:3],
+            *v.stride()[:3], *out.stride()[:3])  # fmt: skip
+    return (batch * n_heads, triton.cdiv(seqlen_q, block_m)), out, lse, args

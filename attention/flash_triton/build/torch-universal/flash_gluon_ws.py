@@ -30,10 +30,7 @@ any route.
 
 from __future__ import annotations
 
-import math
-
 import torch
-import triton
 
 from .flash_gluon import _MISSING as _GLUON_MISSING
 from .flash_gluon import (
@@ -50,8 +47,8 @@ from .flash_gluon import (
     _row_max,
     _store_out,
     _tma_load,
+    launch_args,
 )
-from .flash_tma import _scratch
 
 try:  # Gluon is experimental: its Hopper pieces move between Triton versions
     from triton.experimental.gluon import language as gl
@@ -317,22 +314,15 @@ def gluon_ws_forward(
     if block_m != 128 or block_n not in (64, 128) or stages < 2:
         raise ValueError(f"block_m 128, block_n 64 or 128, stages >= 2: {block_m}, "
                          f"{block_n}, {stages}")  # fmt: skip
-    batch, seqlen_q, n_heads, head_dim = q.shape
+    head_dim = q.shape[-1]
     ring_bytes = (block_m + 2 * stages * block_n) * head_dim * q.element_size()  # Q, K, V
     if ring_bytes > SHARED_BYTES:
         raise ValueError(f"stages {stages} x block_n {block_n} needs {ring_bytes} B of shared "
                          f"memory, more than {SHARED_BYTES}")  # fmt: skip
-    seqlen_k = k.shape[1]
-    scale = 1.0 / math.sqrt(head_dim) if softmax_scale is None else softmax_scale
-    out = torch.empty_like(q)
-    lse = torch.empty(batch * n_heads, seqlen_q, dtype=torch.float32, device=q.device)
-    grid = (batch * n_heads, triton.cdiv(seqlen_q, block_m))
-    triton.set_allocator(_scratch)  # device-side descriptors need global scratch
+    grid, out, lse, args = launch_args(q, k, v, softmax_scale, causal, block_m)
     _flash_fwd_ws_kernel[grid](
-        q, k, v, out, lse, scale, seqlen_q, seqlen_k, n_heads, n_heads // k.shape[2],
-        seqlen_k - seqlen_q if causal else seqlen_k, *q.stride()[:3], *k.stride()[:3],
-        *v.stride()[:3], *out.stride()[:3], HEAD_DIM=head_dim, CAUSAL=causal, BLOCK_M=block_m,
-        BLOCK_N=block_n, STAGES=stages, STORE_LSE=return_lse, HEAVY_FIRST=heavy_first,
-        L2_GROUP=l2_group, CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4,
+        *args, HEAD_DIM=head_dim, CAUSAL=causal, BLOCK_M=block_m, BLOCK_N=block_n,
+        STAGES=stages, STORE_LSE=return_lse, HEAVY_FIRST=heavy_first, L2_GROUP=l2_group,
+        CONSUMER_REGS=CONSUMER_REGS, PRODUCER_REGS=PRODUCER_REGS, num_warps=4,
     )  # fmt: skip
     return out, (lse if return_lse else None)
