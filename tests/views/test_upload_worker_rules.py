@@ -332,13 +332,16 @@ def test_an_unexpected_failure_is_logged_with_its_traceback(failing, caplog):
 
 @pytest.mark.parametrize(
     ("raw", "value", "warned"),
-    [("", 5.0, False), ("2.5", 2.5, False), ("abc", 5.0, True), ("0", 5.0, True),
-     ("-3", 5.0, True), ("nan", 5.0, True)],
+    [(None, 5.0, False), ("", 5.0, False), ("2.5", 2.5, False), ("0.5", 0.5, False),
+     ("abc", 5.0, True), ("0", 5.0, True), ("-3", 5.0, True), ("nan", 5.0, True)],
 )  # fmt: skip
 def test_a_limit_from_the_environment_is_a_positive_number_or_the_default(
     monkeypatch, caplog, raw, value, warned
 ):
-    monkeypatch.setenv("ATTNPROF_TEST_LIMIT", raw)
+    if raw is None:
+        monkeypatch.delenv("ATTNPROF_TEST_LIMIT", raising=False)
+    else:
+        monkeypatch.setenv("ATTNPROF_TEST_LIMIT", raw)
     with caplog.at_level(logging.WARNING, logger=worker.log.name):
         assert worker._env_number("ATTNPROF_TEST_LIMIT", 5) == value
     said = [r.getMessage() for r in caplog.records if r.name == worker.log.name]
