@@ -96,15 +96,11 @@ def clear_message(message: Any, sent: Any) -> str:
 
 
 def _without_echoes(message: str, sent: Any) -> str:
-    """`message` less every text the caller sent, as the handlers echo it (quoted: a value
-    'AaError' said back is theirs; an unquoted 'r' must not hide a KeyError)."""
-    if isinstance(sent, str):
-        return message.replace(repr(sent), "")
-    items = sent.values() if isinstance(sent, dict) else sent
-    if isinstance(items, (tuple, list, type({}.values()))):
-        for item in items:
+    """`message` less every text the caller sent, quoted as the handlers echo it ('AaError')."""
+    if isinstance(sent, dict | tuple | list):
+        for item in sent.values() if isinstance(sent, dict) else sent:
             message = _without_echoes(message, item)
-    return message
+    return message.replace(repr(sent), "") if isinstance(sent, str) else message
 
 
 def test_an_echoed_value_is_the_callers_and_internals_are_still_caught():
