@@ -103,6 +103,21 @@ def upload_reads_at_full_priority(request: pytest.FixtureRequest) -> Iterator[No
         upload_worker.LONG_READ_NICENESS = niceness
 
 
+@pytest.fixture(autouse=True)
+def upload_limits_left_as_found() -> Iterator[None]:
+    """A test that changes the server's upload limits and leaves them changed fails itself: a
+    leaked limit (123456789 bytes) failed five other tests in CI, in whichever worker ran next."""
+    from profiling.views import shared as views_shared
+
+    names = ("TRACE_MAX_UPLOAD_BYTES", "TRACE_MAX_EXPANDED_BYTES")
+    before = [getattr(views_shared, name) for name in names]
+    yield
+    after = [getattr(views_shared, name) for name in names]
+    for name, value in zip(names, before, strict=True):
+        setattr(views_shared, name, value)
+    assert after == before, f"this test left the upload limits changed: {after} != {before}"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return

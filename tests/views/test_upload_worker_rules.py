@@ -41,6 +41,13 @@ def _served(task: str, *args, limits=LIMITS) -> list:
     return messages
 
 
+@pytest.fixture(autouse=True)
+def _limits_restored(monkeypatch):
+    """serve() sets the limits it was sent on this process's module: put them back after."""
+    for name in LIMITS:
+        monkeypatch.setattr(views_shared, name, getattr(views_shared, name))
+
+
 @pytest.fixture
 def failing(monkeypatch):
     """The analyze task replaced by one that raises what the test hands it."""
@@ -57,9 +64,7 @@ def failing(monkeypatch):
     return use
 
 
-def test_serve_answers_with_progress_then_the_page_under_the_limits_it_was_sent(monkeypatch):
-    for name in LIMITS:
-        monkeypatch.setattr(views_shared, name, getattr(views_shared, name))  # restored after
+def test_serve_answers_with_progress_then_the_page_under_the_limits_it_was_sent():
     messages = _served("analyze", str(SMALL))
     assert all(m[0] == "progress" for m in messages[:-1]) and len(messages) > 2
     assert 0 <= messages[0][1] <= messages[-2][1] <= 1 and isinstance(messages[0][2], str)
