@@ -251,6 +251,15 @@ def _pids(executor: RayExecutor) -> list[int]:
     return ray.get([actor.__ray_call__.remote(_pid) for actor in executor._pool])
 
 
+def _warm_pids(executor: RayExecutor, tmp_path: Path) -> list[int]:
+    """Both workers' ids, the pool filled first: whichever test runs first (mutmut runs the
+    fastest first) compares two workers, not an empty pool."""
+    executor.run([[_job(0, tmp_path / "warm")], [_job(1, tmp_path / "warm")]], Said().hooks())
+    pids = _pids(executor)
+    assert len(pids) == 2
+    return pids
+
+
 def _pid(actor) -> int:
     return os.getpid()
 
@@ -267,7 +276,7 @@ def test_a_point_that_ends_its_chain_leaves_the_rest_unrun(two_cpus, tmp_path):
 
 
 def test_a_point_that_raises_is_failed_once_and_its_chain_goes_on(two_cpus, tmp_path):
-    pids = _pids(two_cpus)
+    pids = _warm_pids(two_cpus, tmp_path)
     chains = [[_job(0, tmp_path, ray_points.raises), _job(1, tmp_path)]]
     answer = two_cpus.run(chains, Said().hooks())
     (failed, after) = answer[0]
@@ -278,14 +287,14 @@ def test_a_point_that_raises_is_failed_once_and_its_chain_goes_on(two_cpus, tmp_
 
 def test_a_worker_that_dies_is_replaced_and_its_point_run_again(two_cpus, tmp_path, monkeypatch):
     monkeypatch.setenv(DIE_ON_ENV, "naive:64")
-    before = _pids(two_cpus)
+    before = _warm_pids(two_cpus, tmp_path)
     chains = [[_job(0, tmp_path, seq_len=64), _job(1, tmp_path)], [_job(2, tmp_path)]]
     answer = two_cpus.run(chains, Said().hooks())
     assert [[o.placement.attempts for o in chain] for chain in answer] == [[2, 1], [1]]
     assert [o.value.label for o in answer[0]] == ["naive 64", "naive 32"]
     after = _pids(two_cpus)
     assert len(set(after) - set(before)) == 1 and len(after) == 2  # one fresh worker
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["p0", "p1", "p2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p0", "p1", "p2", "warm"]
 
 
 def test_a_point_whose_worker_dies_twice_fails_with_the_reason(two_cpus, tmp_path, monkeypatch):
