@@ -85,3 +85,30 @@ def test_a_failed_join_is_said_without_the_address(monkeypatch, caplog):
     assert app_side.failed and any("10.1.2.3" in r.getMessage() for r in caplog.records)
     with pytest.raises(executor.ConfigError, match=r"10\.1\.2\.3"):  # the CLI's own --ray address
         executor.executor_for("10.1.2.3:6379")._connect()
+
+
+def test_a_join_asks_for_the_address_this_checkouts_code_and_quiet_logs(monkeypatch):
+    """What the join asks of ray.init, recorded (the real join, slow to start, is
+    tests/jobs/test_ray_cluster.py's): the cluster's workers import this checkout's code, not
+    theirs, and Ray's INFO lines and the workers' prints stay off the CLI's output."""
+    pytest.importorskip("ray")
+    from pathlib import Path
+
+    from profiling.jobs import ray as on_ray
+
+    asked: list[dict] = []
+
+    def recorded(*args, **kwargs):
+        asked.append(kwargs)
+        raise ConnectionError("refused")
+
+    monkeypatch.setattr(on_ray.ray, "init", recorded)
+    monkeypatch.setattr(on_ray.ray, "is_initialized", lambda: False)
+    with pytest.raises(executor.ConfigError, match=r"at 10\.1\.2\.3:6379: refused"):
+        executor.executor_for("10.1.2.3:6379")._connect()
+    root = Path(on_ray.__file__).resolve().parents[2]
+    assert asked == [{
+        "address": "10.1.2.3:6379", "logging_level": logging.WARNING, "log_to_driver": False,
+        "runtime_env": {"py_modules": [str(root / "profiling"), str(root / "attention")]},
+    }]  # fmt: skip
+    assert (root / "profiling" / "jobs" / "ray.py").is_file()

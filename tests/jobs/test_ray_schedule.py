@@ -12,7 +12,9 @@ the same way, slower."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import threading
 from functools import partial
 from pathlib import Path
 
@@ -214,6 +216,10 @@ def test_with_no_cluster_running_the_executor_starts_one_here(tmp_path):
         assert outcome.value.label == "naive 32" and ray.is_initialized()
         assert ray.cluster_resources()["CPU"] == os.cpu_count()
         assert ray.cluster_resources().get("GPU", 0) == torch.cuda.device_count()
+        # quiet: Ray's own lines from WARNING up, no workers' prints, no dashboard
+        assert logging.getLogger("ray").level == logging.WARNING
+        assert "ray_print_logs" not in {thread.name for thread in threading.enumerate()}
+        assert ray._private.worker._global_node.webui_url == ""
     finally:
         executor.close()
         ray.shutdown()
