@@ -1,13 +1,18 @@
 """Points for tests/jobs/test_ray_schedule.py, run by real Ray workers
 (which import them from this checkout): where a point ran, a point that leaves its worker's
-CUDA context broken, and trivial points that write files, end their chain or raise."""
+CUDA context broken, and trivial points that write files, end their chain or raise; and, for
+the test process, a job of one such point and the hooks that record what a run said."""
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from profiling.jobs.executor import Hooks, PointJob
+from profiling.workload.spec import Workload
 
 
 def where(workload: Any, out: Path, progress: Any) -> dict[str, Any]:
@@ -59,6 +64,18 @@ def writes(workload: Any, out: Path, progress: Any) -> Written:
                    (out / "sub" / "extra.bin",), Path("/nowhere/kept"))  # fmt: skip
 
 
+def meets(folder: str, workload: Any, out: Path, progress: Any) -> Written:
+    """Runs until both points of a pair have started (a mark each in `folder`), then past two
+    of the driver's polls, then writes: so a progress line is said while both run, however
+    warm their workers were."""
+    Path(folder, str(os.getpid())).touch()
+    deadline = time.monotonic() + 120
+    while len(list(Path(folder).iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(1.2)  # POLL_SECONDS is 0.5
+    return writes(workload, out, progress)
+
+
 def unavailable(workload: Any, out: Path, progress: Any) -> dict[str, Any]:
     return {"unavailable": True, "pid": os.getpid()}
 
@@ -73,3 +90,37 @@ def breaks_always(workload: Any, out: Path, progress: Any) -> dict[str, Any]:
 
     on_ray._cuda_broken = lambda job: True
     return {"pid": os.getpid(), "broken": True}
+
+
+# -- the test process's side ---------------------------------------------------------------------
+
+
+def point_job(index: int, out: Path, run=None, seq_len: int = 32, device: str = "cpu"):
+    """Point `index` of a tiny CPU workload, run by `run` (default: writes) into out/p{index}."""
+    workload = Workload.from_user(variant="naive", device=device, seq_len=seq_len, batch=1,
+                                  heads=2, head_dim=32, dtype="float32", steps=1)  # fmt: skip
+    return PointJob(index, f"point {index}", workload, run or writes, out / f"p{index}", failed)
+
+
+class Said:
+    """The hooks a job hands its executor, recording what the executor told them."""
+
+    def __init__(self, stop_at: int = 0) -> None:
+        self.reports: list[tuple[float, str]] = []
+        self.starts = 0
+        self.stop_at = stop_at  # the start that raises KeyboardInterrupt (Ctrl-C); 0: none
+
+    def before(self) -> None:
+        self.starts += 1
+        if self.starts == self.stop_at:
+            raise KeyboardInterrupt
+
+    def hooks(self) -> Hooks:
+        return Hooks(self.report, self.before, _unavailable)
+
+    def report(self, fraction: float, text: str) -> None:
+        self.reports.append((fraction, text))
+
+
+def _unavailable(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("unavailable", False)

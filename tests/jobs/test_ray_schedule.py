@@ -12,9 +12,7 @@ the same way, slower."""
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
-import threading
 from functools import partial
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from ray.exceptions import RayTaskError
 
 import profiling.workload.spec as spec
 from profiling.jobs import ray as on_ray
-from profiling.jobs.executor import Hooks, Outcome, Placement, PointJob, placement_here
+from profiling.jobs.executor import Outcome, Placement, placement_here
 from profiling.jobs.ray import (
     ATTEMPTS,
     CANCELLED,
@@ -37,9 +35,9 @@ from profiling.jobs.ray import (
     received,
     relocated,
 )
-from profiling.workload.spec import Workload
 from tests.jobs import ray_points
-from tests.jobs.ray_points import Written
+from tests.jobs.ray_points import Said, Written
+from tests.jobs.ray_points import point_job as _job
 
 
 @pytest.fixture(scope="module")
@@ -64,37 +62,6 @@ def two_gpus(cluster):
     executor = RayExecutor(None)
     yield executor
     executor.close()
-
-
-class Said:
-    """The hooks a job hands its executor, recording what the executor told them."""
-
-    def __init__(self, stop_at: int = 0) -> None:
-        self.reports: list[tuple[float, str]] = []
-        self.starts = 0
-        self.stop_at = stop_at  # the start that raises KeyboardInterrupt (Ctrl-C); 0: none
-
-    def before(self) -> None:
-        self.starts += 1
-        if self.starts == self.stop_at:
-            raise KeyboardInterrupt
-
-    def hooks(self) -> Hooks:
-        return Hooks(self.report, self.before, _unavailable)
-
-    def report(self, fraction: float, text: str) -> None:
-        self.reports.append((fraction, text))
-
-
-def _unavailable(value) -> bool:
-    return isinstance(value, dict) and value.get("unavailable", False)
-
-
-def _job(index: int, out: Path, run=ray_points.writes, seq_len: int = 32, device: str = "cpu"):
-    workload = Workload.from_user(variant="naive", device=device, seq_len=seq_len, batch=1,
-                                  heads=2, head_dim=32, dtype="float32", steps=1)  # fmt: skip
-    label = f"point {index}"
-    return PointJob(index, label, workload, run, out / f"p{index}", ray_points.failed)
 
 
 # -- in this process: what a worker does --------------------------------------------------------
@@ -206,25 +173,6 @@ def test_the_token_hint_only_for_an_address_without_an_auth_mode(monkeypatch):
     assert on_ray._token_hint("10.0.0.1:6379") == ""
 
 
-def test_with_no_cluster_running_the_executor_starts_one_here(tmp_path):
-    """Before the module's cluster: RayExecutor(None) as the CLI's --ray makes it, on a machine
-    where Ray is not running, starts a local cluster with every CPU (and GPU) of the machine."""
-    assert not ray.is_initialized()
-    executor = RayExecutor(None, workers=1)
-    try:
-        (outcome,) = executor.run([[_job(0, tmp_path)]], Said().hooks())[0]
-        assert outcome.value.label == "naive 32" and ray.is_initialized()
-        assert ray.cluster_resources()["CPU"] == os.cpu_count()
-        assert ray.cluster_resources().get("GPU", 0) == torch.cuda.device_count()
-        # quiet: Ray's own lines from WARNING up, no workers' prints, no dashboard
-        assert logging.getLogger("ray").level == logging.WARNING
-        assert "ray_print_logs" not in {thread.name for thread in threading.enumerate()}
-        assert ray._private.worker._global_node.webui_url == ""
-    finally:
-        executor.close()
-        ray.shutdown()
-
-
 # -- on the cluster: the schedule ----------------------------------------------------------------
 
 
@@ -234,8 +182,10 @@ def _values(answer) -> list[list]:
 
 def test_chains_run_in_order_side_by_side_and_come_back_as_files(two_cpus, tmp_path):
     said = Said()
-    chains = [[_job(0, tmp_path), _job(1, tmp_path, seq_len=64)],
-              [_job(2, tmp_path), _job(3, tmp_path, seq_len=64)]]  # fmt: skip
+    (tmp_path / "meet").mkdir()
+    meet = partial(ray_points.meets, str(tmp_path / "meet"))  # the first two run side by side
+    chains = [[_job(0, tmp_path, meet), _job(1, tmp_path, seq_len=64)],
+              [_job(2, tmp_path, meet), _job(3, tmp_path, seq_len=64)]]  # fmt: skip
     answer = two_cpus.run(chains, said.hooks())
     assert two_cpus.kind == "CPU" and said.starts == 4
     labels = [[o.value.label for o in chain] for chain in answer]
@@ -332,7 +282,7 @@ def test_a_point_from_a_broken_cuda_context_runs_again_on_a_fresh_worker(two_gpu
     assert outcome.value == {"pid": outcome.value["pid"], "broken": False}  # the healthy run's
     assert outcome.value["pid"] != broken_pid  # on another worker
     assert outcome.placement.attempts == 2
-    assert len(_pids(two_gpus)) == 2  # the broken one replaced
+    assert outcome.value["pid"] in _pids(two_gpus) and broken_pid not in _pids(two_gpus)
 
 
 def test_a_point_from_a_broken_context_is_kept_on_its_last_attempt(two_gpus, tmp_path):
@@ -351,23 +301,28 @@ def test_ctrl_c_cancels_what_is_running_and_what_is_left(two_cpus, tmp_path):
 
 
 def test_the_pool_is_kept_while_it_fits_and_replaced_when_the_kind_changes(
-    two_cpus, tmp_path, monkeypatch
+    cluster, tmp_path, monkeypatch
 ):
-    """Last: it leaves the module's CPU executor with one GPU worker."""
+    """An executor of its own, empty at the start, closed at the end: the module's executors
+    keep their size and kind whichever test runs first."""
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    two_cpus.workers = None
-    two_cpus.run([[_job(0, tmp_path)]], Said().hooks())
-    assert two_cpus.kind == "CPU" and len(two_cpus._pool) == 1  # one point: one worker
-    first = two_cpus._pool[0]
-    env = {"env_vars": {"PYTHONPATH": str(CHECKOUT)}}  # workers import this checkout
-    assert two_cpus._pool_options == {"num_cpus": 1, "runtime_env": env}
-    two_cpus.run([[_job(1, tmp_path)], [_job(2, tmp_path)]], Said().hooks())
-    assert two_cpus._pool[0] is first and len(two_cpus._pool) == 2  # kept, one added
-    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
-    gpu = [[_job(3, tmp_path, ray_points.where, device="auto")]]
-    (outcome,) = two_cpus.run(gpu, Said().hooks())[0]
-    env = {"env_vars": {"PYTHONPATH": f"{CHECKOUT}{os.pathsep}/somewhere/else"}}
-    assert two_cpus._pool_options == {"num_gpus": 1, "runtime_env": env}
-    assert two_cpus.kind == "GPU" and len(two_cpus._pool) == 1 and two_cpus._pool[0] is not first
-    assert len(outcome.value["gpus"]) == 1
-    assert ray.available_resources().get("GPU", 0) == 0  # a whole GPU: the third one
+    executor = RayExecutor(None)
+    try:
+        executor.run([[_job(0, tmp_path)]], Said().hooks())
+        assert executor.kind == "CPU" and len(executor._pool) == 1  # one point: one worker
+        first = executor._pool[0]
+        env = {"env_vars": {"PYTHONPATH": str(CHECKOUT)}}  # workers import this checkout
+        assert executor._pool_options == {"num_cpus": 1, "runtime_env": env}
+        executor.run([[_job(1, tmp_path)], [_job(2, tmp_path)]], Said().hooks())
+        assert executor._pool[0] is first and len(executor._pool) == 2  # kept, one added
+        monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+        gpus_free = ray.available_resources().get("GPU", 0)
+        gpu = [[_job(3, tmp_path, ray_points.where, device="auto")]]
+        (outcome,) = executor.run(gpu, Said().hooks())[0]
+        env = {"env_vars": {"PYTHONPATH": f"{CHECKOUT}{os.pathsep}/somewhere/else"}}
+        assert executor._pool_options == {"num_gpus": 1, "runtime_env": env}
+        assert executor.kind == "GPU" and len(executor._pool) == 1
+        assert executor._pool[0] is not first and len(outcome.value["gpus"]) == 1
+        assert ray.available_resources().get("GPU", 0) == gpus_free - 1  # a whole GPU
+    finally:
+        executor.close()
