@@ -106,7 +106,7 @@ class Helper:
     Two threads move the bytes (pipe I/O releases the GIL), so the reader never waits on it."""
 
     def __init__(self) -> None:
-        root = str(Path(__file__).resolve().parents[1])
+        root = str(Path(__file__).resolve().parents[2])  # the checkout, whatever the cwd
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),

@@ -204,7 +204,7 @@ class _Worker:
 def _start() -> _Worker:
     from profiling.trace.scan import said_for_children  # the scanner's state, said here once
 
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])  # the checkout, whatever the cwd
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),

@@ -90,6 +90,17 @@ def test_a_generated_trace_in_many_pieces_through_the_helper(generated, small_pi
     assert trace.meta["traceName"] == "trace.json.gz"
 
 
+def test_the_helpers_start_whatever_folder_the_reader_runs_in(generated, tmp_path, monkeypatch):
+    """`python /path/to/app.py` or the CLI from another folder: the helper processes import
+    this checkout (they were given profiling/ itself as their path and died at once)."""
+    monkeypatch.setattr(trace_stream, "PIECE", 4096)
+    monkeypatch.setattr(trace_stream, "BLOCK", 4096)
+    monkeypatch.setattr(trace_read, "HELPER_AFTER", 1)
+    monkeypatch.setattr(trace_scan, "scanner", lambda: None)  # every piece to the helpers
+    monkeypatch.chdir(tmp_path)
+    assert len(trace_model.load(generated).spans) > 4000
+
+
 def test_pieces_the_scanner_declines_merge_with_the_ones_it_reads(
     generated, small_pieces, monkeypatch
 ):

@@ -385,3 +385,40 @@ def test_the_workers_main_answers_on_its_own_stdout_and_moves_prints_to_stderr(
             messages.append(pickle.load(answers))
     assert capped == [True] and messages[-1][0] == "ok"
     assert err.read_text() == "a stray print\n"
+
+
+@pytest.fixture
+def own_pool(monkeypatch):
+    """A pool of the test's own, as the server has when it starts; its workers ended after."""
+    pool = _Pool()
+    monkeypatch.setattr(worker, "POOL", pool)
+    yield pool
+    with pool.lock:
+        left = [*pool.running, *([pool.idle] if pool.idle else [])]
+    for each in left:
+        each.process.kill()
+        each.process.wait()
+
+
+def test_a_taken_worker_is_followed_by_a_started_idle_one(own_pool):
+    """The next upload finds a worker already started, its imports done, not one to start."""
+    taken = own_pool.take()
+    deadline = time.monotonic() + 60  # a thread starts it at once; generous on a busy host
+    while own_pool.idle is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert own_pool.idle is not None and own_pool.idle is not taken
+    assert own_pool.idle.process.poll() is None and own_pool.running == [taken]
+    own_pool.release(taken)
+    assert own_pool.running == [] and taken.process.poll() is not None
+
+
+def test_a_worker_reads_an_upload_whatever_folder_the_server_runs_in(
+    own_pool, tmp_path, monkeypatch
+):
+    """`python /path/to/app.py` from another folder: the worker still imports this checkout
+    (it was given profiling/ itself as its path, and ended at once: "No module named
+    'profiling'", so every upload failed)."""
+    monkeypatch.chdir(tmp_path)
+    progress: list[float] = []
+    page = worker.run_upload("analyze", str(SMALL), progress=lambda f, text: progress.append(f))
+    assert page is not None and progress and progress == sorted(progress)
