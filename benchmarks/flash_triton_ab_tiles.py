@@ -19,7 +19,8 @@ Two questions, one call (rows interleaved, `bench_flash_triton_ab.time_rows`):
 The winners are written by hand into the configs, and the whole step re-measured:
 `--part step --baseline DIR` times main's defaults (an old attention/flash_triton copy in DIR)
 against this checkout's on the six workloads, cuDNN beside them, and a few backward tiles
-next to the new default's.
+next to the new default's. `--part clamp` (step 13): the train step and the backward alone
+with the default dK/dV tile's rows clamped (TileConfig.clamp_rows) and not.
 """
 
 from __future__ import annotations
@@ -201,10 +202,44 @@ def regroup_rows(fa: Any, errs: dict[str, float]) -> list[Row]:
     return checked_backward(fa, errs, tiles)
 
 
+# Step 13: the pointer dK/dV kernel's masked tiles with clamped rows (TileConfig.clamp_rows)
+SHIPPED_TILES: dict[str, Callable] = {}
+
+
+def clamped(fa: Any, on: bool) -> Callable:
+    """A row's setup: the default tiles, their dK/dV tile's clamp_rows set to `on`."""
+    from dataclasses import replace
+
+    shipped = SHIPPED_TILES.setdefault("tiles", fa.flash_bwd_config.default_tiles)
+
+    def tiles(head_dim: int) -> Any:
+        t = shipped(head_dim)
+        return fa.BackwardConfig(replace(t.dkdv, clamp_rows=on), t.dq, t.atomic_dq)
+
+    def setup() -> None:
+        fa.flash_bwd_config.default_tiles = tiles
+
+    return setup
+
+
+def clamp_rows(fa: Any, errs: dict[str, float]) -> list[Row]:
+    """The train step and the backward alone with and without the clamp, cuDNN beside."""
+    from dataclasses import replace
+
+    step = lambda: impl(fa, WORKLOADS[TRAIN])  # noqa: E731
+    rows = [(TRAIN, f"clamp {on}", clamped(fa, on), step) for on in (False, True)]
+    rows.append((TRAIN, "cuDNN", clamped(fa, False), lambda: cudnn(WORKLOADS[TRAIN])))
+    d = fa.default_backward_config(128, fa.flash_bwd_config.BACKWARD_L2_GROUP)
+    configs = [(f"bwd clamp {on}", fa.BackwardConfig(replace(d.dkdv, clamp_rows=on), d.dq))
+               for on in (False, True)]  # fmt: skip
+    alone = checked_backward(fa, errs, configs)
+    return rows + [(w, lb, clamped(fa, False), make) for w, lb, _, make in alone]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parts = ("all", "forward", "backward", "step", "atomic", "order", "regroup")
+    parts = ("all", "forward", "backward", "step", "atomic", "order", "regroup", "clamp")
     parser.add_argument("--part", choices=parts, default="all")
     parser.add_argument("--baseline", help="--part step: main's attention/flash_triton copy")
     args = parser.parse_args()
@@ -221,6 +256,8 @@ def main() -> None:
         chosen = order_rows(fa, errs)
     if args.part == "regroup":
         chosen = regroup_rows(fa, errs)
+    if args.part == "clamp":
+        chosen = clamp_rows(fa, errs)
     if args.part in ("all", "backward"):
         chosen += backward_rows(fa, errs)
     if args.part in ("all", "backward", "atomic", "regroup"):

@@ -1,6 +1,6 @@
 """Registers and spills of the backward kernels per tile, compiled for sm_90 with no GPU.
 
-    python benchmarks/flash_triton_regs.py [--head-dim 128] [--grouped]
+    python benchmarks/flash_triton_regs.py [--head-dim 128] [--grouped] [--clamp]
 
 Why: a tile that spills registers runs 1.5-4x slower (docs/flash-triton-notes.md), and a GPU
 call is scarce; this compiles each candidate of benchmarks/flash_triton_ab_tiles.py offline
@@ -82,6 +82,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--grouped", action="store_true", help="dK/dV with GQA (GROUPED)")
+    parser.add_argument("--clamp", action="store_true",
+                        help="each pointer dK/dV tile also with CLAMP_ROWS (step 13)")  # fmt: skip
     args = parser.parse_args()
     os.environ.pop("TRITON_INTERPRET", None)
     fa = load(REPO / "attention" / "flash_triton" / "build" / "torch-universal", "_fa_regs")
@@ -106,6 +108,9 @@ def main() -> None:
                 constexprs |= {k: v for k, v in plain_strides.items() if k in fn.arg_names}
             label = f"BM{bm} BN{bn} w{warps} s{stages}{' tma' if tma else ''}"
             print(f"| {kernel} | {label} | {usage(fn, constexprs, warps, stages)} |", flush=True)
+            if args.clamp and kernel == "dkdv" and not tma:
+                said = usage(fn, constexprs | {"CLAMP_ROWS": True}, warps, stages)
+                print(f"| {kernel} | {label} clamp | {said} |", flush=True)
 
 
 if __name__ == "__main__":

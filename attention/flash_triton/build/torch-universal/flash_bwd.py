@@ -54,12 +54,14 @@ def _dkdv_tiles(
     offs_n, lo, hi, seqlen, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     MASKED: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
-    UPCAST_DOT: tl.constexpr, ATOMIC_DQ: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, ATOMIC_DQ: tl.constexpr, CLAMP_ROWS: tl.constexpr,
 ):  # fmt: skip
     """Add query tiles [lo, hi) to one key tile's dK (unscaled) and dV (ATOMIC_DQ: and dQ by
     _add_dq). Scores are computed transposed (keys x queries), so the key tile's rows stay
     rows. MASKED tiles mask query rows past seqlen (q_len) and keys outside [i + lo_diag,
-    i + hi_diag] (the right bound if CAUSAL, both if WINDOW); the others are fully visible."""
+    i + hi_diag] (the right bound if CAUSAL, both if WINDOW); the others are fully visible.
+    CLAMP_ROWS (issue 44, step 13): a masked tile's rows past seqlen read the last row instead
+    of masked loads (P is 0 there by `keep`, so they add nothing): fewer registers."""
     offs_mt = tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
     qT_ptrs = (
@@ -75,8 +77,18 @@ def _dkdv_tiles(
         rows = start_m + offs_mt  # (BLOCK_M,) query positions
         if MASKED:
             row_ok = rows < seqlen
-            qT = tl.load(qT_ptrs, mask=row_ok[None, :], other=0.0)
-            lse = tl.load(lse_base + rows, mask=row_ok, other=0.0)
+            if CLAMP_ROWS:  # rows past the end read the last row: no load masks
+                within = tl.minimum(offs_mt, seqlen - 1 - start_m)
+                q_tile = q_base + tl.cast(start_m, tl.int64) * stride_qs
+                qT = tl.load(q_tile + offs_d[:, None] * stride_qd + within[None, :] * stride_qs)
+                lse = tl.load(lse_base + start_m + within)
+            else:
+                qT = tl.load(qT_ptrs, mask=row_ok[None, :], other=0.0)
+                lse = tl.load(lse_base + rows, mask=row_ok, other=0.0)
+        elif CLAMP_ROWS:  # the same addressing, nothing to clamp
+            q_tile = q_base + tl.cast(start_m, tl.int64) * stride_qs
+            qT = tl.load(q_tile + offs_d[:, None] * stride_qd + offs_mt[None, :] * stride_qs)
+            lse = tl.load(lse_base + rows)
         else:
             qT = tl.load(qT_ptrs)
             lse = tl.load(lse_base + rows)
@@ -88,8 +100,17 @@ def _dkdv_tiles(
                 row_ok[None, :], offs_n[:, None], rows[None, :], lo_diag, hi_diag, CAUSAL, WINDOW
             )
             pT = tl.where(keep, pT, 0.0)
-            do = tl.load(do_ptrs, mask=row_ok[:, None], other=0.0)
-            delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
+            if CLAMP_ROWS:
+                do_tile = do_base + tl.cast(start_m, tl.int64) * stride_dos
+                do = tl.load(do_tile + within[:, None] * stride_dos + offs_d[None, :] * stride_dod)
+                delta = tl.load(delta_base + start_m + within)
+            else:
+                do = tl.load(do_ptrs, mask=row_ok[:, None], other=0.0)
+                delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
+        elif CLAMP_ROWS:
+            do_tile = do_base + tl.cast(start_m, tl.int64) * stride_dos
+            do = tl.load(do_tile + offs_mt[:, None] * stride_dos + offs_d[None, :] * stride_dod)
+            delta = tl.load(delta_base + rows)
         else:
             do = tl.load(do_ptrs)
             delta = tl.load(delta_base + rows)
@@ -111,7 +132,7 @@ def _dkdv_one_head(
     offs_n, n0, seqlen_q, seqlen_k, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOW: tl.constexpr, UPCAST_DOT: tl.constexpr,
-    ATOMIC_DQ: tl.constexpr,
+    ATOMIC_DQ: tl.constexpr, CLAMP_ROWS: tl.constexpr,
 ):  # fmt: skip
     """Add one query head's rows to the key tile [n0, n0 + BLOCK_N): the rows that see part of
     it masked, those that see all of it unmasked, the others skipped. Row i sees key j iff
@@ -123,19 +144,19 @@ def _dkdv_one_head(
         dk, dv, k, v, q_base, do_base, lse_base, delta_base,
         stride_qs, stride_qd, stride_dos, stride_dod,
         offs_n, lo, full_lo, seqlen_q, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
-        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ,
+        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ, CLAMP_ROWS,
     )  # fmt: skip
     dk, dv = _dkdv_tiles(  # rows that see every key of the tile: no mask
         dk, dv, k, v, q_base, do_base, lse_base, delta_base,
         stride_qs, stride_qd, stride_dos, stride_dod,
         offs_n, full_lo, full_hi, seqlen_q, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
-        HEAD_DIM, BLOCK_M, BLOCK_N, False, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ,
+        HEAD_DIM, BLOCK_M, BLOCK_N, False, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ, CLAMP_ROWS,
     )  # fmt: skip
     dk, dv = _dkdv_tiles(  # the window's far edge and the ragged last query tile
         dk, dv, k, v, q_base, do_base, lse_base, delta_base,
         stride_qs, stride_qd, stride_dos, stride_dod,
         offs_n, full_hi, hi, seqlen_q, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
-        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ,
+        HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ, CLAMP_ROWS,
     )  # fmt: skip
     return dk, dv
 
@@ -153,7 +174,7 @@ def _flash_bwd_dkdv(
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr = False,
     WINDOW: tl.constexpr = False, GROUPED: tl.constexpr = False, ATOMIC_DQ: tl.constexpr = False,
-    L2_GROUP: tl.constexpr = 0,
+    L2_GROUP: tl.constexpr = 0, CLAMP_ROWS: tl.constexpr = False,
 ):  # fmt: skip
     """One program = one (batch, K/V head) x BLOCK_N keys: their dK and dV (strides
     stride_g*), summed over the group's query heads (GQA). K and V stay resident while each
@@ -181,7 +202,7 @@ def _flash_bwd_dkdv(
             stride_qs, stride_qd, stride_dos, stride_dod,
             offs_n, n0, seqlen_q, seqlen_k, lo_diag, hi_diag, qk_scale,
             DQAcc + (b * seqlen_q * kv_heads * group + h) * HEAD_DIM, kv_heads * group * HEAD_DIM,
-            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ,
+            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ, CLAMP_ROWS,
         )  # fmt: skip
     g_base = b * stride_gb + kv_h * stride_gh  # dK and dV share their strides
     dk_rows = _row_ptrs(DK + g_base, n0, stride_gs, stride_gd, BLOCK_N, HEAD_DIM)
@@ -209,7 +230,8 @@ def _launch_dkdv(
         q, k, v, dout, lse, delta, dk, dv, dk if acc is None else acc, softmax_scale,
         seqlen_q, seqlen_k, kv_heads, *shapes[3:], *strides, *dk.stride(),
         BLOCK_M=t.block_m, BLOCK_N=t.block_n, num_warps=t.num_warps, num_stages=t.num_stages,
-        GROUPED=kv_heads < n_heads, ATOMIC_DQ=acc is not None, L2_GROUP=t.l2_group, **meta,
+        GROUPED=kv_heads < n_heads, ATOMIC_DQ=acc is not None, L2_GROUP=t.l2_group,
+        CLAMP_ROWS=t.clamp_rows, **meta,
     )  # fmt: skip
     return None
 

@@ -17,11 +17,16 @@ class TileConfig:
     num_stages: int
     tma: bool = False  # Q/dO/K/V moved by TMA (flash_bwd_tma.py), where flash_tma.eligible
     l2_group: int = 0  # launch order: (batch, head) pairs walked together (flash_bounds)
+    # the pointer dK/dV kernel's masked tiles read clamped rows, not masked loads (step 13's
+    # candidate, off until timed on a GPU: docs/flash-triton-notes.md)
+    clamp_rows: bool = False
 
     def short(self) -> str:
         tma = " tma" if self.tma else ""
         group = f" g{self.l2_group}" if self.l2_group else ""
-        return f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}{tma}{group}"
+        clamp = " clamp" if self.clamp_rows else ""
+        tile = f"BM{self.block_m} BN{self.block_n} w{self.num_warps} s{self.num_stages}"
+        return f"{tile}{tma}{group}{clamp}"
 
 
 @dataclass(frozen=True)
