@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from profiling.trace.events import TraceError, TraceTooBig
+from profiling.trace.scan import SAID
 from profiling.user_values import ConfigError
 from profiling.views import shared as views_shared
 from profiling.views import upload_worker as worker
@@ -422,3 +423,31 @@ def test_a_worker_reads_an_upload_whatever_folder_the_server_runs_in(
     progress: list[float] = []
     page = worker.run_upload("analyze", str(SMALL), progress=lambda f, text: progress.append(f))
     assert page is not None and progress and progress == sorted(progress)
+
+
+def test_a_worker_starts_as_its_own_process_group_with_few_malloc_arenas(monkeypatch):
+    """What the watchdog and the memory cap rely on: a session of its own (a kill of its
+    group takes its helper processes too), two malloc arenas (fewer 64 MiB reservations
+    under the address-space cap), the checkout before the caller's PYTHONPATH, the scanner's
+    state said once, and its stdin and stdout piped to the server."""
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    started = worker._start()
+    try:
+        pid = started.process.pid
+        assert os.getpgid(pid) == pid and os.getsid(pid) == pid
+        with open(f"/proc/{pid}/environ", "rb") as raw:
+            env = dict(item.split(b"=", 1) for item in raw.read().split(b"\0") if b"=" in item)
+        checkout = str(Path(worker.__file__).resolve().parents[2])
+        assert env[b"MALLOC_ARENA_MAX"] == b"2"
+        assert env[b"PYTHONPATH"] == f"{checkout}{os.pathsep}/somewhere/else".encode()
+        assert env[SAID.encode()] in (b"on", b"off")
+        assert started.process.stdin is not None and started.process.stdout is not None
+        assert started.started == 0.0 and started.killed == "" and not started.yielded
+    finally:
+        worker._kill(started, "")
+        try:
+            started.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # the group kill missed it: no hang, a failure
+            started.process.kill()
+            started.process.wait()
+    assert started.process.returncode == -9
