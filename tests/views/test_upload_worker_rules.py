@@ -413,6 +413,10 @@ def test_a_taken_worker_is_followed_by_a_started_idle_one(own_pool):
     assert own_pool.running == [] and taken.process.poll() is not None
 
 
+@pytest.mark.skipif(
+    "MUTANT_UNDER_TEST" in os.environ,
+    reason="under mutmut the worker's mutated code is found from the working folder",
+)
 def test_a_worker_reads_an_upload_whatever_folder_the_server_runs_in(
     own_pool, tmp_path, monkeypatch
 ):
