@@ -435,16 +435,23 @@ def test_a_worker_starts_as_its_own_process_group_with_few_malloc_arenas(monkeyp
     under the address-space cap), the checkout before the caller's PYTHONPATH, the scanner's
     state said once, and its stdin and stdout piped to the server."""
     monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    asked: list[dict] = []
+    popen = subprocess.Popen
+
+    def recorded(*args, **kwargs):  # the real Popen, what it was asked noted
+        asked.append(kwargs)
+        return popen(*args, **kwargs)
+
+    monkeypatch.setattr(worker.subprocess, "Popen", recorded)
     started = worker._start()
     try:
         pid = started.process.pid
         assert os.getpgid(pid) == pid and os.getsid(pid) == pid
-        with open(f"/proc/{pid}/environ", "rb") as raw:
-            env = dict(item.split(b"=", 1) for item in raw.read().split(b"\0") if b"=" in item)
+        (env,) = (kwargs["env"] for kwargs in asked)
         checkout = str(Path(worker.__file__).resolve().parents[2])
-        assert env[b"MALLOC_ARENA_MAX"] == b"2"
-        assert env[b"PYTHONPATH"] == f"{checkout}{os.pathsep}/somewhere/else".encode()
-        assert env[SAID.encode()] in (b"on", b"off")
+        assert env["MALLOC_ARENA_MAX"] == "2"
+        assert env["PYTHONPATH"] == f"{checkout}{os.pathsep}/somewhere/else"
+        assert env[SAID] in ("on", "off")
         assert started.process.stdin is not None and started.process.stdout is not None
         assert started.started == 0.0 and started.killed == "" and not started.yielded
     finally:
