@@ -203,14 +203,9 @@ def regroup_rows(fa: Any, errs: dict[str, float]) -> list[Row]:
 
 
 # Step 13: the pointer dK/dV kernel's masked tiles with clamped rows (TileConfig.clamp_rows)
-SHIPPED_TILES: dict[str, Callable] = {}
-
-
-def clamped(fa: Any, on: bool) -> Callable:
-    """A row's setup: the default tiles, their dK/dV tile's clamp_rows set to `on`."""
+def clamped(fa: Any, shipped: Callable, on: bool) -> Callable:
+    """A row's setup: the shipped default tiles, their dK/dV tile's clamp_rows set to `on`."""
     from dataclasses import replace
-
-    shipped = SHIPPED_TILES.setdefault("tiles", fa.flash_bwd_config.default_tiles)
 
     def tiles(head_dim: int) -> Any:
         t = shipped(head_dim)
@@ -226,14 +221,15 @@ def clamp_rows(fa: Any, errs: dict[str, float]) -> list[Row]:
     """The train step and the backward alone with and without the clamp, cuDNN beside."""
     from dataclasses import replace
 
+    shipped = fa.flash_bwd_config.default_tiles
     step = lambda: impl(fa, WORKLOADS[TRAIN])  # noqa: E731
-    rows = [(TRAIN, f"clamp {on}", clamped(fa, on), step) for on in (False, True)]
-    rows.append((TRAIN, "cuDNN", clamped(fa, False), lambda: cudnn(WORKLOADS[TRAIN])))
+    rows = [(TRAIN, f"clamp {on}", clamped(fa, shipped, on), step) for on in (False, True)]
+    rows.append((TRAIN, "cuDNN", clamped(fa, shipped, False), lambda: cudnn(WORKLOADS[TRAIN])))
     d = fa.default_backward_config(128, fa.flash_bwd_config.BACKWARD_L2_GROUP)
     configs = [(f"bwd clamp {on}", fa.BackwardConfig(replace(d.dkdv, clamp_rows=on), d.dq))
                for on in (False, True)]  # fmt: skip
     alone = checked_backward(fa, errs, configs)
-    return rows + [(w, lb, clamped(fa, False), make) for w, lb, _, make in alone]
+    return rows + [(w, lb, clamped(fa, shipped, False), make) for w, lb, _, make in alone]
 
 
 def main() -> None:

@@ -90,13 +90,12 @@ def test_a_generated_trace_in_many_pieces_through_the_helper(generated, small_pi
     assert trace.meta["traceName"] == "trace.json.gz"
 
 
-def test_the_helpers_start_whatever_folder_the_reader_runs_in(generated, tmp_path, monkeypatch):
+@pytest.mark.parametrize("small_pieces", ["msgspec"], indirect=True)  # every piece to a helper
+def test_the_helpers_start_whatever_folder_the_reader_runs_in(
+    generated, small_pieces, tmp_path, monkeypatch
+):
     """`python /path/to/app.py` or the CLI from another folder: the helper processes import
     this checkout (they were given profiling/ itself as their path and died at once)."""
-    monkeypatch.setattr(trace_stream, "PIECE", 4096)
-    monkeypatch.setattr(trace_stream, "BLOCK", 4096)
-    monkeypatch.setattr(trace_read, "HELPER_AFTER", 1)
-    monkeypatch.setattr(trace_scan, "scanner", lambda: None)  # every piece to the helpers
     monkeypatch.chdir(tmp_path)
     assert len(trace_model.load(generated).spans) > 4000
 

@@ -77,18 +77,14 @@ def _dkdv_tiles(
         rows = start_m + offs_mt  # (BLOCK_M,) query positions
         if MASKED:
             row_ok = rows < seqlen
-            if CLAMP_ROWS:  # rows past the end read the last row: no load masks
-                within = tl.minimum(offs_mt, seqlen - 1 - start_m)
-                q_tile = q_base + tl.cast(start_m, tl.int64) * stride_qs
-                qT = tl.load(q_tile + offs_d[:, None] * stride_qd + within[None, :] * stride_qs)
-                lse = tl.load(lse_base + start_m + within)
-            else:
-                qT = tl.load(qT_ptrs, mask=row_ok[None, :], other=0.0)
-                lse = tl.load(lse_base + rows, mask=row_ok, other=0.0)
-        elif CLAMP_ROWS:  # the same addressing, nothing to clamp
+        if CLAMP_ROWS:  # from a scalar tile base; a masked tile's rows past the end read the last
+            within = tl.minimum(offs_mt, seqlen - 1 - start_m) if MASKED else offs_mt
             q_tile = q_base + tl.cast(start_m, tl.int64) * stride_qs
-            qT = tl.load(q_tile + offs_d[:, None] * stride_qd + offs_mt[None, :] * stride_qs)
-            lse = tl.load(lse_base + rows)
+            qT = tl.load(q_tile + offs_d[:, None] * stride_qd + within[None, :] * stride_qs)
+            lse = tl.load(lse_base + start_m + within)
+        elif MASKED:
+            qT = tl.load(qT_ptrs, mask=row_ok[None, :], other=0.0)
+            lse = tl.load(lse_base + rows, mask=row_ok, other=0.0)
         else:
             qT = tl.load(qT_ptrs)
             lse = tl.load(lse_base + rows)
@@ -100,17 +96,13 @@ def _dkdv_tiles(
                 row_ok[None, :], offs_n[:, None], rows[None, :], lo_diag, hi_diag, CAUSAL, WINDOW
             )
             pT = tl.where(keep, pT, 0.0)
-            if CLAMP_ROWS:
-                do_tile = do_base + tl.cast(start_m, tl.int64) * stride_dos
-                do = tl.load(do_tile + within[:, None] * stride_dos + offs_d[None, :] * stride_dod)
-                delta = tl.load(delta_base + start_m + within)
-            else:
-                do = tl.load(do_ptrs, mask=row_ok[:, None], other=0.0)
-                delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
-        elif CLAMP_ROWS:
+        if CLAMP_ROWS:
             do_tile = do_base + tl.cast(start_m, tl.int64) * stride_dos
-            do = tl.load(do_tile + offs_mt[:, None] * stride_dos + offs_d[None, :] * stride_dod)
-            delta = tl.load(delta_base + rows)
+            do = tl.load(do_tile + within[:, None] * stride_dos + offs_d[None, :] * stride_dod)
+            delta = tl.load(delta_base + start_m + within)
+        elif MASKED:
+            do = tl.load(do_ptrs, mask=row_ok[:, None], other=0.0)
+            delta = tl.load(delta_base + rows, mask=row_ok, other=0.0)
         else:
             do = tl.load(do_ptrs)
             delta = tl.load(delta_base + rows)
