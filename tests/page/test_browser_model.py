@@ -41,7 +41,7 @@ def test_model_tab_compares_implementations_and_says_why(browser, url, tmp_path)
         assert "idle gaps" in categories and "GEMMs" in categories
         gantt = page.locator("#mo-gantt")
         gantt.scroll_into_view_if_needed()  # plotly draws a chart once it is on screen
-        sync_api.expect(gantt.locator(".main-svg").first).to_be_visible()
+        sync_api.expect(gantt.locator(".main-svg").first).to_be_visible(timeout=TIMEOUT_MS)
         sync_api.expect(page.locator("#mo-layers-table")).to_contain_text("attention %")
         sdpa_run = _kept_and_downloaded(page, tmp_path)
         _swept(page)
