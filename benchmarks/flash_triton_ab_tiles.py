@@ -20,7 +20,8 @@ The winners are written by hand into the configs, and the whole step re-measured
 `--part step --baseline DIR` times main's defaults (an old attention/flash_triton copy in DIR)
 against this checkout's on the six workloads, cuDNN beside them, and a few backward tiles
 next to the new default's. `--part clamp` (step 13): the train step and the backward alone
-with the default dK/dV tile's rows clamped (TileConfig.clamp_rows) and not.
+with the default dK/dV tile's rows clamped (TileConfig.clamp_rows) and not. `--part tmadq`
+(step 14): dQ added in the dK/dV pass by TMA bulk reductions, against two passes and atomics.
 """
 
 from __future__ import annotations
@@ -232,10 +233,50 @@ def clamp_rows(fa: Any, errs: dict[str, float]) -> list[Row]:
     return rows + [(w, lb, clamped(fa, shipped, False), make) for w, lb, _, make in alone]
 
 
+# Step 14: dQ added in the dK/dV pass by TMA bulk reductions (BackwardConfig(tma_dq=True))
+def with_tiles(fa: Any, shipped: Callable, dkdv: tuple | None, tma_dq: bool) -> Callable:
+    """A row's setup: the shipped default tiles, or (dkdv set) dQ reduced in that dK/dV tile."""
+
+    def tiles(head_dim: int) -> Any:
+        t = shipped(head_dim)
+        if dkdv is None:
+            return t
+        return fa.BackwardConfig(fa.TileConfig(*dkdv, l2_group=t.dkdv.l2_group), t.dq, True, tma_dq)
+
+    def setup() -> None:
+        fa.flash_bwd_config.default_tiles = tiles
+
+    return setup
+
+
+def tma_dq_rows(fa: Any, errs: dict[str, float]) -> list[Row]:
+    """The backward alone: two passes, scalar atomics and TMA reductions at ATOMIC_DKDV's
+    tiles; then the train step with the best-placed candidates, cuDNN beside."""
+    shipped = fa.flash_bwd_config.default_tiles
+    g = fa.flash_bwd_config.BACKWARD_L2_GROUP
+    d = fa.default_backward_config(128, g)
+    tile = lambda t: fa.TileConfig(*t, l2_group=g)  # noqa: E731
+    configs = [
+        ("two passes (default)", d),
+        (f"atomic dQ, dkdv {ATOMIC_DKDV[0]}", fa.BackwardConfig(tile(ATOMIC_DKDV[0]), d.dq, True)),
+    ]
+    configs += [(f"TMA-reduced dQ, dkdv {t}", fa.BackwardConfig(tile(t), d.dq, True, True))
+                for t in ATOMIC_DKDV]  # fmt: skip
+    step = lambda: impl(fa, WORKLOADS[TRAIN])  # noqa: E731
+    rows = [(TRAIN, "two passes", with_tiles(fa, shipped, None, False), step)]
+    for t in ATOMIC_DKDV[:2]:
+        rows.append((TRAIN, f"TMA-reduced dQ {t}", with_tiles(fa, shipped, t, True), step))
+    rows.append(
+        (TRAIN, "cuDNN", with_tiles(fa, shipped, None, False), lambda: cudnn(WORKLOADS[TRAIN]))
+    )
+    alone = checked_backward(fa, errs, configs)
+    return rows + [(w, lb, with_tiles(fa, shipped, None, False), make) for w, lb, _, make in alone]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parts = ("all", "forward", "backward", "step", "atomic", "order", "regroup", "clamp")
+    parts = ("all", "forward", "backward", "step", "atomic", "order", "regroup", "clamp", "tmadq")
     parser.add_argument("--part", choices=parts, default="all")
     parser.add_argument("--baseline", help="--part step: main's attention/flash_triton copy")
     args = parser.parse_args()
@@ -254,6 +295,8 @@ def main() -> None:
         chosen = regroup_rows(fa, errs)
     if args.part == "clamp":
         chosen = clamp_rows(fa, errs)
+    if args.part == "tmadq":
+        chosen = tma_dq_rows(fa, errs)
     if args.part in ("all", "backward"):
         chosen += backward_rows(fa, errs)
     if args.part in ("all", "backward", "atomic", "regroup"):

@@ -1,6 +1,6 @@
 """Registers and spills of the backward kernels per tile, compiled for sm_90 with no GPU.
 
-    python benchmarks/flash_triton_regs.py [--head-dim 128] [--grouped] [--clamp]
+    python benchmarks/flash_triton_regs.py [--head-dim 128] [--grouped] [--clamp] [--atomic-dq]
 
 Why: a tile that spills registers runs 1.5-4x slower (docs/flash-triton-notes.md), and a GPU
 call is scarce; this compiles each candidate of benchmarks/flash_triton_ab_tiles.py offline
@@ -31,7 +31,7 @@ from benchmarks.bench_flash_triton_shapes import load  # noqa: E402
 from benchmarks.flash_triton_ab_tiles import DKDV_TILES, DQ_TILES  # noqa: E402
 
 FLOATS = {"softmax_scale"}
-FP32_POINTERS = {"Lse", "Delta"}
+FP32_POINTERS = {"Lse", "Delta", "DQAcc"}
 
 
 def signature(fn: triton.JITFunction, constexprs: dict[str, object]) -> tuple[dict, dict]:
@@ -84,6 +84,9 @@ def main() -> None:
     parser.add_argument("--grouped", action="store_true", help="dK/dV with GQA (GROUPED)")
     parser.add_argument("--clamp", action="store_true",
                         help="each pointer dK/dV tile also with CLAMP_ROWS (step 13)")  # fmt: skip
+    parser.add_argument("--atomic-dq", action="store_true",
+                        help="each pointer dK/dV tile also adding dQ: by scalar atomics (step 8) "
+                             "and by TMA reductions (step 14)")  # fmt: skip
     args = parser.parse_args()
     os.environ.pop("TRITON_INTERPRET", None)
     fa = load(REPO / "attention" / "flash_triton" / "build" / "torch-universal", "_fa_regs")
@@ -111,6 +114,10 @@ def main() -> None:
             if args.clamp and kernel == "dkdv" and not tma:
                 said = usage(fn, constexprs | {"CLAMP_ROWS": True}, warps, stages)
                 print(f"| {kernel} | {label} clamp | {said} |", flush=True)
+            if args.atomic_dq and kernel == "dkdv" and not tma:
+                for how, tma_dq in (("atomic dQ", False), ("TMA-reduced dQ", True)):
+                    asked = constexprs | {"ATOMIC_DQ": True, "DQ_TMA": tma_dq}
+                    print(f"| {kernel} | {label} {how} | {usage(fn, asked, warps, stages)} |")
 
 
 if __name__ == "__main__":

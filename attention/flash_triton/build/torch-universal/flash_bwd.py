@@ -7,7 +7,8 @@ Three kernels, no atomics: `_flash_bwd_preprocess` (delta), `_flash_bwd_dkdv` (o
 per key tile, looping over query tiles) and `_flash_bwd_dq` (one program per query tile,
 looping over key tiles). Everything accumulates in fp32. `BackwardConfig(atomic_dq=True)`
 asks for FlashAttention-2's other way, measured against this one (issue 44): the dK/dV pass
-also adds each tile pair's dS K into an fp32 dQ by atomics, and the dQ pass is not run.
+also adds each tile pair's dS K into an fp32 dQ by atomics, and the dQ pass is not run;
+`tma_dq=True` makes each of those adds one TMA bulk reduction (FlashAttention-3's way).
 """
 
 from __future__ import annotations
@@ -27,24 +28,31 @@ from .flash_bwd_config import (
 from .flash_bwd_delta import _flash_bwd_preprocess, _load_rows, _row_ptrs
 from .flash_bwd_dq import _flash_bwd_dq
 from .flash_bwd_tma import _mma, launch_dkdv_tma, launch_dq_tma
-from .flash_common import device_scope, launch_group, resolve_window, upcast_dot
+from .flash_common import INTERPRET, device_scope, launch_group, resolve_window, upcast_dot
 
 
 @triton.jit
 def _add_dq(
-    dsT, k, dq_base, stride_as, rows, seqlen,
+    dsT, k, dq_dest, stride_as, rows, start_m, seqlen,
     BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr,
-    UPCAST_DOT: tl.constexpr,
+    UPCAST_DOT: tl.constexpr, DQ_TMA: tl.constexpr,
 ):  # fmt: skip
-    """dQ += dS K for one (key tile, query tile) pair, summed over key tiles by fp32 atomics
-    (unscaled; rows of stride_as from dq_base): no second pass re-computing S and P."""
+    """dQ += dS K for one (key tile, query tile) pair, summed over key tiles in fp32
+    (unscaled): no second pass re-computing S and P. dq_dest: the first row's pointer (rows
+    stride_as apart), added to by scalar atomics; DQ_TMA (step 14): a tensor descriptor, the
+    whole tile added by one TMA bulk reduction (FlashAttention-3's way): no pointer tensor
+    held in registers, the add done in L2 by the copy engine while the next tile computes,
+    rows past seqlen dropped by the descriptor's bounds."""
     dq = _mma(tl.trans(dsT.to(k.dtype)), k, tl.zeros([BLOCK_M, HEAD_DIM], tl.float32),
               UPCAST_DOT)  # fmt: skip
-    ptrs = dq_base + rows[:, None].to(tl.int64) * stride_as + tl.arange(0, HEAD_DIM)[None, :]
-    if MASKED:
-        tl.atomic_add(ptrs, dq, mask=(rows < seqlen)[:, None], sem="relaxed")
+    if DQ_TMA:
+        dq_dest.atomic_add([start_m, 0], dq)
     else:
-        tl.atomic_add(ptrs, dq, sem="relaxed")
+        ptrs = dq_dest + rows[:, None].to(tl.int64) * stride_as + tl.arange(0, HEAD_DIM)[None, :]
+        if MASKED:
+            tl.atomic_add(ptrs, dq, mask=(rows < seqlen)[:, None], sem="relaxed")
+        else:
+            tl.atomic_add(ptrs, dq, sem="relaxed")
 
 
 @triton.jit
@@ -55,6 +63,7 @@ def _dkdv_tiles(
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     MASKED: tl.constexpr, CAUSAL: tl.constexpr, WINDOW: tl.constexpr,
     UPCAST_DOT: tl.constexpr, ATOMIC_DQ: tl.constexpr, CLAMP_ROWS: tl.constexpr,
+    DQ_TMA: tl.constexpr,
 ):  # fmt: skip
     """Add query tiles [lo, hi) to one key tile's dK (unscaled) and dV (ATOMIC_DQ: and dQ by
     _add_dq). Scores are computed transposed (keys x queries), so the key tile's rows stay
@@ -111,7 +120,8 @@ def _dkdv_tiles(
         dsT = pT * (dpT - delta[None, :])  # dS^T
         dk = _mma(dsT.to(qT.dtype), tl.trans(qT), dk, UPCAST_DOT)  # dK += dS^T Q
         if ATOMIC_DQ:
-            _add_dq(dsT, k, dq_base, stride_as, rows, seqlen, BLOCK_M, HEAD_DIM, MASKED, UPCAST_DOT)
+            _add_dq(dsT, k, dq_base, stride_as, rows, start_m, seqlen, BLOCK_M, HEAD_DIM, MASKED,
+                    UPCAST_DOT, DQ_TMA)  # fmt: skip
         qT_ptrs += BLOCK_M * stride_qs
         do_ptrs += BLOCK_M * stride_dos
     return dk, dv
@@ -124,7 +134,7 @@ def _dkdv_one_head(
     offs_n, n0, seqlen_q, seqlen_k, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, WINDOW: tl.constexpr, UPCAST_DOT: tl.constexpr,
-    ATOMIC_DQ: tl.constexpr, CLAMP_ROWS: tl.constexpr,
+    ATOMIC_DQ: tl.constexpr, CLAMP_ROWS: tl.constexpr, DQ_TMA: tl.constexpr,
 ):  # fmt: skip
     """Add one query head's rows to the key tile [n0, n0 + BLOCK_N): the rows that see part of
     it masked, those that see all of it unmasked, the others skipped. Row i sees key j iff
@@ -137,18 +147,21 @@ def _dkdv_one_head(
         stride_qs, stride_qd, stride_dos, stride_dod,
         offs_n, lo, full_lo, seqlen_q, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
         HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ, CLAMP_ROWS,
+        DQ_TMA,
     )  # fmt: skip
     dk, dv = _dkdv_tiles(  # rows that see every key of the tile: no mask
         dk, dv, k, v, q_base, do_base, lse_base, delta_base,
         stride_qs, stride_qd, stride_dos, stride_dod,
         offs_n, full_lo, full_hi, seqlen_q, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
         HEAD_DIM, BLOCK_M, BLOCK_N, False, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ, CLAMP_ROWS,
+        DQ_TMA,
     )  # fmt: skip
     dk, dv = _dkdv_tiles(  # the window's far edge and the ragged last query tile
         dk, dv, k, v, q_base, do_base, lse_base, delta_base,
         stride_qs, stride_qd, stride_dos, stride_dod,
         offs_n, full_hi, hi, seqlen_q, lo_diag, hi_diag, qk_scale, dq_base, stride_as,
         HEAD_DIM, BLOCK_M, BLOCK_N, True, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ, CLAMP_ROWS,
+        DQ_TMA,
     )  # fmt: skip
     return dk, dv
 
@@ -166,7 +179,7 @@ def _flash_bwd_dkdv(
     HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, UPCAST_DOT: tl.constexpr = False,
     WINDOW: tl.constexpr = False, GROUPED: tl.constexpr = False, ATOMIC_DQ: tl.constexpr = False,
-    L2_GROUP: tl.constexpr = 0, CLAMP_ROWS: tl.constexpr = False,
+    L2_GROUP: tl.constexpr = 0, CLAMP_ROWS: tl.constexpr = False, DQ_TMA: tl.constexpr = False,
 ):  # fmt: skip
     """One program = one (batch, K/V head) x BLOCK_N keys: their dK and dV (strides
     stride_g*), summed over the group's query heads (GQA). K and V stay resident while each
@@ -188,13 +201,21 @@ def _flash_bwd_dkdv(
     for g in range(group if GROUPED else 1):
         h = kv_h * group + g
         row_base = ((b * kv_heads * group) + h) * seqlen_q  # LSE and delta: [B, H, q_len]
+        dq_base = DQAcc + (b * seqlen_q * kv_heads * group + h) * HEAD_DIM  # [B, q_len, H, D]
+        if DQ_TMA:  # this head's dQ rows as a TMA destination (fp32, rows H * D apart)
+            dq_base = tl.make_tensor_descriptor(
+                dq_base,
+                shape=[seqlen_q, HEAD_DIM],
+                strides=[kv_heads * group * HEAD_DIM, 1],
+                block_shape=[BLOCK_M, HEAD_DIM],
+            )
         dk, dv = _dkdv_one_head(
             dk, dv, k, v, Q + b * stride_qb + h * stride_qh,
             DOut + b * stride_dob + h * stride_doh, Lse + row_base, Delta + row_base,
             stride_qs, stride_qd, stride_dos, stride_dod,
             offs_n, n0, seqlen_q, seqlen_k, lo_diag, hi_diag, qk_scale,
-            DQAcc + (b * seqlen_q * kv_heads * group + h) * HEAD_DIM, kv_heads * group * HEAD_DIM,
-            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ, CLAMP_ROWS,
+            dq_base, kv_heads * group * HEAD_DIM,
+            HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, WINDOW, UPCAST_DOT, ATOMIC_DQ, CLAMP_ROWS, DQ_TMA,
         )  # fmt: skip
     g_base = b * stride_gb + kv_h * stride_gh  # dK and dV share their strides
     dk_rows = _row_ptrs(DK + g_base, n0, stride_gs, stride_gd, BLOCK_N, HEAD_DIM)
@@ -208,22 +229,26 @@ PREPROCESS_ROWS = 128  # rows of delta per preprocess program
 
 def _launch_dkdv(
     tensors: tuple[torch.Tensor, ...], acc: torch.Tensor | None, softmax_scale: float,
-    shapes: tuple[int, ...], t: TileConfig, meta: dict,
+    shapes: tuple[int, ...], t: TileConfig, meta: dict, dq_tma: bool = False,
 ) -> None:  # fmt: skip
     """The dK/dV pass: TMA where its tile asks and can (not with atomic dQ), else pointers;
-    acc: the fp32 buffer its atomics sum dQ into (None: the dQ pass computes it)."""
+    acc: the fp32 buffer its atomics sum dQ into (None: the dQ pass computes it), by TMA
+    reductions where dq_tma and not under the interpreter."""
     q, k, v, dout, lse, delta, dk, dv = tensors
     if acc is None and t.tma and flash_tma.eligible(q, k, v, dout, dk):
         return launch_dkdv_tma(tensors, softmax_scale, shapes, t, meta)
     seqlen_q, seqlen_k, n_heads = shapes[:3]
     batch, kv_heads = k.shape[0], k.shape[2]
     strides = (*q.stride(), *k.stride(), *v.stride(), *dout.stride())
+    dq_tma = dq_tma and acc is not None and not INTERPRET
+    if dq_tma:
+        triton.set_allocator(flash_tma._scratch)  # device-side descriptors need global scratch
     _flash_bwd_dkdv[(batch * kv_heads, triton.cdiv(seqlen_k, t.block_n))](
         q, k, v, dout, lse, delta, dk, dv, dk if acc is None else acc, softmax_scale,
         seqlen_q, seqlen_k, kv_heads, *shapes[3:], *strides, *dk.stride(),
         BLOCK_M=t.block_m, BLOCK_N=t.block_n, num_warps=t.num_warps, num_stages=t.num_stages,
         GROUPED=kv_heads < n_heads, ATOMIC_DQ=acc is not None, L2_GROUP=t.l2_group,
-        CLAMP_ROWS=t.clamp_rows, **meta,
+        CLAMP_ROWS=t.clamp_rows, DQ_TMA=dq_tma, **meta,
     )  # fmt: skip
     return None
 
@@ -287,7 +312,7 @@ def flash_attn_backward(
         acc = atomic_dq_buffer(config, dq, dk)
         if dk is not None and dv is not None:
             tensors = (q, k, v, dout, lse, delta, dk, dv)
-            _launch_dkdv(tensors, acc, softmax_scale, shapes, config.dkdv, meta)
+            _launch_dkdv(tensors, acc, softmax_scale, shapes, config.dkdv, meta, config.tma_dq)
         t = config.dq
         if acc is not None:
             finish_atomic_dq(acc, dq, softmax_scale)  # type: ignore[arg-type]

@@ -39,10 +39,14 @@ class BackwardConfig:
     # dQ summed by fp32 atomics in the dK/dV pass (FlashAttention-2's way): 5 GEMMs a tile pair
     # instead of 7, no dQ pass (its tile unused), at the price of atomic traffic; off by default
     atomic_dq: bool = False
+    # with atomic_dq: each tile pair's dQ added by one TMA bulk reduction, not scalar atomics
+    # (step 14, Hopper; the interpreter has no TMA reductions and takes the scalar atomics)
+    tma_dq: bool = False
 
     def short(self) -> str:
         if self.atomic_dq:
-            return f"dkdv {self.dkdv.short()}, dQ by atomics"
+            how = "TMA reductions" if self.tma_dq else "atomics"
+            return f"dkdv {self.dkdv.short()}, dQ by {how}"
         return f"dkdv {self.dkdv.short()}; dq {self.dq.short()}"
 
 
@@ -88,6 +92,8 @@ def check_backward_config(config: BackwardConfig) -> None:
         if any(x < 16 or x & (x - 1) for x in sizes):
             raise ValueError(f"{name} block sizes must be powers of two >= 16, got {sizes}")
         checked_l2_group(tile.l2_group, f"{name} l2_group")
+    if config.tma_dq and not config.atomic_dq:
+        raise ValueError("tma_dq adds dQ in the dK/dV pass: it needs atomic_dq=True")
     if config.dkdv.block_n % config.dkdv.block_m:
         raise ValueError(f"dkdv block_n must be a multiple of block_m: {config.dkdv.short()}")
     if config.dq.block_m % config.dq.block_n:
