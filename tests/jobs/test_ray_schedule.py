@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 import ray
+import ray.exceptions
 import torch
-from ray.exceptions import RayTaskError
+from ray.exceptions import RayActorError, RayTaskError
 
 import profiling.workload.spec as spec
 from profiling.jobs import ray as on_ray
@@ -260,6 +261,10 @@ def test_a_point_whose_worker_dies_twice_fails_with_the_reason(two_cpus, tmp_pat
     reason = dead.value["failed"]
     assert reason.startswith("its worker died: ") and dead.placement is None
     assert reason.endswith(f" (tried on {ATTEMPTS} workers)")
+    # between them, Ray's error: its class (one of RayActorError's) and its first line
+    said = reason.removeprefix("its worker died: ").removesuffix(f" (tried on {ATTEMPTS} workers)")
+    kind, _, line = said.partition(": ")
+    assert issubclass(getattr(ray.exceptions, kind), RayActorError) and line, reason
     assert after.value.label == "naive 32" and after.placement.attempts == 1
     assert len(_pids(two_cpus)) == 2
 
