@@ -462,3 +462,17 @@ def test_a_worker_starts_as_its_own_process_group_with_few_malloc_arenas(monkeyp
             started.process.kill()
             started.process.wait()
     assert started.process.returncode == -9
+
+
+def test_a_kill_of_a_worker_already_gone_says_why_and_raises_nothing():
+    """The watchdog may kill a worker whose group has just ended and been reaped (its read
+    finished meanwhile): no error from the watchdog's thread, and the reason kept."""
+    gone = worker._start()
+    os.killpg(gone.process.pid, 9)
+    gone.process.wait(timeout=20)  # reaped: its group no longer exists
+    with pytest.raises(ProcessLookupError):
+        os.killpg(gone.process.pid, 0)
+    worker._kill(gone, "time")
+    assert gone.killed == "time"
+    worker._kill(gone, "memory")  # the first reason stays
+    assert gone.killed == "time"
