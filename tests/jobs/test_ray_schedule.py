@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -102,6 +104,21 @@ def test_the_die_hook_ends_its_points_worker_the_times_asked(tmp_path, times):
     deaths = 2 if times == ":2" else 1
     assert [_exit_status(hook) for _ in range(deaths + 1)] == [17] * deaths + [0]
     assert sorted(p.name for p in folder.iterdir()) == [f"died-{n}" for n in range(deaths)]
+
+
+def test_a_job_passes_the_test_hooks_deaths_only_when_asked(monkeypatch):
+    """Unset, no death spec and no folder; set, the spec with a fresh folder of its own for
+    the job's count of deaths, named as ours (a leftover in /tmp says whose it is)."""
+    monkeypatch.delenv(DIE_ON_ENV, raising=False)
+    assert on_ray._Schedule(None, [[]], 1, Said().hooks()).die_on == ""
+    monkeypatch.setenv(DIE_ON_ENV, "naive:64:2")
+    spec, _, folder = on_ray._Schedule(None, [[]], 1, Said().hooks()).die_on.partition("@")
+    try:
+        assert spec == "naive:64:2"
+        assert Path(folder).parent == Path(tempfile.gettempdir())
+        assert Path(folder).name.startswith("attnprof-die-") and not any(Path(folder).iterdir())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.parametrize("die_on", ["", "naive:64", "sdpa-math:32", "naive:3", "naive:32x"])
