@@ -124,7 +124,11 @@ _HINT_ROWS: list[tuple[re.Pattern[str], str] | tuple[re.Pattern[str], str, str]]
     (re.compile(r"triton_poi_"), "Inductor Triton kernel: pointwise"),
     (re.compile(r"triton_tem_"), "Inductor Triton template kernel"),
     (re.compile(r"_attn_fwd|attn_fwd_kernel"), "hand-written Triton attention kernel"),
-    (re.compile(r"^_flash_fwd_kernel$"), "", "our Triton FlashAttention (attention/flash_triton)"),
+    (  # the pointer, TMA (flash_tma) and warp-specialised Gluon (flash_gluon_ws) forwards
+        re.compile(r"^_flash_fwd_(?:tma_|ws_)?kernel$"),
+        "",
+        "our Triton FlashAttention (attention/flash_triton)",
+    ),
     (
         re.compile(r"^_flash_decode_"),
         "",

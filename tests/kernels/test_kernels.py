@@ -52,9 +52,14 @@ def test_app_context_only_for_own_runs(name, says, ours):
     assert kernels.decode(name, own_run=False) == uploaded  # the default is the upload's reading
 
 
-def test_own_triton_kernel_replaces_the_generic_flash_phrase():
-    assert kernels.decode("_flash_fwd_kernel") == "FlashAttention forward"
-    assert kernels.decode("_flash_fwd_kernel", own_run=True) == (
+@pytest.mark.parametrize(
+    "name", ["_flash_fwd_kernel", "_flash_fwd_tma_kernel", "_flash_fwd_ws_kernel"]
+)
+def test_own_triton_kernel_replaces_the_generic_flash_phrase(name):
+    """Each of our forwards' kernels (pointer, TMA, warp-specialised Gluon: the default route
+    takes the last two at long head-dim-128 shapes) is named as ours in our own runs."""
+    assert kernels.decode(name) == "FlashAttention forward"
+    assert kernels.decode(name, own_run=True) == (
         "our Triton FlashAttention (attention/flash_triton)"
     )
 

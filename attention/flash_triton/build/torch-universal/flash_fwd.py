@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import flash_fwd_config
+from . import flash_fwd_config, flash_gluon_ws
 from .flash_bounds import _launch_tile, _visit_bounds
 from .flash_common import (
     INTERPRET,
@@ -261,6 +261,12 @@ TMA_FORWARD = False
 TMA_WARP_SPEC = False
 TMA_HEAD_DIMS = (128,)
 TMA_MIN_SEQLEN = 4096
+# Step 12 (flash_gluon_ws.py): the warp-specialised Gluon forward, a producer warp and two
+# consumer warpgroups in ping-pong, took the same shapes from the TMA kernel on an H100
+# (session 10): causal 600.6 -> 540.7 us (cuDNN 517.4), GQA 1,157.5 -> 1,068.3, non-causal
+# 1,123.3 -> 958.5; BN128, 2 stages, 8 pairs a launch group. Where it cannot run (not sm_90,
+# a Triton without Gluon's pieces, a non-contiguous q), those shapes stay on TMA.
+GLUON_WS_FORWARD = True
 
 
 def pack_gqa(n_heads: int, kv_heads: int) -> bool:
@@ -311,6 +317,13 @@ def _launch(
         if lse is not None:
             lse.fill_(float("inf"))
         return out, lse
+    if config is None and _takes_gluon_ws(q, k, v, window.windowed):
+        with device_scope(q):
+            out, ws_lse = flash_gluon_ws.gluon_ws_forward(
+                q, k, v, scale, causal, return_lse, block_n=128, stages=2,
+                l2_group=launch_group(k, 8),
+            )  # fmt: skip
+        return out, None if ws_lse is None else ws_lse.view(batch, n_heads, seqlen_q)
     if config is None and INTERPRET:
         # The autotuner would time every config in the interpreter: pick one instead.
         config = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
@@ -343,6 +356,16 @@ def _launch(
         else:
             kernel[grid](*args, **flags, **meta)
     return out, lse
+
+
+def _takes_gluon_ws(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, windowed: bool) -> bool:
+    """Whether the default route sends a forward to flash_gluon_ws (GLUON_WS_FORWARD): the
+    shapes it won (those TMA_HEAD_DIMS / TMA_MIN_SEQLEN send to TMA), where it can run."""
+    won = q.shape[-1] in TMA_HEAD_DIMS and not windowed and q.shape[1] >= TMA_MIN_SEQLEN
+    return (
+        GLUON_WS_FORWARD and won and not INTERPRET and q.is_contiguous()
+        and flash_gluon_ws.available() and tma_eligible(q, k, v)
+    )  # fmt: skip
 
 
 def _takes_tma(
