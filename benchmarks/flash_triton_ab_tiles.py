@@ -203,14 +203,12 @@ def regroup_rows(fa: Any, errs: dict[str, float]) -> list[Row]:
     return checked_backward(fa, errs, tiles)
 
 
-# Step 13: the pointer dK/dV kernel's masked tiles with clamped rows (TileConfig.clamp_rows)
-def clamped(fa: Any, shipped: Callable, on: bool) -> Callable:
-    """A row's setup: the shipped default tiles, their dK/dV tile's clamp_rows set to `on`."""
-    from dataclasses import replace
+def with_tiles(fa: Any, shipped: Callable, change: Callable[[Any], Any] | None = None) -> Callable:
+    """A row's setup: the default tiles are the shipped ones, changed by `change` (a
+    BackwardConfig -> BackwardConfig) where given."""
 
     def tiles(head_dim: int) -> Any:
-        t = shipped(head_dim)
-        return fa.BackwardConfig(replace(t.dkdv, clamp_rows=on), t.dq, t.atomic_dq)
+        return change(shipped(head_dim)) if change else shipped(head_dim)
 
     def setup() -> None:
         fa.flash_bwd_config.default_tiles = tiles
@@ -218,41 +216,33 @@ def clamped(fa: Any, shipped: Callable, on: bool) -> Callable:
     return setup
 
 
+# Step 13: the pointer dK/dV kernel's masked tiles with clamped rows (TileConfig.clamp_rows)
 def clamp_rows(fa: Any, errs: dict[str, float]) -> list[Row]:
     """The train step and the backward alone with and without the clamp, cuDNN beside."""
     from dataclasses import replace
 
     shipped = fa.flash_bwd_config.default_tiles
+    shipped_setup = with_tiles(fa, shipped)
     step = lambda: impl(fa, WORKLOADS[TRAIN])  # noqa: E731
-    rows = [(TRAIN, f"clamp {on}", clamped(fa, shipped, on), step) for on in (False, True)]
-    rows.append((TRAIN, "cuDNN", clamped(fa, shipped, False), lambda: cudnn(WORKLOADS[TRAIN])))
+
+    def clamped(on: bool) -> Callable:
+        return with_tiles(fa, shipped, lambda t: replace(t, dkdv=replace(t.dkdv, clamp_rows=on)))
+
+    rows = [(TRAIN, f"clamp {on}", clamped(on), step) for on in (False, True)]
+    rows.append((TRAIN, "cuDNN", shipped_setup, lambda: cudnn(WORKLOADS[TRAIN])))
     d = fa.default_backward_config(128, fa.flash_bwd_config.BACKWARD_L2_GROUP)
     configs = [(f"bwd clamp {on}", fa.BackwardConfig(replace(d.dkdv, clamp_rows=on), d.dq))
                for on in (False, True)]  # fmt: skip
     alone = checked_backward(fa, errs, configs)
-    return rows + [(w, lb, clamped(fa, shipped, False), make) for w, lb, _, make in alone]
+    return rows + [(w, lb, shipped_setup, make) for w, lb, _, make in alone]
 
 
 # Step 14: dQ added in the dK/dV pass by TMA bulk reductions (BackwardConfig(tma_dq=True))
-def with_tiles(fa: Any, shipped: Callable, dkdv: tuple | None, tma_dq: bool) -> Callable:
-    """A row's setup: the shipped default tiles, or (dkdv set) dQ reduced in that dK/dV tile."""
-
-    def tiles(head_dim: int) -> Any:
-        t = shipped(head_dim)
-        if dkdv is None:
-            return t
-        return fa.BackwardConfig(fa.TileConfig(*dkdv, l2_group=t.dkdv.l2_group), t.dq, True, tma_dq)
-
-    def setup() -> None:
-        fa.flash_bwd_config.default_tiles = tiles
-
-    return setup
-
-
 def tma_dq_rows(fa: Any, errs: dict[str, float]) -> list[Row]:
     """The backward alone: two passes, scalar atomics and TMA reductions at ATOMIC_DKDV's
     tiles; then the train step with the best-placed candidates, cuDNN beside."""
     shipped = fa.flash_bwd_config.default_tiles
+    shipped_setup = with_tiles(fa, shipped)
     g = fa.flash_bwd_config.BACKWARD_L2_GROUP
     d = fa.default_backward_config(128, g)
     tile = lambda t: fa.TileConfig(*t, l2_group=g)  # noqa: E731
@@ -262,15 +252,17 @@ def tma_dq_rows(fa: Any, errs: dict[str, float]) -> list[Row]:
     ]
     configs += [(f"TMA-reduced dQ, dkdv {t}", fa.BackwardConfig(tile(t), d.dq, True, True))
                 for t in ATOMIC_DKDV]  # fmt: skip
+
+    def reduced_in(dkdv: tuple) -> Callable:
+        return with_tiles(fa, shipped, lambda t: fa.BackwardConfig(
+            fa.TileConfig(*dkdv, l2_group=t.dkdv.l2_group), t.dq, True, True))  # fmt: skip
+
     step = lambda: impl(fa, WORKLOADS[TRAIN])  # noqa: E731
-    rows = [(TRAIN, "two passes", with_tiles(fa, shipped, None, False), step)]
-    for t in ATOMIC_DKDV[:2]:
-        rows.append((TRAIN, f"TMA-reduced dQ {t}", with_tiles(fa, shipped, t, True), step))
-    rows.append(
-        (TRAIN, "cuDNN", with_tiles(fa, shipped, None, False), lambda: cudnn(WORKLOADS[TRAIN]))
-    )
+    rows = [(TRAIN, "two passes", shipped_setup, step)]
+    rows += [(TRAIN, f"TMA-reduced dQ {t}", reduced_in(t), step) for t in ATOMIC_DKDV[:2]]
+    rows.append((TRAIN, "cuDNN", shipped_setup, lambda: cudnn(WORKLOADS[TRAIN])))
     alone = checked_backward(fa, errs, configs)
-    return rows + [(w, lb, with_tiles(fa, shipped, None, False), make) for w, lb, _, make in alone]
+    return rows + [(w, lb, shipped_setup, make) for w, lb, _, make in alone]
 
 
 def main() -> None:

@@ -66,27 +66,17 @@ def test_gpu_the_default_route_runs_the_gluon_forward_and_trains_through_it(
 ) -> None:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("needs an sm_90 GPU (H100/H200): run `pytest -m gpu` there")
-    from tests.attention.test_flash_triton_shapes import reference_attention
+    from tests.attention.test_flash_triton_shapes import launched, reference_attention
 
     mod = load_by_path()
-    kernel, launches = mod.flash_gluon_ws._flash_fwd_ws_kernel, []
-
-    class Recorded:
-        def __getitem__(self, grid: Any) -> Any:
-            launches.append(grid)
-            return kernel[grid]
-
     torch.manual_seed(heads + kv_heads)
     q = torch.randn(1, 4096, heads, 128, dtype=torch.bfloat16, device="cuda")
     k, v = (torch.randn(1, 4096, kv_heads, 128, dtype=torch.bfloat16, device="cuda") for _ in "kv")
     dout = torch.randn_like(q)
-    mod.flash_gluon_ws._flash_fwd_ws_kernel = Recorded()
-    try:
+    with launched(mod.flash_gluon_ws, "_flash_fwd_ws_kernel") as launches:
         leaves = [x.clone().requires_grad_() for x in (q, k, v)]
         out = mod.flash_attn_func(*leaves, causal=causal)
         out.backward(dout)
-    finally:
-        mod.flash_gluon_ws._flash_fwd_ws_kernel = kernel
     assert len(launches) == 1, "the default route did not take the Gluon forward"
     ref_leaves = [x.double().requires_grad_() for x in (q, k, v)]
     ref = reference_attention(*ref_leaves, causal, (-1, -1))

@@ -56,7 +56,7 @@ def clamped_against_masked(mod: Any, spec: dict[str, Any], device: str = "cpu") 
     """The same forward's gradients with the dK/dV kernel's masked and clamped loads: the
     largest difference between them, and the clamped ones' error against float64."""
     from tests.attention.test_flash_triton import rel_err
-    from tests.attention.test_flash_triton_shapes import reference_attention
+    from tests.attention.test_flash_triton_shapes import launched, reference_attention
 
     torch.manual_seed(spec["seed"])
     dtype = getattr(torch, spec["dtype"])
@@ -67,28 +67,17 @@ def clamped_against_masked(mod: Any, spec: dict[str, Any], device: str = "cpu") 
     dout = torch.randn_like(q)
     window = tuple(spec["window"])
     grads = {}
-    kernel, launched = mod.flash_bwd._flash_bwd_dkdv, []
-
-    class Recorded:  # the dK/dV launch, its CLAMP_ROWS noted
-        def __getitem__(self, grid):
-            def launch(*args, **kwargs):
-                launched.append(kwargs["CLAMP_ROWS"])
-                return kernel[grid](*args, **kwargs)
-
-            return launch
-
-    mod.flash_bwd._flash_bwd_dkdv = Recorded()
-    for clamp in (False, True):
-        dkdv = mod.TileConfig(*spec["dkdv"], 4, 1, clamp_rows=clamp)
-        config = mod.BackwardConfig(dkdv, mod.TileConfig(32, 16, 4, 1), spec["atomic"])
-        leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
-        out = mod.flash_attn_func_with_config(
-            *leaves, causal=spec["causal"], window_size=window, block_m=32, block_n=32,
-            num_warps=4, num_stages=1, backward_config=config,
-        )  # fmt: skip
-        out.backward(dout)
-        grads[clamp] = [x.grad for x in leaves]
-    mod.flash_bwd._flash_bwd_dkdv = kernel
+    with launched(mod.flash_bwd, "_flash_bwd_dkdv") as launches:
+        for clamp in (False, True):
+            dkdv = mod.TileConfig(*spec["dkdv"], 4, 1, clamp_rows=clamp)
+            config = mod.BackwardConfig(dkdv, mod.TileConfig(32, 16, 4, 1), spec["atomic"])
+            leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+            out = mod.flash_attn_func_with_config(
+                *leaves, causal=spec["causal"], window_size=window, block_m=32, block_n=32,
+                num_warps=4, num_stages=1, backward_config=config,
+            )  # fmt: skip
+            out.backward(dout)
+            grads[clamp] = [x.grad for x in leaves]
     leaves = [x.detach().double().requires_grad_() for x in (q, k, v)]
     reference_attention(*leaves, spec["causal"], window).backward(dout.double())
     return {
@@ -98,7 +87,7 @@ def clamped_against_masked(mod: Any, spec: dict[str, Any], device: str = "cpu") 
         ),
         "error": max(rel_err(g, x.grad) for g, x in zip(grads[True], leaves, strict=True)),
         "finite": all(bool(g.isfinite().all()) for g in grads[True]),
-        "launched": launched,
+        "launched": [kwargs["CLAMP_ROWS"] for _, kwargs in launches],
     }
 
 

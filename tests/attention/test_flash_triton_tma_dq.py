@@ -33,27 +33,6 @@ GPU_CASES = {
 }
 
 
-class Recorded:
-    """The dK/dV kernel's launches, each one's DQ_TMA noted before it runs."""
-
-    def __init__(self, mod: Any) -> None:
-        self.mod, self.kernel, self.dq_tma = mod, mod.flash_bwd._flash_bwd_dkdv, []
-
-    def __getitem__(self, grid: Any) -> Any:
-        def launch(*args: Any, **kwargs: Any) -> Any:
-            self.dq_tma.append(kwargs["DQ_TMA"])
-            return self.kernel[grid](*args, **kwargs)
-
-        return launch
-
-    def __enter__(self) -> Recorded:
-        self.mod.flash_bwd._flash_bwd_dkdv = self
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.mod.flash_bwd._flash_bwd_dkdv = self.kernel
-
-
 def gradients(mod: Any, qkv: tuple, dout: torch.Tensor, spec: tuple, config: Any) -> list:
     *_, causal, window = spec
     leaves = [x.detach().clone().requires_grad_() for x in qkv]
@@ -77,7 +56,7 @@ def inputs(spec: tuple, d: int, device: str) -> tuple[tuple, torch.Tensor]:
 def reduced_against_float64(mod: Any, spec: list, device: str = "cpu", d: int = 32) -> dict:
     """tma_dq's gradients: their error against float64, their largest difference from the
     scalar atomics' and the two passes', and each dK/dV launch's DQ_TMA."""
-    from tests.attention.test_flash_triton_shapes import reference_attention
+    from tests.attention.test_flash_triton_shapes import launched, reference_attention
 
     spec = (*spec[:5], tuple(spec[5]))
     qkv, dout = inputs(spec, d, device)
@@ -85,7 +64,7 @@ def reduced_against_float64(mod: Any, spec: list, device: str = "cpu", d: int = 
     tiles = (default.dkdv, default.dq)
     if device == "cpu":  # few, small programs: the interpreter's cost is per operation
         tiles = (mod.TileConfig(16, 32, 4, 1), mod.TileConfig(32, 16, 4, 1))
-    with Recorded(mod) as recorded:
+    with launched(mod.flash_bwd, "_flash_bwd_dkdv") as launches:
         reduced = gradients(mod, qkv, dout, spec, mod.BackwardConfig(*tiles, True, True))
     atomic = gradients(mod, qkv, dout, spec, mod.BackwardConfig(*tiles, True))
     two_passes = gradients(mod, qkv, dout, spec, mod.BackwardConfig(*tiles))
@@ -100,7 +79,7 @@ def reduced_against_float64(mod: Any, spec: list, device: str = "cpu", d: int = 
         "from atomics": largest(reduced, atomic),
         "from two passes": largest(reduced, two_passes),
         "finite": all(bool(g.isfinite().all()) for g in reduced),
-        "dq_tma": recorded.dq_tma,
+        "dq_tma": [kwargs["DQ_TMA"] for _, kwargs in launches],
     }
 
 
