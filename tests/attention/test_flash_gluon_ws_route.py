@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.attention.test_flash_triton import load_by_path, rel_err
+from tests.attention.test_flash_triton import launched, load_by_path, rel_err
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def test_gpu_the_default_route_runs_the_gluon_forward_and_trains_through_it(
 ) -> None:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("needs an sm_90 GPU (H100/H200): run `pytest -m gpu` there")
-    from tests.attention.test_flash_triton_shapes import launched, reference_attention
+    from tests.attention.test_flash_triton_shapes import reference_attention
 
     mod = load_by_path()
     torch.manual_seed(heads + kv_heads)

@@ -9,6 +9,7 @@ upcast inputs with an explicit causal mask; error = ||out - ref|| / ||ref||.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -17,6 +18,7 @@ import pathlib
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -185,6 +187,27 @@ SLOW_CASES = {
         1, 300, 1, 64, "float16", True, config={"block_m": 128, "block_n": 128}, seed=18
     ),
 }
+
+
+@contextlib.contextmanager
+def launched(module: types.ModuleType, name: str) -> Iterator[list[tuple[Any, dict]]]:
+    """Within: each `module.name[grid](...)` launch noted as (grid, its keywords) and run;
+    the kernel restored after."""
+    kernel, launches = getattr(module, name), []
+
+    class Noted:
+        def __getitem__(self, grid: Any) -> Any:
+            def launch(*args: Any, **kwargs: Any) -> Any:
+                launches.append((grid, kwargs))
+                return kernel[grid](*args, **kwargs)
+
+            return launch
+
+    setattr(module, name, Noted())
+    try:
+        yield launches
+    finally:
+        setattr(module, name, kernel)
 
 
 def run_interpreted(

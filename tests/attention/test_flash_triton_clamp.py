@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.attention.test_flash_triton import run_interpreted
+from tests.attention.test_flash_triton import launched, run_interpreted
 
 # Run in the child with TRITON_INTERPRET=1; argv[1] = JSON list of cases; prints JSON results.
 CHILD = r"""
@@ -56,7 +56,7 @@ def clamped_against_masked(mod: Any, spec: dict[str, Any], device: str = "cpu") 
     """The same forward's gradients with the dK/dV kernel's masked and clamped loads: the
     largest difference between them, and the clamped ones' error against float64."""
     from tests.attention.test_flash_triton import rel_err
-    from tests.attention.test_flash_triton_shapes import launched, reference_attention
+    from tests.attention.test_flash_triton_shapes import reference_attention
 
     torch.manual_seed(spec["seed"])
     dtype = getattr(torch, spec["dtype"])

@@ -115,27 +115,6 @@ def counted(mod: types.ModuleType) -> Iterator[dict[str, int]]:
             setattr(getattr(mod, where), attr, real[name])
 
 
-@contextlib.contextmanager
-def launched(module: types.ModuleType, name: str) -> Iterator[list[tuple[Any, dict]]]:
-    """Within: each `module.name[grid](...)` launch noted as (grid, its keywords) and run;
-    the kernel restored after."""
-    kernel, launches = getattr(module, name), []
-
-    class Noted:
-        def __getitem__(self, grid: Any) -> Any:
-            def launch(*args: Any, **kwargs: Any) -> Any:
-                launches.append((grid, kwargs))
-                return kernel[grid](*args, **kwargs)
-
-            return launch
-
-    setattr(module, name, Noted())
-    try:
-        yield launches
-    finally:
-        setattr(module, name, kernel)
-
-
 def run_case(mod: types.ModuleType, c: dict[str, Any], device: str = "cpu") -> dict[str, Any]:
     """One case: output (and gradients) against reference_attention, plus what tests read."""
     torch.manual_seed(c["seed"])

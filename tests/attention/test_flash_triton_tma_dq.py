@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.attention.test_flash_triton import load_by_path, rel_err, run_interpreted
+from tests.attention.test_flash_triton import launched, load_by_path, rel_err, run_interpreted
 
 CHILD = r"""
 import json, sys
@@ -56,7 +56,7 @@ def inputs(spec: tuple, d: int, device: str) -> tuple[tuple, torch.Tensor]:
 def reduced_against_float64(mod: Any, spec: list, device: str = "cpu", d: int = 32) -> dict:
     """tma_dq's gradients: their error against float64, their largest difference from the
     scalar atomics' and the two passes', and each dK/dV launch's DQ_TMA."""
-    from tests.attention.test_flash_triton_shapes import launched, reference_attention
+    from tests.attention.test_flash_triton_shapes import reference_attention
 
     spec = (*spec[:5], tuple(spec[5]))
     qkv, dout = inputs(spec, d, device)
