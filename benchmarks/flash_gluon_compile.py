@@ -75,25 +75,56 @@ def compile_ws(module: types.ModuleType, config: tuple) -> object:
     )  # fmt: skip
 
 
+BWD_CONFIGS = [  # flash_gluon_bwd: (block_m, stages, head_dim, causal); 128 keys, 2 consumers
+    (64, 2, 128, True),
+    (64, 3, 128, True),
+    (64, 2, 128, False),
+    (64, 2, 64, True),
+]
+
+
+def load_bwd_module() -> types.ModuleType:
+    """flash_gluon_bwd, imported like load_module's."""
+    load_module()
+    return importlib.import_module("_flash_gluon_pkg.flash_gluon_bwd")
+
+
+def compile_bwd(module: types.ModuleType, config: tuple) -> object:
+    """The warp-specialised dK/dV kernel at one config, as flash_bwd launches it."""
+    bm, stages, head_dim, causal = config
+    constexprs = {
+        "HEAD_DIM": head_dim, "CAUSAL": causal, "BLOCK_M": bm, "STAGES": stages,
+        "L2_GROUP": 8, "CONSUMER_REGS": module.CONSUMER_REGS,
+        "PRODUCER_REGS": module.PRODUCER_REGS, "num_warps": 4,
+    }  # fmt: skip
+    return _compile(module._flash_bwd_dkdv_ws_kernel, constexprs, 4)
+
+
 def compile_kernel(fn: object, config: tuple, **extra: object) -> object:
     """triton.compile of the kernel for sm_90 at one config (bf16 inputs); extra: further
     constexprs (the warp-specialised kernel's register split)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
     bm, bn, warps, stages, head_dim, causal, lse = config
     constexprs = {
         "HEAD_DIM": head_dim, "CAUSAL": causal, "BLOCK_M": bm, "BLOCK_N": bn,
         "STAGES": stages, "STORE_LSE": lse, "HEAVY_FIRST": True, "L2_GROUP": 0,
         "num_warps": warps, **extra,
     }  # fmt: skip
+    return _compile(fn, constexprs, warps)
+
+
+def _compile(fn: object, constexprs: dict, warps: int) -> object:
+    """triton.compile for sm_90 with the JIT's specialisations (16-divisible pointers and
+    strides); pointer arguments are the capitalised ones, Lse and Delta fp32, the rest bf16."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
     sig, attrs = {}, {}
     for index, name in enumerate(fn.arg_names):
         if name in constexprs:
             sig[name] = "constexpr"
         elif name[:1].isupper():  # Q, K, V, Out, Lse
-            sig[name] = "*fp32" if name == "Lse" else "*bf16"
+            sig[name] = "*fp32" if name in ("Lse", "Delta") else "*bf16"
             attrs[(index,)] = [["tt.divisibility", 16]]
         else:
             sig[name] = "fp32" if name == "softmax_scale" else "i32"
@@ -203,12 +234,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dump", type=pathlib.Path, help="write each config's PTX here")
     parser.add_argument(
-        "--module", choices=("gluon", "ws"), default="gluon",
-        help="flash_gluon (default) or the warp-specialised flash_gluon_ws",
+        "--module", choices=("gluon", "ws", "bwd"), default="gluon",
+        help="flash_gluon (default), the warp-specialised flash_gluon_ws or flash_gluon_bwd",
     )  # fmt: skip
     args = parser.parse_args()
     import triton
 
+    if args.module == "bwd":
+        return compile_bwd_configs(args.dump)
     ws = args.module == "ws"
     module = load_ws_module() if ws else load_module()
     print(f"Triton {triton.__version__}; Gluon pieces missing: {module._MISSING or 'none'}")
@@ -225,6 +258,23 @@ def main() -> None:
             print(f"{name}: FAILED {type(e).__name__}: {str(e).splitlines()[-1][:200]}")
             continue
         report(name, kernel, bin_dir, args.dump, ws)
+
+
+def compile_bwd_configs(dump: pathlib.Path | None) -> None:
+    """--module bwd: each BWD_CONFIGS entry compiled and reported as a warp-specialised one."""
+    import triton
+
+    module = load_bwd_module()
+    print(f"Triton {triton.__version__}; Gluon pieces missing: {module._MISSING or 'none'}")
+    bin_dir = pathlib.Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    for config in BWD_CONFIGS:
+        name = "dkdv BM{} s{} D{} {}".format(*config[:3], "causal" if config[3] else "full")
+        try:
+            kernel = compile_bwd(module, config)
+        except Exception as e:  # a config that does not compile: say so, go on
+            print(f"{name}: FAILED {type(e).__name__}: {str(e).splitlines()[-1][:300]}")
+            continue
+        report(name, kernel, bin_dir, dump, True)
 
 
 if __name__ == "__main__":

@@ -211,6 +211,13 @@ def chain(*names: str, dims=None) -> Chain:
         ("flash_fwd_splitkv_combine_kernel", ("aten::_flash_attention_forward",),
          "split-KV combine"),
         ("flash_bwd_dot_do_o_kernel", (), "backward pre-processing"),
+        # our backward's kernels: delta, then the pointer, TMA and warp-specialised Gluon
+        # dK/dV passes and dQ (attention/flash_triton)
+        ("_flash_bwd_preprocess", (), "backward pre-processing"),
+        ("_flash_bwd_dkdv", (), "dQ/dK/dV"),
+        ("_flash_bwd_dkdv_tma", (), "dQ/dK/dV"),
+        ("_flash_bwd_dkdv_ws_kernel", (), "dQ/dK/dV"),
+        ("_flash_bwd_dq", (), "dQ/dK/dV"),
         ("triton_per_fused__softmax_masked_fill_mul_0", ("## Call CompiledFxGraph x ##",),
          "softmax"),
         ("triton_poi_fused__to_copy_1", (), "cast/upcast"),

@@ -64,6 +64,19 @@ def test_own_triton_kernel_replaces_the_generic_flash_phrase(name):
     )
 
 
+@pytest.mark.parametrize(
+    "name",
+    ["_flash_bwd_preprocess", "_flash_bwd_dkdv", "_flash_bwd_dkdv_tma",
+     "_flash_bwd_dkdv_ws_kernel", "_flash_bwd_dq"],
+)  # fmt: skip
+def test_own_backward_kernels_are_named_ours_in_our_runs(name):
+    """The backward's kernels, the warp-specialised Gluon dK/dV pass among them (the default
+    route at one query head per K/V head), are named as ours in our own runs."""
+    assert kernels.decode(name, own_run=True) == (
+        "our Triton FlashAttention's backward (attention/flash_triton)"
+    )
+
+
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.json.gz")), ids=lambda p: p.name[:-8])
 def test_an_uploaded_trace_says_only_what_the_names_say(path):
     result = analyze(path)
