@@ -38,7 +38,8 @@ VARIANT = Variant(
     ),
     backward_lesson=(
         "our Triton FlashAttention-2 backward, readable: _flash_bwd_preprocess (delta), "
-        "_flash_bwd_dkdv (over key blocks), _flash_bwd_dq"
+        "_flash_bwd_dkdv (over key blocks; on Hopper _flash_bwd_dkdv_ws_kernel, written in "
+        "Gluon with a producer warp feeding two warpgroups), _flash_bwd_dq"
     ),
     layout="bshd",
     build=hub.builder(hub.load_local_build),
