@@ -35,9 +35,10 @@ from __future__ import annotations
 import torch
 import triton
 
-from .flash_gluon import _MISSING as _GLUON_MISSING
 from .flash_gluon import _head_desc, _jit, _launch_tile, _tma_load, _tma_store
-from .flash_gluon_ws import CONSUMER_REGS, PRODUCER_REGS, _ring_bars
+from .flash_gluon_ws import _MISSING as _MISSING  # what Gluon lacks here, for both kernels
+from .flash_gluon_ws import CONSUMER_REGS, PRODUCER_REGS, SHARED_BYTES, _ring_bars
+from .flash_gluon_ws import available as available  # the same hardware and Triton check
 from .flash_tma import _scratch, eligible
 
 try:  # Gluon is experimental: its Hopper pieces move between Triton versions
@@ -49,14 +50,11 @@ try:  # Gluon is experimental: its Hopper pieces move between Triton versions
         warpgroup_mma,
         warpgroup_mma_wait,
     )
-
-    _MISSING = list(_GLUON_MISSING) + [n for n in ("warp_specialize",) if not hasattr(gl, n)]
-except Exception as error:  # any failure means: not available
-    _MISSING = [*_GLUON_MISSING, f"{type(error).__name__}: {error}"]
+except Exception:  # flash_gluon_ws's _MISSING says why; available() is then False
+    pass
 
 HALF_N = 64  # keys per consumer warpgroup (4 warps x 16 rows of each wgmma)
 BLOCK_N = 2 * HALF_N  # keys per CTA
-SHARED_BYTES = 232_448 - 1_024  # an H100 block's 227 KB, less barriers
 
 
 @_jit
@@ -263,14 +261,6 @@ def _flash_bwd_dkdv_ws_kernel(
         [4, 1],
         [CONSUMER_REGS, PRODUCER_REGS],
     )
-
-
-def available() -> bool:
-    """Whether gluon_ws_dkdv can run here: a Hopper GPU (sm_90) and a Triton whose Gluon has
-    the Hopper pieces and warp_specialize this module uses (written against 3.6)."""
-    if _MISSING or not torch.cuda.is_available():
-        return False
-    return torch.cuda.get_device_capability() == (9, 0)
 
 
 def takes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor,
