@@ -1,6 +1,6 @@
 """Offline proof for flash_gluon.py / flash_gluon_ws.py: compile for sm_90 with no GPU.
 
-    /work/venv-t36/bin/python benchmarks/flash_gluon_compile.py [--module ws] [--dump DIR]
+    /work/venv-t36/bin/python benchmarks/flash_gluon_compile.py [--module ws|bwd] [--dump DIR]
 
 Why: the GPU machine has Triton 3.6, whose Gluon API differs from later versions, and GPU
 time is scarce. This compiles the kernel at the recommended configs with the running Triton
@@ -10,7 +10,8 @@ spill (cuobjdump -res-usage, ptxas -v), whether ptxas serialised the wgmmas (its
 then no wgmma overlaps anything, whatever the PTX says), the `wgmma.wait_group` counts, and
 the overlap evidence: for each commit group, how many `ex2` lie between it and the next wait.
 `--module ws` compiles the warp-specialised kernel (flash_gluon_ws.py) instead, and adds each
-partition's register cap (its setmaxnreg) and the highest register the SASS uses under it.
+partition's register cap (its setmaxnreg) and the highest register the SASS uses under it;
+`--module bwd` the warp-specialised dK/dV kernel (flash_gluon_bwd.py), reported the same way.
 """
 
 from __future__ import annotations
