@@ -112,3 +112,31 @@ def test_a_join_asks_for_the_address_this_checkouts_code_and_quiet_logs(monkeypa
         "runtime_env": {"py_modules": [str(root / "profiling"), str(root / "attention")]},
     }]  # fmt: skip
     assert (root / "profiling" / "jobs" / "ray.py").is_file()
+
+
+def test_a_cluster_that_cannot_start_or_be_reached_is_said_whole(monkeypatch):
+    """The CLI's words, whole: where the cluster was (this machine, or the address given),
+    Ray's own reason, and for an address the token hint unless RAY_AUTH_MODE is set (a local
+    start needs no token). Ray's failure is replaced to keep this quick, as above."""
+    pytest.importorskip("ray")
+    from profiling.jobs import ray as on_ray
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("no raylet")
+
+    monkeypatch.setattr(on_ray.ray, "init", refused)
+    monkeypatch.setattr(on_ray.ray, "is_initialized", lambda: False)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    said = "cannot start or reach the Ray cluster"
+    with pytest.raises(executor.ConfigError) as error:
+        executor.executor_for(executor.LOCAL)._connect()
+    assert str(error.value) == f"{said} on this machine: no raylet"
+    with pytest.raises(executor.ConfigError) as error:
+        executor.executor_for("10.1.2.3:6379")._connect()
+    hint = " (a cluster that asks for a token is joined by address with RAY_AUTH_MODE=token"
+    assert str(error.value).startswith(f"{said} at 10.1.2.3:6379: no raylet{hint}")
+    assert str(error.value).endswith("README, More than one GPU)")
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    with pytest.raises(executor.ConfigError) as error:
+        executor.executor_for("10.1.2.3:6379")._connect()
+    assert str(error.value) == f"{said} at 10.1.2.3:6379: no raylet"
