@@ -82,7 +82,10 @@ def test_a_failed_join_is_said_without_the_address(monkeypatch, caplog):
     with caplog.at_level(logging.ERROR), pytest.raises(executor.ConfigError) as error:
         app_side._connect()
     assert "10.1.2.3" not in str(error.value) and "server's log" in str(error.value)
-    assert app_side.failed and any("10.1.2.3" in r.getMessage() for r in caplog.records)
+    logged = [r.getMessage() for r in caplog.records if r.name == on_ray.__name__]
+    assert app_side.failed and len(logged) == 1  # the server's log has it all, once:
+    assert logged[0].startswith("cannot start or reach the Ray cluster at 10.1.2.3:6379: Failed")
+    assert logged[0].endswith("; the app's next Compares and Sweeps run on this machine")
     with pytest.raises(executor.ConfigError, match=r"10\.1\.2\.3"):  # the CLI's own --ray address
         executor.executor_for("10.1.2.3:6379")._connect()
 
