@@ -29,6 +29,10 @@ def test_with_no_cluster_running_the_executor_starts_one_here(tmp_path):
         assert logging.getLogger("ray").level == logging.WARNING
         assert "ray_print_logs" not in {thread.name for thread in threading.enumerate()}
         assert ray._private.worker._global_node.webui_url == ""
+        # a point that may take a GPU gets one where this machine has one, else a CPU worker
+        auto = [[point_job(1, tmp_path, device="auto")]]
+        assert executor.run(auto, Said().hooks())[0][0].value.label == "naive 32"
+        assert executor.kind == ("GPU" if torch.cuda.device_count() else "CPU")
     finally:
         executor.close()
         ray.shutdown()
