@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import pathlib
 import sys
@@ -30,7 +29,14 @@ import torch
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from benchmarks.bench_flash_triton_ab import WORKLOADS, cudnn, impl, markdown, time_rows  # noqa: E402
+from benchmarks.bench_flash_triton_ab import (  # noqa: E402
+    WORKLOADS,
+    cudnn,
+    impl,
+    markdown,
+    rel,
+    time_rows,
+)
 from benchmarks.bench_flash_triton_shapes import load  # noqa: E402
 
 TRAIN = "train B4 H16 S4096 D128"
@@ -50,26 +56,13 @@ VARIANTS = {"Triton dK/dV": (False, 2), "Gluon dK/dV s2": (True, 2), "Gluon dK/d
 
 
 def reference_grads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dout: torch.Tensor,
-                    causal: bool) -> tuple[torch.Tensor, ...]:  # fmt: skip
-    """float64 autograd of softmax(q kᵀ / √d, bottom-right causal) v; a row that sees no key
-    gives 0 (its probabilities are zeroed before the NaN of an all -inf softmax spreads)."""
-    qd, kd, vd = (t.detach().double().transpose(1, 2).requires_grad_() for t in (q, k, v))
-    scores = qd @ kd.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    sq, sk = q.shape[1], k.shape[1]
-    if causal:
-        hidden = torch.arange(sk, device=q.device)[None, :] > torch.arange(sq, device=q.device)[
-            :, None] + (sk - sq)  # fmt: skip
-        scores = scores.masked_fill(hidden, -1e30)  # finite: no NaN where a row sees nothing
-        probs = torch.softmax(scores, -1).masked_fill(hidden, 0.0)
-    else:
-        probs = torch.softmax(scores, -1)
-    out = (probs @ vd).transpose(1, 2)
-    out.backward(dout.double())
-    return tuple(t.grad.transpose(1, 2) for t in (qd, kd, vd))
+                    causal: bool) -> list[torch.Tensor]:  # fmt: skip
+    """dQ, dK, dV of float64 attention (the tests' reference: a row that sees no key gives 0)."""
+    from tests.attention.test_flash_triton_shapes import reference_attention
 
-
-def rel(got: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((got.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30)).item()
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    reference_attention(*leaves, causal, (-1, -1)).backward(dout.double())
+    return [t.grad for t in leaves]
 
 
 def set_variant(fa: Any, gluon: bool, stages: int) -> None:
@@ -77,23 +70,10 @@ def set_variant(fa: Any, gluon: bool, stages: int) -> None:
     fa.flash_bwd.GLUON_WS_DKDV_STAGES = stages
 
 
-def counted(fa: Any) -> list[int]:
-    """A list whose length is the Gluon kernel's launches from now on."""
-    calls: list[int] = []
-    module = fa.flash_gluon_bwd
-    original = module.gluon_ws_dkdv
-
-    def gluon_ws_dkdv(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        return original(*args, **kwargs)
-
-    module.gluon_ws_dkdv = gluon_ws_dkdv
-    return calls
-
-
 def correctness(fa: Any) -> tuple[bool, list[dict[str, Any]]]:
     """Every case's gradients on both dK/dV kernels, against float64 and each other."""
-    calls = counted(fa)
+    from tests.attention.test_flash_triton import launched
+
     ok, found = True, []
     for case in CASES:
         batch, heads, sq, sk, d, causal, dtype = case
@@ -106,11 +86,11 @@ def correctness(fa: Any) -> tuple[bool, list[dict[str, Any]]]:
         grads = {}
         for gluon in (False, True):
             set_variant(fa, gluon, 2)
-            before = len(calls)
-            leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-            fa.flash_attn_func(*leaves, causal=causal).backward(dout)
+            with launched(fa.flash_gluon_bwd, "_flash_bwd_dkdv_ws_kernel") as launches:
+                leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+                fa.flash_attn_func(*leaves, causal=causal).backward(dout)
             grads[gluon] = [t.grad for t in leaves]
-            if gluon and len(calls) == before:
+            if gluon and not launches:
                 ok = False
                 print(f"{case}: the Gluon kernel did not run", flush=True)
         row = {"case": str(case)}
